@@ -1,0 +1,93 @@
+# Unicorn — one Makefile for everything.
+#   make            build binaries (bin/) and tests
+#   make test       run the Criterion test suite (what CI runs)
+#   make check      build and run the tests under ASan+UBSan
+#   make fuzz       build the libFuzzer targets (clang-14) into build/fuzz/
+#
+# Sources are found by wildcard: every .c under the module folders goes into
+# libunicorn.a except files named *_main.c, which each become a binary.
+
+CC      ?= gcc
+BUILD   ?= build
+BIN     ?= bin
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -I. -I$(BUILD) $(SAN) -MMD -MP
+LDFLAGS += $(SAN)
+LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lm -lpthread
+GLSLC   ?= glslc
+GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
+
+MODULES  := ipc loader ref gpu_worker npu_worker coordinator tools
+ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+MAIN_C   := $(filter %_main.c,$(ALL_C))
+LIB_C    := $(filter-out %_main.c,$(ALL_C))
+LIB_O    := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
+SHADERS  := $(wildcard shaders/*.comp)
+SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS))
+SHADER_O := $(BUILD)/obj/shaders_embed.o
+LIB      := $(BUILD)/libunicorn.a
+
+# binary name = file name without _main.c, with '_' -> '-' (unicorn_mkmodel_main.c -> unicorn-mkmodel)
+bin_name = $(BIN)/$(subst _,-,$(patsubst %_main,%,$(basename $(notdir $(1)))))
+BINS     := $(foreach f,$(MAIN_C),$(call bin_name,$(f)))
+
+TEST_C   := $(wildcard tests/*.c)
+TEST_O   := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_C))
+TEST_BIN := $(BUILD)/tests/unicorn-tests
+FUZZ_C   := $(wildcard tests/fuzz/fuzz_*.c)
+
+.PHONY: all test check fuzz clean shaders
+all: $(BINS) $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# Shaders: glslc (warnings are errors) -> spirv-val -> embedded C arrays.
+$(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(GLSLFLAGS) -MD -MF $@.d -o $@ $<
+	spirv-val --target-env vulkan1.2 $@
+$(BUILD)/shaders_embed.c: $(SPV) tools/embed_spv.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed_spv.sh $@ $(SPV)
+$(SHADER_O): $(BUILD)/shaders_embed.c
+	$(CC) $(CFLAGS) -c $< -o $@
+shaders: $(SHADER_O)
+
+$(LIB): $(LIB_O) $(SHADER_O)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+define bin_rule
+$(call bin_name,$(1)): $(BUILD)/obj/$(basename $(1)).o $(LIB)
+	@mkdir -p $(BIN)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach f,$(MAIN_C),$(eval $(call bin_rule,$(f))))
+
+$(TEST_BIN): $(TEST_O) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+
+# Tests run from the repository root; ../shared holds goldens and vectors.
+TEST_ARGS ?= --jobs 2
+test: all
+	UNICORN_BIN=$(abspath $(BIN)) $(TEST_BIN) $(TEST_ARGS)
+
+check:
+	$(MAKE) BUILD=build/san BIN=build/san/bin OPT=-O1 \
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
+
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
+FUZZ_LIB_C  = $(filter ipc/% loader/%,$(LIB_C))
+fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
+	@mkdir -p $(dir $@)
+	clang-14 $(FUZZ_CFLAGS) -o $@ $^ -ljansson -lm
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,14 @@
+/* cli: the `unicorn` command's subcommands. Each takes argv after the
+ * subcommand name (argv[0] is the subcommand) and returns the process exit
+ * status (0 ok, 1 failure, 2 usage error). */
+#ifndef UNICORN_CLI_H
+#define UNICORN_CLI_H
+
+int cli_inspect(int argc, char **argv);   /* coordinator/cli_inspect.c */
+int cli_tokenize(int argc, char **argv);  /* coordinator/cli_tokenize.c */
+int cli_logits(int argc, char **argv);    /* coordinator/cli_logits.c */
+int cli_quantize(int argc, char **argv);  /* coordinator/cli_quantize.c */
+int cli_devices(int argc, char **argv);   /* coordinator/cli_devices.c */
+int cli_bench(int argc, char **argv);     /* coordinator/cli_bench.c */
+
+#endif

