@@ -1,9 +1,253 @@
-/* PLACEHOLDER being written now; replaced by the real command. */
+/* unicorn inspect: what a model file holds, as the engine sees it (after
+ * validation): format, hyperparameters, local/global layers, tensor table and
+ * byte totals. --json prints the same as one JSON object for scripts. */
 #include "coordinator/cli.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "ipc/err.h"
+#include "loader/model.h"
+#include "loader/quant.h"
+
+#define MAX_TYPE_ID 64
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: unicorn inspect MODEL [--json]\n"
+		"\n"
+		"Open and validate a model and print its format, architecture, hyperparameters,\n"
+		"local/global layer layout, every tensor (name, type, shape in GGUF order, bytes)\n"
+		"and totals.\n"
+		"\n"
+		"  MODEL    GGUF file, Hugging Face model directory, or a .safetensors file in one\n"
+		"  --json   print one JSON object instead of text\n"
+		"  --help   show this help\n");
+}
+
+static const char *type_name(uint32_t type)
+{
+	const struct quant_type_info *qi = quant_type_info(type);
+	return qi ? qi->name : "unknown";
+}
+
+static const char *format_name(enum model_format f)
+{
+	return f == MODEL_GGUF ? "gguf" : f == MODEL_HF ? "hf-safetensors" : "unknown";
+}
+
+struct totals {
+	uint64_t bytes;
+	uint64_t by_type[MAX_TYPE_ID + 1]; /* last slot: ids we have no name for */
+	uint64_t count_by_type[MAX_TYPE_ID + 1];
+};
+
+static void sum(const struct model *m, struct totals *t)
+{
+	memset(t, 0, sizeof *t);
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const struct model_tensor *x = &m->tensors[i];
+		uint32_t k = x->type < MAX_TYPE_ID ? x->type : MAX_TYPE_ID;
+		t->bytes += x->nbytes;
+		t->by_type[k] += x->nbytes;
+		t->count_by_type[k]++;
+	}
+}
+
+/* "0-4, 6-10" style list of the layers whose layer_global equals want. */
+static void print_layers(const struct gemma3_config *c, bool want)
+{
+	int first = 1;
+	for (uint32_t i = 0; i < c->n_layer; i++) {
+		if (c->layer_global[i] != want)
+			continue;
+		uint32_t j = i;
+		while (j + 1 < c->n_layer && c->layer_global[j + 1] == want)
+			j++;
+		printf("%s%u", first ? "" : ", ", i);
+		if (j > i)
+			printf("-%u", j);
+		first = 0;
+		i = j;
+	}
+	printf("%s\n", first ? "(none)" : "");
+}
+
+static void print_text(const struct model *m)
+{
+	const struct gemma3_config *c = &m->cfg;
+	printf("model:        %s\n", m->path);
+	printf("format:       %s\n", format_name(m->format));
+	printf("architecture: gemma3\n\n");
+	printf("hyperparameters:\n");
+	printf("  n_embd                 %u\n", c->n_embd);
+	printf("  n_ff                   %u\n", c->n_ff);
+	printf("  n_layer                %u\n", c->n_layer);
+	printf("  n_head                 %u\n", c->n_head);
+	printf("  n_head_kv              %u\n", c->n_head_kv);
+	printf("  head_dim               %u\n", c->head_dim);
+	printf("  sliding_window         %u\n", c->sliding_window);
+	printf("  n_vocab                %u\n", c->n_vocab);
+	printf("  n_vocab_text           %u\n", c->n_vocab_text);
+	printf("  n_ctx                  %u\n", c->n_ctx);
+	printf("  rms_eps                %g\n", c->eps);
+	printf("  rope_base_global       %g\n", c->rope_base_global);
+	printf("  rope_base_local        %g\n", c->rope_base_local);
+	printf("  rope_scale_global      %g\n", c->rope_scale_global);
+	printf("  query_pre_attn_scalar  %g\n", c->query_pre_attn_scalar);
+	printf("  final_softcap          %g%s\n", c->final_softcap, c->final_softcap == 0 ? " (none)" : "");
+	printf("  global layers          ");
+	print_layers(c, true);
+	printf("  local layers           ");
+	print_layers(c, false);
+
+	printf("\ntensors:\n");
+	printf("  %-40s %-6s %-24s %14s\n", "name", "type", "shape", "bytes");
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		char shape[96];
+		int n = snprintf(shape, sizeof shape, "[");
+		uint32_t nd = t->n_dims ? t->n_dims : 1;
+		for (uint32_t d = 0; d < nd && d < 4; d++)
+			n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRIu64, d ? ", " : "",
+				      t->ne[d]);
+		snprintf(shape + n, sizeof shape - (size_t)n, "]");
+		printf("  %-40s %-6s %-24s %14" PRIu64 "%s\n", t->name, type_name(t->type), shape,
+		       t->nbytes, t->norm_offset != 0 ? "  (+1 on load)" : "");
+	}
+
+	struct totals tot;
+	sum(m, &tot);
+	printf("\ntotals:\n");
+	printf("  tensors  %zu\n", m->n_tensors);
+	printf("  bytes    %" PRIu64 " (%.2f MiB)\n", tot.bytes, (double)tot.bytes / (1024.0 * 1024.0));
+	for (uint32_t k = 0; k <= MAX_TYPE_ID; k++)
+		if (tot.count_by_type[k])
+			printf("  %-8s %" PRIu64 " bytes in %" PRIu64 " tensors\n",
+			       k < MAX_TYPE_ID ? type_name(k) : "other", tot.by_type[k],
+			       tot.count_by_type[k]);
+}
+
+/* jansson returns NULL on allocation failure; json_object_set_new and
+ * json_array_append_new accept NULL and fail, which we check once at the end
+ * by the return of json_dumpf. */
+static json_t *to_json(const struct model *m)
+{
+	const struct gemma3_config *c = &m->cfg;
+	json_t *root = json_object();
+	if (!root)
+		return NULL;
+	json_object_set_new(root, "path", json_string(m->path));
+	json_object_set_new(root, "format", json_string(format_name(m->format)));
+	json_object_set_new(root, "architecture", json_string("gemma3"));
+
+	json_t *cfg = json_object();
+	json_object_set_new(cfg, "n_embd", json_integer(c->n_embd));
+	json_object_set_new(cfg, "n_ff", json_integer(c->n_ff));
+	json_object_set_new(cfg, "n_layer", json_integer(c->n_layer));
+	json_object_set_new(cfg, "n_head", json_integer(c->n_head));
+	json_object_set_new(cfg, "n_head_kv", json_integer(c->n_head_kv));
+	json_object_set_new(cfg, "head_dim", json_integer(c->head_dim));
+	json_object_set_new(cfg, "sliding_window", json_integer(c->sliding_window));
+	json_object_set_new(cfg, "n_vocab", json_integer(c->n_vocab));
+	json_object_set_new(cfg, "n_vocab_text", json_integer(c->n_vocab_text));
+	json_object_set_new(cfg, "n_ctx", json_integer(c->n_ctx));
+	json_object_set_new(cfg, "rms_eps", json_real(c->eps));
+	json_object_set_new(cfg, "rope_base_global", json_real(c->rope_base_global));
+	json_object_set_new(cfg, "rope_base_local", json_real(c->rope_base_local));
+	json_object_set_new(cfg, "rope_scale_global", json_real(c->rope_scale_global));
+	json_object_set_new(cfg, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
+	json_object_set_new(cfg, "final_softcap", json_real(c->final_softcap));
+	json_t *glob = json_array(), *loc = json_array();
+	for (uint32_t i = 0; i < c->n_layer; i++)
+		json_array_append_new(c->layer_global[i] ? glob : loc, json_integer(i));
+	json_object_set_new(cfg, "global_layers", glob);
+	json_object_set_new(cfg, "local_layers", loc);
+	json_object_set_new(root, "config", cfg);
+
+	json_t *tensors = json_array();
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		json_t *o = json_object(), *shape = json_array();
+		uint32_t nd = t->n_dims ? t->n_dims : 1;
+		for (uint32_t d = 0; d < nd && d < 4; d++)
+			json_array_append_new(shape, json_integer((json_int_t)t->ne[d]));
+		json_object_set_new(o, "name", json_string(t->name));
+		json_object_set_new(o, "type", json_string(type_name(t->type)));
+		json_object_set_new(o, "shape", shape);
+		json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));
+		json_object_set_new(o, "norm_offset", json_real(t->norm_offset));
+		json_array_append_new(tensors, o);
+	}
+	json_object_set_new(root, "tensors", tensors);
+
+	struct totals tot;
+	sum(m, &tot);
+	json_t *totals = json_object(), *by_type = json_object();
+	json_object_set_new(totals, "tensors", json_integer((json_int_t)m->n_tensors));
+	json_object_set_new(totals, "bytes", json_integer((json_int_t)tot.bytes));
+	for (uint32_t k = 0; k <= MAX_TYPE_ID; k++)
+		if (tot.count_by_type[k])
+			json_object_set_new(by_type, k < MAX_TYPE_ID ? type_name(k) : "other",
+					    json_integer((json_int_t)tot.by_type[k]));
+	json_object_set_new(totals, "bytes_by_type", by_type);
+	json_object_set_new(root, "totals", totals);
+	return root;
+}
+
 int cli_inspect(int argc, char **argv)
 {
-	(void)argc; (void)argv;
-	fprintf(stderr, "unicorn inspect: not built yet\n");
-	return 1;
+	const char *path = NULL;
+	int as_json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--json")) {
+			as_json = 1;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "unicorn inspect: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return 2;
+		} else if (path) {
+			fprintf(stderr, "unicorn inspect: more than one MODEL given\n");
+			usage(stderr);
+			return 2;
+		} else {
+			path = argv[i];
+		}
+	}
+	if (!path) {
+		usage(stderr);
+		return 2;
+	}
+
+	struct model *m;
+	if (model_open(path, &m) < 0) {
+		fprintf(stderr, "unicorn inspect: %s\n", err_msg());
+		return 1;
+	}
+	int status = 0;
+	if (as_json) {
+		json_t *j = to_json(m);
+		if (!j || json_dumpf(j, stdout, JSON_INDENT(1)) < 0) {
+			fprintf(stderr, "unicorn inspect: out of memory writing JSON\n");
+			status = 1;
+		} else {
+			fputc('\n', stdout);
+		}
+		json_decref(j);
+	} else {
+		print_text(m);
+	}
+	model_close(m);
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "unicorn inspect: writing output failed\n");
+		status = 1;
+	}
+	return status;
 }
