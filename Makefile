@@ -8,6 +8,7 @@
 # libunicorn.a except files named *_main.c, which each become a binary.
 
 CC      ?= gcc
+CXX     ?= g++
 BUILD   ?= build
 BIN     ?= bin
 OPT     ?= -O2
@@ -44,6 +45,16 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The XRT shim is the only C++ (and the only XRT include); it links only into
+# binaries whose main lives in npu_worker/.
+NPU_CXX_O := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard npu_worker/*.cpp))
+CXXFLAGS  += -std=c++17 -Wall -Wextra -Werror $(OPT) -g -I. -I/usr/include/xrt $(SAN) -MMD -MP
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+EXTRA_O_npu_worker    = $(NPU_CXX_O)
+EXTRA_LIBS_npu_worker = $(if $(NPU_CXX_O),-lxrt_coreutil -lstdc++)
+
 # Shaders: glslc (warnings are errors) -> spirv-val -> embedded C arrays.
 $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
@@ -61,9 +72,9 @@ $(LIB): $(LIB_O) $(SHADER_O)
 	rm -f $@ && ar rcs $@ $^
 
 define bin_rule
-$(call bin_name,$(1)): $(BUILD)/obj/$(basename $(1)).o $(LIB)
+$(call bin_name,$(1)): $(BUILD)/obj/$(basename $(1)).o $(EXTRA_O_$(patsubst %/,%,$(dir $(1)))) $(LIB)
 	@mkdir -p $(BIN)
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS) $(EXTRA_LIBS_$(patsubst %/,%,$(dir $(1))))
 endef
 $(foreach f,$(MAIN_C),$(eval $(call bin_rule,$(f))))
 

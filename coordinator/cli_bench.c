@@ -1,9 +1,319 @@
-/* PLACEHOLDER being written now; replaced by the real command. */
+/* unicorn bench: llama-bench style throughput of the Vulkan engine.
+ *
+ * Definitions follow llama-bench: ppN processes an N-token prompt (in batches
+ * of -b tokens) from an empty context; tgN generates N tokens one at a time
+ * from an empty context. Each test runs once as a warm-up and then -r times;
+ * tokens/s is reported as mean ± sample standard deviation over repetitions.
+ * Generation computes the full logits row and picks the next token on the GPU
+ * (greedy), as a real decode step does. */
 #include "coordinator/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "gpu_worker/engine.h"
+#include "gpu_worker/vk.h"
+#include "ipc/err.h"
+#include "loader/model.h"
+#include "loader/quant.h"
+
+#define BENCH_MAX_TESTS 16
+
+static void bench_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--vk-device D] [--json]\n"
+		"\n"
+		"Measures the Vulkan engine like llama-bench: ppN = prompt processing of N tokens,\n"
+		"tgN = generation of N tokens one at a time, each from an empty context.\n"
+		"\n"
+		"  -p, --n-prompt N     prompt lengths to test (default 512; 0 skips)\n"
+		"  -n, --n-gen N        generation lengths to test (default 128; 0 skips)\n"
+		"  -r, --repetitions N  timed repetitions per test after one warm-up (default 5)\n"
+		"  -b, --batch-size N   tokens per prompt-processing submission (default 512)\n"
+		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
+		"      --json           one JSON object on stdout instead of a table\n");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > max || s[0] == '-')
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* "128" or "128,256" -> list (0 entries skipped). */
+static int parse_list(const char *s, uint32_t *vals, int *n)
+{
+	char buf[256];
+	if (strlen(s) >= sizeof buf)
+		return -1;
+	strcpy(buf, s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		uint32_t v;
+		if (parse_u32(t, 1u << 20, &v))
+			return -1;
+		if (v == 0)
+			continue;
+		if (*n >= BENCH_MAX_TESTS)
+			return -1;
+		vals[(*n)++] = v;
+	}
+	return 0;
+}
+
+/* One timed run of a test; returns seconds or a negative error code. */
+static int run_pp(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t batch, double *secs)
+{
+	int rc = engine_reset(e);
+	if (rc)
+		return rc;
+	double t0 = now_s();
+	uint32_t next;
+	for (uint32_t pos = 0; pos < n; pos += batch) {
+		uint32_t m = n - pos < batch ? n - pos : batch;
+		rc = engine_argmax(e, tokens + pos, m, pos, &next);
+		if (rc)
+			return rc;
+	}
+	*secs = now_s() - t0;
+	return 0;
+}
+
+static int run_tg(struct engine *e, uint32_t first, uint32_t n, double *secs)
+{
+	int rc = engine_reset(e);
+	if (rc)
+		return rc;
+	uint32_t tok = first;
+	double t0 = now_s();
+	for (uint32_t pos = 0; pos < n; pos++) {
+		rc = engine_argmax(e, &tok, 1, pos, &tok);
+		if (rc)
+			return rc;
+	}
+	*secs = now_s() - t0;
+	return 0;
+}
+
+struct bench_result {
+	char name[32];
+	uint32_t n_prompt, n_gen;
+	double mean, sd;       /* tokens/s */
+	double samples[64];
+	uint32_t n_samples;
+};
+
+static void stats(struct bench_result *r)
+{
+	double s = 0, ss = 0;
+	for (uint32_t i = 0; i < r->n_samples; i++)
+		s += r->samples[i];
+	r->mean = s / r->n_samples;
+	for (uint32_t i = 0; i < r->n_samples; i++)
+		ss += (r->samples[i] - r->mean) * (r->samples[i] - r->mean);
+	r->sd = r->n_samples > 1 ? sqrt(ss / (r->n_samples - 1)) : 0;
+}
+
+/* Weight bytes and parameter count, and the dominant matrix type's name. */
+static void model_summary(const struct model *m, uint64_t *bytes, uint64_t *params, const char **type)
+{
+	uint64_t by_type[64] = { 0 };
+	*bytes = *params = 0;
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		*bytes += m->tensors[i].nbytes;
+		*params += model_tensor_nelems(&m->tensors[i]);
+		if (m->tensors[i].type < 64)
+			by_type[m->tensors[i].type] += m->tensors[i].nbytes;
+	}
+	uint32_t best = 0;
+	for (uint32_t t = 0; t < 64; t++)
+		if (by_type[t] > by_type[best])
+			best = t;
+	const struct quant_type_info *ti = quant_type_info(best);
+	*type = ti ? ti->name : "?";
+}
+
 int cli_bench(int argc, char **argv)
 {
-	(void)argc; (void)argv;
-	fprintf(stderr, "unicorn bench: not built yet\n");
-	return 1;
+	static const struct option opts[] = {
+		{ "n-prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
+		{ "repetitions", required_argument, 0, 'r' }, { "batch-size", required_argument, 0, 'b' },
+		{ "vk-device", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], reps = 5, batch = 512;
+	int n_pp = 0, n_tg = 0, json = 0, pp_set = 0, tg_set = 0;
+	const char *device = NULL;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:n:r:b:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			pp_set = 1;
+			if (parse_list(optarg, pp, &n_pp))
+				goto bad_value;
+			break;
+		case 'n':
+			tg_set = 1;
+			if (parse_list(optarg, tg, &n_tg))
+				goto bad_value;
+			break;
+		case 'r':
+			if (parse_u32(optarg, 64, &reps) || reps == 0)
+				goto bad_value;
+			break;
+		case 'b':
+			if (parse_u32(optarg, 1u << 16, &batch) || batch == 0)
+				goto bad_value;
+			break;
+		case 'd': device = optarg; break;
+		case 'j': json = 1; break;
+		case 'h': bench_usage(stdout); return 0;
+		default: bench_usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		bench_usage(stderr);
+		return 2;
+	}
+	if (0) {
+bad_value:
+		fprintf(stderr, "unicorn bench: bad value '%s' for -%c\n", optarg, c);
+		return 2;
+	}
+	if (!pp_set)
+		pp[n_pp++] = 512;
+	if (!tg_set)
+		tg[n_tg++] = 128;
+	const char *path = argv[optind];
+
+	struct model *m = NULL;
+	struct engine *e = NULL;
+	int rc = model_open(path, &m);
+	if (rc) {
+		fprintf(stderr, "unicorn bench: %s\n", err_msg());
+		return 1;
+	}
+	uint32_t max_len = 1;
+	for (int i = 0; i < n_pp; i++)
+		max_len = pp[i] > max_len ? pp[i] : max_len;
+	for (int i = 0; i < n_tg; i++)
+		max_len = tg[i] > max_len ? tg[i] : max_len;
+	if (max_len > m->cfg.n_ctx) {
+		fprintf(stderr, "unicorn bench: %u tokens exceed the model's context of %u\n", max_len, m->cfg.n_ctx);
+		model_close(m);
+		return 2;
+	}
+	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = batch };
+	fprintf(stderr, "unicorn bench: loading %s onto the GPU...\n", path);
+	rc = engine_create(m, &eo, &e);
+	if (rc) {
+		fprintf(stderr, "unicorn bench: %s\n", err_msg());
+		model_close(m);
+		return 1;
+	}
+	struct vk_ctx *vk = engine_vk(e);
+
+	/* Random (seeded) prompt tokens below the text vocabulary, as llama-bench uses random tokens. */
+	uint32_t *tokens = malloc(sizeof *tokens * max_len);
+	uint64_t st = 0x9e3779b97f4a7c15ull;
+	for (uint32_t i = 0; i < max_len && tokens; i++) {
+		st = st * 6364136223846793005ull + 1442695040888963407ull;
+		tokens[i] = (uint32_t)((st >> 33) % m->cfg.n_vocab_text);
+	}
+	struct bench_result res[2 * BENCH_MAX_TESTS];
+	int n_res = 0;
+	rc = tokens ? 0 : ERR_NOMEM;
+	for (int kind = 0; kind < 2 && !rc; kind++) {
+		int nt = kind == 0 ? n_pp : n_tg;
+		for (int i = 0; i < nt && !rc; i++) {
+			struct bench_result *r = &res[n_res++];
+			memset(r, 0, sizeof *r);
+			uint32_t n = kind == 0 ? pp[i] : tg[i];
+			snprintf(r->name, sizeof r->name, "%s%u", kind == 0 ? "pp" : "tg", n);
+			r->n_prompt = kind == 0 ? n : 0;
+			r->n_gen = kind == 1 ? n : 0;
+			for (uint32_t rep = 0; rep <= reps && !rc; rep++) { /* rep 0: warm-up */
+				double secs = 0;
+				rc = kind == 0 ? run_pp(e, tokens, n, batch, &secs) : run_tg(e, tokens[0], n, &secs);
+				if (!rc && rep > 0)
+					r->samples[r->n_samples++] = n / secs;
+				fprintf(stderr, "\r  %-8s %s %u/%u", r->name, rep ? "run" : "warm-up", rep, reps);
+			}
+			fprintf(stderr, "\n");
+			if (!rc)
+				stats(r);
+		}
+	}
+	if (rc) {
+		fprintf(stderr, "unicorn bench: %s\n", err_msg());
+		goto out;
+	}
+
+	uint64_t bytes, params;
+	const char *type;
+	model_summary(m, &bytes, &params, &type);
+	if (json) {
+		json_t *o = json_object(), *arr = json_array();
+		json_object_set_new(o, "model", json_string(path));
+		json_object_set_new(o, "model_type", json_string(type));
+		json_object_set_new(o, "model_size", json_integer((json_int_t)bytes));
+		json_object_set_new(o, "model_n_params", json_integer((json_int_t)params));
+		json_object_set_new(o, "n_layer", json_integer(m->cfg.n_layer));
+		json_object_set_new(o, "n_embd", json_integer(m->cfg.n_embd));
+		json_object_set_new(o, "n_vocab", json_integer(m->cfg.n_vocab));
+		json_object_set_new(o, "gpu", json_string(vk->info.name));
+		json_object_set_new(o, "driver", json_string(vk->info.driver));
+		json_object_set_new(o, "n_batch", json_integer(batch));
+		json_object_set_new(o, "repetitions", json_integer(reps));
+		for (int i = 0; i < n_res; i++) {
+			json_t *t = json_object(), *s = json_array();
+			json_object_set_new(t, "test", json_string(res[i].name));
+			json_object_set_new(t, "n_prompt", json_integer(res[i].n_prompt));
+			json_object_set_new(t, "n_gen", json_integer(res[i].n_gen));
+			json_object_set_new(t, "avg_ts", json_real(res[i].mean));
+			json_object_set_new(t, "stddev_ts", json_real(res[i].sd));
+			for (uint32_t k = 0; k < res[i].n_samples; k++)
+				json_array_append_new(s, json_real(res[i].samples[k]));
+			json_object_set_new(t, "samples_ts", s);
+			json_array_append_new(arr, t);
+		}
+		json_object_set_new(o, "tests", arr);
+		char *txt = json_dumps(o, JSON_INDENT(2));
+		if (txt)
+			puts(txt);
+		free(txt);
+		json_decref(o);
+	} else {
+		printf("| model | size | params | backend | device | test | t/s |\n");
+		printf("| --- | ---: | ---: | --- | --- | ---: | ---: |\n");
+		for (int i = 0; i < n_res; i++)
+			printf("| gemma3 %uL %s | %.2f MiB | %.2f B | Vulkan | %s | %s | %.2f ± %.2f |\n",
+			       m->cfg.n_layer, type, bytes / 1048576.0, params / 1e9, vk->info.name,
+			       res[i].name, res[i].mean, res[i].sd);
+	}
+out:
+	free(tokens);
+	engine_destroy(e);
+	model_close(m);
+	return rc ? 1 : 0;
 }

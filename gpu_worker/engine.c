@@ -1,0 +1,727 @@
+/* engine: Gemma 3 on Vulkan (see engine.h and docs/vulkan.md).
+ *
+ * Per token (decode, fused placement) the recorded command buffer runs:
+ *   embed, attn_norm(layer 0),
+ *   per layer: qkv matvec, rope_kv, attn, attn_combine, wo matvec,
+ *              post_attn_norm+residual+ffn_norm, gate/up GLU matvec, down matvec,
+ *              post_ffn_norm+residual+next attn_norm (or the final norm),
+ *   logits matvec, [argmax | topk]
+ * i.e. 9 dispatches per layer, one queue submission per step. */
+#include "gpu_worker/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_worker/vk.h"
+#include "ipc/err.h"
+#include "loader/quant.h"
+
+#define WG 64u
+#define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
+#define MAX_GROUPS 65535u
+
+enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, N_MODES = 4 };
+
+/* A weight matrix on the device: rows of ncols elements of one type. */
+struct ew {
+	struct vk_buf *buf;
+	uint32_t type, ncols, nrows, row_bytes;
+};
+
+struct elayer {
+	struct ew qkv[3];
+	uint32_t n_qkv;          /* 1 when wq/wk/wv share a type and were concatenated */
+	struct ew wo, gu[2], down;
+	uint32_t n_gu;           /* 1 when gate/up share a type (fused GLU matvec) */
+	struct vk_buf *attn_norm, *q_norm, *k_norm, *post_attn, *ffn_norm, *post_ffn;
+	struct vk_buf *kc, *vc;
+	VkDescriptorSet s_attn_norm, s_qkv[3], s_rope, s_attn, s_combine, s_wo, s_post_attn,
+		s_ffn_norm, s_gu[2], s_gelu, s_down, s_post_ffn;
+};
+
+struct engine {
+	struct vk_ctx *vk;
+	struct gemma3_config cfg;
+	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
+	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
+	struct ew embd;
+	struct vk_buf *output_norm;
+	struct elayer *L;
+	/* activations [max_batch][...] */
+	struct vk_buf *step, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *res, *dummy;
+	/* pipelines, by type slot */
+	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
+	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_argmax, s_topk;
+	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
+	VkCommandBuffer once;          /* re-recorded for stage calls */
+	bool timed;                    /* last submission wrote timestamps */
+	uint32_t n_ts;
+};
+
+static int type_slot(uint32_t type)
+{
+	switch (type) {
+	case TENSOR_F32: return 0;
+	case TENSOR_F16: return 1;
+	case TENSOR_BF16: return 2;
+	case TENSOR_Q8_0: return 3;
+	case TENSOR_Q4_0: return 4;
+	case TENSOR_Q4_K: return 5;
+	case TENSOR_Q6_K: return 6;
+	default: return -1;
+	}
+}
+static const char *slot_name[7] = { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" };
+
+struct vk_ctx *engine_vk(struct engine *e) { return e->vk; }
+
+void engine_placement(const struct engine *e, uint64_t *dl, uint64_t *hv)
+{
+	*dl = e->vk->bytes_device_local;
+	*hv = e->vk->bytes_host_visible;
+}
+
+/* Upload n tensors with equal type and row length as one row-concatenated matrix. */
+static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint32_t n, struct ew *w)
+{
+	memset(w, 0, sizeof *w);
+	w->type = t[0]->type;
+	if (type_slot(w->type) < 0)
+		return err_set(ERR_UNSUP, "engine: %s: tensor type %u not supported on Vulkan", t[0]->name, w->type);
+	if (t[0]->ne[0] > UINT32_MAX)
+		return err_set(ERR_RANGE, "engine: %s: ne[0] too large", t[0]->name);
+	w->ncols = (uint32_t)t[0]->ne[0];
+	uint64_t rb, rows = 0;
+	int rc = quant_row_bytes(w->type, w->ncols, &rb);
+	if (rc)
+		return err_prefix(rc, "engine: %s", t[0]->name);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t r = model_tensor_nelems(t[i]) / w->ncols;
+		if (t[i]->type != w->type || t[i]->ne[0] != w->ncols || t[i]->nbytes != r * rb)
+			return err_set(ERR_INVAL, "engine: %s: size/type does not match its group", t[i]->name);
+		rows += r;
+	}
+	if (rows > UINT32_MAX || rows * rb > VK_MAX_BUFFER_BYTES)
+		return err_set(ERR_UNSUP, "engine: %s: %llu bytes exceed the 2 GiB per-buffer limit (unsupported; "
+			       "use a quantized or f16 copy)", t[0]->name, (unsigned long long)(rows * rb));
+	w->nrows = (uint32_t)rows;
+	w->row_bytes = (uint32_t)rb;
+	rc = vk_buf_create(e->vk, VK_BUF_DEVICE, rows * rb, &w->buf);
+	if (rc)
+		return err_prefix(rc, "engine: %s", t[0]->name);
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		rc = vk_upload(e->vk, w->buf, off, t[i]->data, t[i]->nbytes);
+		if (rc)
+			return err_prefix(rc, "engine: %s", t[i]->name);
+		off += t[i]->nbytes;
+	}
+	return 0;
+}
+
+/* Norm weights are uploaded as effective f32 (norm_offset applied). */
+static int norm_upload(struct engine *e, const struct model_tensor *t, uint32_t n, struct vk_buf **out)
+{
+	if (model_tensor_nelems(t) != n)
+		return err_set(ERR_INVAL, "engine: %s: expected %u elements", t->name, n);
+	float *tmp = malloc((size_t)n * sizeof *tmp);
+	if (!tmp)
+		return err_set(ERR_NOMEM, "engine: %s: out of memory", t->name);
+	int rc = model_tensor_rows_f32(t, 0, 1, tmp);
+	if (!rc)
+		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, (VkDeviceSize)n * 4, out);
+	if (!rc)
+		rc = vk_upload(e->vk, *out, 0, tmp, (size_t)n * 4);
+	free(tmp);
+	return rc ? err_prefix(rc, "engine: %s", t->name) : 0;
+}
+
+static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *b0, struct vk_buf *b1,
+		 struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
+{
+	struct vk_bind b[6] = { { b0, 0, 0 }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 } };
+	return vk_set_create(e->vk, p, b, s);
+}
+
+static int pipes_create(struct engine *e)
+{
+	const uint32_t wg[1] = { WG }, wg_am[1] = { 64 }, wg32[1] = { 32 };
+	char name[64];
+	int rc = 0;
+	for (int i = 0; i < 7 && !rc; i++) {
+		snprintf(name, sizeof name, "mul_mv_%s", slot_name[i]);
+		rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->mv[i]);
+		snprintf(name, sizeof name, "mul_mv_glu_%s", slot_name[i]);
+		if (!rc)
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->glu[i]);
+		snprintf(name, sizeof name, "get_rows_%s", slot_name[i]);
+		if (!rc)
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct rows_push), wg, 1, &e->rows[i]);
+	}
+	if (!rc) rc = vk_pipe_create(e->vk, "rmsnorm", 5, sizeof(struct norm_push), wg, 1, &e->norm);
+	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &e->rope);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn", 5, sizeof(struct attn_push), wg, 1, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &e->combine);
+	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
+	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 2, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
+	if (!rc) rc = vk_pipe_create(e->vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &e->topk);
+	return rc;
+}
+
+static int weights_upload(struct engine *e, const struct model *m)
+{
+	const struct gemma3_config *c = &e->cfg;
+	const struct model_tensor *te[1] = { m->tok_embd };
+	int rc = ew_upload(e, te, 1, &e->embd);
+	if (rc)
+		return rc;
+	if (e->embd.ncols != c->n_embd || e->embd.nrows != c->n_vocab)
+		return err_set(ERR_INVAL, "engine: token_embd.weight: shape does not match the config");
+	rc = norm_upload(e, m->output_norm, c->n_embd, &e->output_norm);
+	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+		const struct model_layer *ml = &m->layers[il];
+		struct elayer *l = &e->L[il];
+		const struct model_tensor *qkv[3] = { ml->wq, ml->wk, ml->wv };
+		if (ml->wq->type == ml->wk->type && ml->wk->type == ml->wv->type) {
+			l->n_qkv = 1;
+			rc = ew_upload(e, qkv, 3, &l->qkv[0]);
+		} else {
+			l->n_qkv = 3;
+			for (int i = 0; i < 3 && !rc; i++)
+				rc = ew_upload(e, &qkv[i], 1, &l->qkv[i]);
+		}
+		const struct model_tensor *gu[2] = { ml->ffn_gate, ml->ffn_up };
+		if (!rc && ml->ffn_gate->type == ml->ffn_up->type) {
+			l->n_gu = 1;
+			rc = ew_upload(e, gu, 2, &l->gu[0]);
+		} else if (!rc) {
+			l->n_gu = 2;
+			for (int i = 0; i < 2 && !rc; i++)
+				rc = ew_upload(e, &gu[i], 1, &l->gu[i]);
+		}
+		if (!rc) rc = ew_upload(e, &ml->wo, 1, &l->wo);
+		if (!rc) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
+		if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
+		if (!rc) rc = norm_upload(e, ml->q_norm, c->head_dim, &l->q_norm);
+		if (!rc) rc = norm_upload(e, ml->k_norm, c->head_dim, &l->k_norm);
+		if (!rc) rc = norm_upload(e, ml->post_attn_norm, c->n_embd, &l->post_attn);
+		if (!rc) rc = norm_upload(e, ml->ffn_norm, c->n_embd, &l->ffn_norm);
+		if (!rc) rc = norm_upload(e, ml->post_ffn_norm, c->n_embd, &l->post_ffn);
+		if (rc)
+			return rc;
+		/* shapes: qkv rows, wo/down map back to n_embd */
+		uint32_t qkv_rows = 0;
+		for (uint32_t i = 0; i < l->n_qkv; i++)
+			qkv_rows += l->qkv[i].nrows;
+		uint32_t gu_rows = l->gu[0].nrows + (l->n_gu == 2 ? l->gu[1].nrows : 0);
+		if (qkv_rows != e->qkv_stride || l->qkv[0].ncols != c->n_embd || l->wo.ncols != e->n_q ||
+		    l->wo.nrows != c->n_embd || gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
+		    l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)
+			return err_set(ERR_INVAL, "engine: layer %u: weight shapes do not match the config", il);
+	}
+	return rc;
+}
+
+static int sets_create(struct engine *e)
+{
+	const struct gemma3_config *c = &e->cfg;
+	struct vk_buf *d = e->dummy;
+	int rc = mkset(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, e->embd.buf, e->step, e->h, d, d, d);
+	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
+	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
+	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, e->embd.buf, e->xb, e->logits, d, d, d);
+	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logits, e->res, d, d, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logits, e->res, e->step, d, d, d);
+	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+		struct elayer *l = &e->L[il];
+		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
+		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
+		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
+			rc = mkset(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], l->qkv[i].buf, e->xb, e->qkv, d, d, d);
+		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->step);
+		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->step, d);
+		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
+		if (!rc) rc = mkset(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, l->wo.buf, e->att, e->o, d, d, d);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
+		if (!rc && l->n_gu == 1)
+			rc = mkset(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], l->gu[0].buf, e->xb, e->ff, d, d, d);
+		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
+			rc = mkset(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], l->gu[i].buf, e->xb, e->gu, d, d, d);
+		if (!rc && l->n_gu == 2)
+			rc = mkset(e, &e->gelu, &l->s_gelu, e->gu, e->ff, d, d, d, d);
+		if (!rc) rc = mkset(e, &e->mv[type_slot(l->down.type)], &l->s_down, l->down.buf, e->ff, e->o, d, d, d);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
+	}
+	return rc;
+}
+
+int engine_create(const struct model *m, const struct engine_opts *o, struct engine **out)
+{
+	*out = NULL;
+	const struct gemma3_config *c = &m->cfg;
+	struct engine_opts def = { 0 };
+	if (!o)
+		o = &def;
+	if (c->n_layer == 0 || c->n_layer > MODEL_MAX_LAYERS || c->head_dim == 0 || c->head_dim % 2 || c->head_dim > 512 ||
+	    c->n_head_kv == 0 || c->n_head % c->n_head_kv || c->n_embd == 0 || c->n_ff == 0 || c->n_vocab == 0)
+		return err_set(ERR_UNSUP, "engine: %s: config outside what the shaders support (head_dim even and <= 512, "
+			       "n_head a multiple of n_head_kv)", m->path ? m->path : "model");
+	struct engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return err_set(ERR_NOMEM, "engine: out of memory");
+	e->cfg = *c;
+	e->max_ctx = o->max_ctx ? o->max_ctx : (c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096);
+	e->max_batch = o->max_batch ? o->max_batch : 32;
+	e->n_split = o->n_split ? o->n_split : 16;
+	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
+	e->n_q = c->n_head * c->head_dim;
+	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
+	int rc = 0;
+	if (e->max_batch > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24)) {
+		rc = err_set(ERR_INVAL, "engine: options: max_batch <= 4096, n_split <= 256, max_ctx <= 2^24");
+		goto fail;
+	}
+	rc = vk_create(o->device, &e->vk);
+	if (rc)
+		goto fail;
+	e->L = calloc(c->n_layer, sizeof *e->L);
+	for (uint32_t i = 0; i < N_MODES; i++)
+		e->cbs[i] = calloc(e->max_batch + 1, sizeof(VkCommandBuffer));
+	if (!e->L || !e->cbs[0] || !e->cbs[1] || !e->cbs[2] || !e->cbs[3]) {
+		rc = err_set(ERR_NOMEM, "engine: out of memory");
+		goto fail;
+	}
+	rc = pipes_create(e);
+	if (rc)
+		goto fail;
+	/* activations and KV first: they are touched every step, weights may spill */
+	const uint64_t B = e->max_batch, F = 4;
+	struct { struct vk_buf **b; enum vk_buf_kind k; uint64_t bytes; } bufs[] = {
+		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + B * 4 },
+		{ &e->h, VK_BUF_DEVICE, B * c->n_embd * F },
+		{ &e->xb, VK_BUF_DEVICE, B * c->n_embd * F },
+		{ &e->o, VK_BUF_DEVICE, B * c->n_embd * F },
+		{ &e->qkv, VK_BUF_DEVICE, B * e->qkv_stride * F },
+		{ &e->att, VK_BUF_DEVICE, B * e->n_q * F },
+		{ &e->part, VK_BUF_DEVICE, B * c->n_head * e->n_split * (c->head_dim + 2) * F },
+		{ &e->gu, VK_BUF_DEVICE, B * 2 * c->n_ff * F },
+		{ &e->ff, VK_BUF_DEVICE, B * c->n_ff * F },
+		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
+		{ &e->res, VK_BUF_HOST, 2 * ENGINE_TOPK_MAX * 4 },
+		{ &e->dummy, VK_BUF_DEVICE, 16 },
+	};
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
+		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
+	uint64_t kv_bytes = (uint64_t)e->max_ctx * c->n_head_kv * c->head_dim * F;
+	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
+		if (!rc)
+			rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].vc);
+	}
+	if (!rc)
+		rc = engine_reset(e);
+	if (!rc)
+		rc = weights_upload(e, m);
+	if (!rc)
+		rc = sets_create(e);
+	if (!rc)
+		rc = vk_cmd_alloc(e->vk, &e->once);
+	if (rc)
+		goto fail;
+	e->n_ts = 2 * c->n_layer + 3;
+	*out = e;
+	return 0;
+fail:
+	engine_destroy(e);
+	return rc;
+}
+
+static void ew_free(struct engine *e, struct ew *w) { vk_buf_destroy(e->vk, w->buf); }
+
+void engine_destroy(struct engine *e)
+{
+	if (!e)
+		return;
+	if (e->vk) {
+		vkDeviceWaitIdle(e->vk->dev);
+		for (uint32_t m = 0; m < N_MODES; m++)
+			for (uint32_t n = 0; e->cbs[m] && n <= e->max_batch; n++)
+				vk_cmd_free(e->vk, e->cbs[m][n]);
+		vk_cmd_free(e->vk, e->once);
+		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
+			struct elayer *l = &e->L[il];
+			for (int i = 0; i < 3; i++)
+				ew_free(e, &l->qkv[i]);
+			ew_free(e, &l->wo);
+			ew_free(e, &l->gu[0]);
+			ew_free(e, &l->gu[1]);
+			ew_free(e, &l->down);
+			struct vk_buf *bs[] = { l->attn_norm, l->q_norm, l->k_norm, l->post_attn, l->ffn_norm, l->post_ffn, l->kc, l->vc };
+			for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+				vk_buf_destroy(e->vk, bs[i]);
+		}
+		ew_free(e, &e->embd);
+		struct vk_buf *bs[] = { e->output_norm, e->step, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
+					e->logits, e->res, e->dummy };
+		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+			vk_buf_destroy(e->vk, bs[i]);
+		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
+		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+			vk_pipe_destroy(e->vk, ps[i]);
+		for (int i = 0; i < 7; i++) {
+			vk_pipe_destroy(e->vk, &e->mv[i]);
+			vk_pipe_destroy(e->vk, &e->glu[i]);
+			vk_pipe_destroy(e->vk, &e->rows[i]);
+		}
+		vk_destroy(e->vk);
+	}
+	for (uint32_t m = 0; m < N_MODES; m++)
+		free(e->cbs[m]);
+	free(e->L);
+	free(e);
+}
+
+int engine_reset(struct engine *e)
+{
+	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
+		int rc = vk_fill_zero(e->vk, e->L[il].kc);
+		if (!rc)
+			rc = vk_fill_zero(e->vk, e->L[il].vc);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- recording ---- */
+
+uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg)
+{
+	/* about two 32-element chunks per thread; short rows share a workgroup */
+	uint32_t want = (ncols / 32 + 1) / 2, t = 1;
+	while (t < want && t < wg)
+		t *= 2;
+	return t;
+}
+
+static void rec_mv(struct engine *e, VkCommandBuffer cb, const struct ew *w, VkDescriptorSet s, bool glu,
+		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid)
+{
+	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
+	uint32_t tpr = engine_mv_tpr(w->ncols, WG);
+	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
+	uint32_t nwg = (nrows + WG / tpr - 1) / (WG / tpr);
+	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
+	uint32_t gz = (nwg + gx - 1) / gx;
+	const struct vk_pipe *pp = glu ? &e->glu[type_slot(w->type)] : &e->mv[type_slot(w->type)];
+	vk_cmd_dispatch(cb, pp, s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
+}
+
+static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
+{
+	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, 0 };
+	vk_cmd_dispatch(cb, &e->norm, s, &p, n, 1, 1);
+	vk_cmd_barrier(cb);
+}
+
+static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
+{
+	const struct gemma3_config *c = &e->cfg;
+	struct elayer *l = &e->L[il];
+	if (pre_norm)
+		rec_norm(e, cb, l->s_attn_norm, 0, n);
+	uint32_t off = 0;
+	for (uint32_t i = 0; i < l->n_qkv; i++) {
+		rec_mv(e, cb, &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX);
+		off += l->qkv[i].nrows;
+	}
+	vk_cmd_barrier(cb);
+	bool global = c->layer_global[il];
+	struct rope_push rp = {
+		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, c->eps,
+		global ? c->rope_base_global : c->rope_base_local,
+		global && c->rope_scale_global > 0 ? 1.0f / c->rope_scale_global : 1.0f, e->max_ctx,
+	};
+	vk_cmd_dispatch(cb, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
+	vk_cmd_barrier(cb);
+	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
+	struct attn_push ap = {
+		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
+		1.0f / sqrtf(qpas), 32,
+	};
+	vk_cmd_dispatch(cb, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
+	vk_cmd_barrier(cb);
+	struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
+	vk_cmd_dispatch(cb, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
+	vk_cmd_barrier(cb);
+	rec_mv(e, cb, &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
+	vk_cmd_barrier(cb);
+	rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
+}
+
+static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
+{
+	const struct gemma3_config *c = &e->cfg;
+	struct elayer *l = &e->L[il];
+	if (pre_norm)
+		rec_norm(e, cb, l->s_ffn_norm, 0, n);
+	if (l->n_gu == 1) {
+		rec_mv(e, cb, &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX);
+	} else {
+		rec_mv(e, cb, &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
+		rec_mv(e, cb, &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX);
+		vk_cmd_barrier(cb);
+		struct gelu_push gp = { c->n_ff, n };
+		vk_cmd_dispatch(cb, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
+	}
+	vk_cmd_barrier(cb);
+	rec_mv(e, cb, &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX);
+	vk_cmd_barrier(cb);
+	rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
+}
+
+static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
+{
+	struct rows_push p = { e->embd.ncols, e->embd.nrows, e->embd.row_bytes, sqrtf((float)e->cfg.n_embd) };
+	vk_cmd_dispatch(cb, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
+	vk_cmd_barrier(cb);
+}
+
+/* logits of rows [n - n_out, n) of xb into logits[0..n_out) */
+static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
+{
+	rec_mv(e, cb, &e->embd, e->s_logits, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
+	       e->n_vocab_text);
+	vk_cmd_barrier(cb);
+}
+
+static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int mode)
+{
+	int rc = vk_cmd_begin(cb, false);
+	if (rc)
+		return rc;
+	bool ts = e->vk->timestamps && e->n_ts <= e->vk->n_queries;
+	uint32_t q = 0;
+	if (ts) {
+		vk_cmd_reset_queries(cb, e->vk, 0, e->n_ts);
+		vk_cmd_timestamp(cb, e->vk, q++);
+	}
+	rec_embed(e, cb, n);
+	rec_norm(e, cb, e->s_norm0, 0, n);
+	if (ts)
+		vk_cmd_timestamp(cb, e->vk, q++);
+	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
+		rec_attn(e, cb, il, n, false, true);
+		if (ts)
+			vk_cmd_timestamp(cb, e->vk, q++);
+		rec_ffn(e, cb, il, n, false, true);
+		if (ts)
+			vk_cmd_timestamp(cb, e->vk, q++);
+	}
+	rec_logits(e, cb, n, mode == MODE_ALL ? n : 1);
+	struct argmax_push ap = { e->n_vocab_text, 0 };
+	if (mode == MODE_ARGMAX)
+		vk_cmd_dispatch(cb, &e->argmax, e->s_argmax, &ap, 1, 1, 1);
+	if (mode == MODE_TOPK)
+		vk_cmd_dispatch(cb, &e->topk, e->s_topk, &ap, 1, 1, 1);
+	vk_cmd_barrier(cb);
+	if (ts)
+		vk_cmd_timestamp(cb, e->vk, q++);
+	VkResult r = vkEndCommandBuffer(cb);
+	return r == VK_SUCCESS ? 0 : err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
+}
+
+static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k)
+{
+	if (n == 0 || n > e->max_batch)
+		return err_set(ERR_INVAL, "engine: step of %u tokens (max_batch %u)", n, e->max_batch);
+	if (pos0 > e->max_ctx || n > e->max_ctx - pos0)
+		return err_set(ERR_RANGE, "engine: positions %u..%u exceed max_ctx %u", pos0, pos0 + n - 1, e->max_ctx);
+	struct engine_step *s = e->step->map;
+	s->pos0 = pos0;
+	s->n = n;
+	s->k = k;
+	if (tokens) {
+		for (uint32_t i = 0; i < n; i++)
+			if (tokens[i] >= e->cfg.n_vocab)
+				return err_set(ERR_INVAL, "engine: token %u out of range (n_vocab %u)", tokens[i], e->cfg.n_vocab);
+		memcpy(s->tokens, tokens, (size_t)n * 4);
+	}
+	return 0;
+}
+
+/* One step of at most max_batch tokens: replay (recording on first use). */
+static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
+{
+	int rc = step_write(e, tokens, n, pos0, k);
+	if (rc)
+		return rc;
+	VkCommandBuffer *cb = &e->cbs[mode][n];
+	if (!*cb) {
+		rc = vk_cmd_alloc(e->vk, cb);
+		if (!rc)
+			rc = record_forward(e, *cb, n, mode);
+		if (rc) {
+			vk_cmd_free(e->vk, *cb);
+			*cb = VK_NULL_HANDLE;
+			return rc;
+		}
+	}
+	rc = vk_submit_wait(e->vk, *cb);
+	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
+	return rc;
+}
+
+int engine_forward(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits, bool all_rows)
+{
+	if (!tokens || n == 0)
+		return err_set(ERR_INVAL, "engine: forward: no tokens");
+	size_t V = e->cfg.n_vocab;
+	for (uint32_t done = 0; done < n;) {
+		uint32_t c = n - done < e->max_batch ? n - done : e->max_batch;
+		bool last = done + c == n;
+		int mode = all_rows ? MODE_ALL : MODE_LAST;
+		int rc = run_step(e, tokens + done, c, pos0 + done, mode, 0);
+		if (rc)
+			return rc;
+		if (logits && all_rows)
+			memcpy(logits + (size_t)done * V, e->logits->map, (size_t)c * V * 4);
+		else if (logits && last)
+			memcpy(logits, e->logits->map, V * 4);
+		done += c;
+	}
+	return 0;
+}
+
+int engine_argmax(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t *token)
+{
+	if (!tokens || n == 0)
+		return err_set(ERR_INVAL, "engine: argmax: no tokens");
+	uint32_t head = n > e->max_batch ? n - (n - 1) % e->max_batch - 1 : 0;
+	if (head) {
+		int rc = engine_forward(e, tokens, head, pos0, NULL, false);
+		if (rc)
+			return rc;
+	}
+	int rc = run_step(e, tokens + head, n - head, pos0 + head, MODE_ARGMAX, 0);
+	if (rc)
+		return rc;
+	*token = ((const uint32_t *)e->res->map)[0];
+	return 0;
+}
+
+int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k, uint32_t *ids, float *vals)
+{
+	if (!tokens || n == 0 || k == 0 || k > ENGINE_TOPK_MAX)
+		return err_set(ERR_INVAL, "engine: topk: need tokens and 1 <= k <= %d", ENGINE_TOPK_MAX);
+	uint32_t head = n > e->max_batch ? n - (n - 1) % e->max_batch - 1 : 0;
+	if (head) {
+		int rc = engine_forward(e, tokens, head, pos0, NULL, false);
+		if (rc)
+			return rc;
+	}
+	int rc = run_step(e, tokens + head, n - head, pos0 + head, MODE_TOPK, k);
+	if (rc)
+		return rc;
+	const uint32_t *r = e->res->map;
+	for (uint32_t i = 0; i < k; i++) {
+		ids[i] = r[2 * i];
+		memcpy(&vals[i], &r[2 * i + 1], 4);
+	}
+	return 0;
+}
+
+int engine_timing(struct engine *e, struct engine_timing *t)
+{
+	memset(t, 0, sizeof *t);
+	if (!e->timed)
+		return err_set(ERR_STATE, "engine: no timed submission yet (or timestamps unsupported)");
+	uint64_t ns[256];
+	int rc = vk_query_ns(e->vk, 0, e->n_ts, ns);
+	if (rc)
+		return rc;
+	t->embed_ns = ns[1] - ns[0];
+	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
+		t->attn_ns += ns[2 + 2 * il] - ns[1 + 2 * il];
+		t->ffn_ns += ns[3 + 2 * il] - ns[2 + 2 * il];
+	}
+	t->head_ns = ns[e->n_ts - 1] - ns[e->n_ts - 2];
+	t->total_ns = ns[e->n_ts - 1] - ns[0];
+	return 0;
+}
+
+/* ---- single stages (split placement) ---- */
+
+static int once_begin(struct engine *e)
+{
+	vkResetCommandBuffer(e->once, 0);
+	return vk_cmd_begin(e->once, true);
+}
+
+static int once_submit(struct engine *e)
+{
+	VkResult r = vkEndCommandBuffer(e->once);
+	if (r != VK_SUCCESS)
+		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
+	e->timed = false;
+	return vk_submit_wait(e->vk, e->once);
+}
+
+int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
+{
+	int rc = step_write(e, tokens, n, 0, 0);
+	if (!rc)
+		rc = once_begin(e);
+	if (rc)
+		return rc;
+	rec_embed(e, e->once, n);
+	return once_submit(e);
+}
+
+int engine_hidden_set(struct engine *e, const float *h, uint32_t n)
+{
+	if (n == 0 || n > e->max_batch)
+		return err_set(ERR_INVAL, "engine: hidden_set: %u rows (max_batch %u)", n, e->max_batch);
+	return vk_upload(e->vk, e->h, 0, h, (size_t)n * e->cfg.n_embd * 4);
+}
+
+int engine_hidden_get(struct engine *e, float *h, uint32_t n)
+{
+	if (n == 0 || n > e->max_batch)
+		return err_set(ERR_INVAL, "engine: hidden_get: %u rows (max_batch %u)", n, e->max_batch);
+	return vk_download(e->vk, e->h, 0, h, (size_t)n * e->cfg.n_embd * 4);
+}
+
+int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, uint32_t pos0)
+{
+	if (layer >= e->cfg.n_layer || (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN))
+		return err_set(ERR_INVAL, "engine: stage: layer %u / stage %d out of range", layer, (int)stage);
+	int rc = step_write(e, NULL, n, pos0, 0);
+	if (!rc)
+		rc = once_begin(e);
+	if (rc)
+		return rc;
+	if (stage == ENGINE_STAGE_ATTN)
+		rec_attn(e, e->once, layer, n, true, false);
+	else
+		rec_ffn(e, e->once, layer, n, true, false);
+	return once_submit(e);
+}
+
+int engine_head(struct engine *e, uint32_t n, float *logits)
+{
+	int rc = step_write(e, NULL, n, 0, 0);
+	if (!rc)
+		rc = once_begin(e);
+	if (rc)
+		return rc;
+	rec_norm(e, e->once, e->s_final, 0, n);
+	rec_logits(e, e->once, n, 1);
+	rc = once_submit(e);
+	if (!rc && logits)
+		memcpy(logits, e->logits->map, (size_t)e->cfg.n_vocab * 4);
+	return rc;
+}

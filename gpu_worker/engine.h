@@ -1,0 +1,100 @@
+/* engine: the Gemma 3 forward pass on Vulkan. All model math runs in compute
+ * shaders; the CPU only writes a small step buffer (position, token ids) and
+ * replays command buffers recorded once per shape. See docs/vulkan.md. */
+#ifndef UNICORN_ENGINE_H
+#define UNICORN_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loader/model.h"
+
+struct engine;
+struct vk_ctx;
+
+struct engine_opts {
+	const char *device;   /* NULL = first discrete GPU else first device; index or name substring */
+	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) */
+	uint32_t max_batch;   /* tokens per submission (prefill chunk); 0 = 32 */
+	uint32_t n_split;     /* attention splits over the KV length; 0 = 16 */
+};
+
+/* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
+struct mv_push {
+	uint32_t ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid;
+	uint32_t tpr;        /* threads per row: a power of two <= the workgroup size */
+};
+_Static_assert(sizeof(struct mv_push) == 40, "mv_push mirrors shaders/mul_mv.glsl");
+struct rows_push { uint32_t ncols, nrows, row_bytes; float scale; };
+_Static_assert(sizeof(struct rows_push) == 16, "rows_push mirrors shaders/get_rows.glsl");
+struct norm_push { uint32_t n, mode; float eps; uint32_t pad; };
+_Static_assert(sizeof(struct norm_push) == 16, "norm_push mirrors shaders/rmsnorm.comp");
+struct rope_push {
+	uint32_t head_dim, n_head, n_kv, qkv_stride;
+	float eps, base, freq_scale;
+	uint32_t kv_cap;
+};
+_Static_assert(sizeof(struct rope_push) == 32, "rope_push mirrors shaders/rope_kv.comp");
+struct attn_push {
+	uint32_t head_dim, n_head, n_kv, qkv_stride, window, n_split;
+	float scale;
+	uint32_t min_chunk;
+};
+_Static_assert(sizeof(struct attn_push) == 32, "attn_push mirrors shaders/attn.comp");
+struct combine_push { uint32_t head_dim, n_head, n_split, pad; };
+_Static_assert(sizeof(struct combine_push) == 16, "combine_push mirrors shaders/attn_combine.comp");
+struct gelu_push { uint32_t n_ff, n_tok; };
+_Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");
+struct argmax_push { uint32_t n, off; };
+_Static_assert(sizeof(struct argmax_push) == 8, "argmax_push mirrors shaders/argmax.comp, topk.comp");
+
+/* The host-visible step buffer the kernels read (STEP_* in shaders/common.glsl). */
+struct engine_step {
+	uint32_t pos0;      /* position of tokens[0] */
+	uint32_t n;         /* tokens in this step */
+	uint32_t k;         /* top-k size */
+	uint32_t pad;
+	uint32_t tokens[];  /* max_batch entries */
+};
+
+#define ENGINE_TOPK_MAX 64
+
+enum engine_stage { ENGINE_STAGE_ATTN = 0, ENGINE_STAGE_FFN = 1 };
+
+/* GPU time of the last engine_forward/argmax/topk submission, in ns. */
+/* Threads per matvec row for rows of ncols elements (workgroup of wg threads). */
+uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg);
+
+struct engine_timing {
+	uint64_t embed_ns, attn_ns, ffn_ns, head_ns, total_ns;
+};
+
+int engine_create(const struct model *m, const struct engine_opts *o, struct engine **out);
+void engine_destroy(struct engine *e);
+struct vk_ctx *engine_vk(struct engine *e);
+/* Bytes of weights/KV/activations placed in device-local and host-visible memory. */
+void engine_placement(const struct engine *e, uint64_t *device_local, uint64_t *host_visible);
+
+/* Run tokens[0..n) at positions pos0.. (earlier positions must have been run).
+ * logits: if all_rows, [n][n_vocab]; else the last row only [n_vocab]; may be NULL.
+ * Logits of ids >= n_vocab_text are -INFINITY. */
+int engine_forward(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits, bool all_rows);
+/* Same, then the greedy next token of the last row (computed on the GPU). */
+int engine_argmax(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t *token);
+/* Same, then the k (1..64) best ids/logits of the last row, descending. */
+int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k,
+		uint32_t *ids, float *vals);
+/* Forget every sequence (zeroes the KV cache). */
+int engine_reset(struct engine *e);
+int engine_timing(struct engine *e, struct engine_timing *t);
+
+/* Pieces for a split placement: the device hidden state h[n][n_embd] can be set
+ * or read, and one stage of one layer run over it for n tokens at pos0.. */
+int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n);
+int engine_hidden_set(struct engine *e, const float *h, uint32_t n);
+int engine_hidden_get(struct engine *e, float *h, uint32_t n);
+int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, uint32_t pos0);
+/* Final norm + logits of the last of n hidden rows. */
+int engine_head(struct engine *e, uint32_t n, float *logits);
+
+#endif

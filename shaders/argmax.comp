@@ -1,0 +1,51 @@
+#version 450
+// argmax: res[0] = index of the largest of n logits (lowest index on ties),
+// res[1] = its value bits. One workgroup.
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 256;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 1) writeonly buffer R { uint res[]; };
+
+// Mirrors struct argmax_push in gpu_worker/engine.h.
+layout(push_constant) uniform Push {
+	uint n;
+	uint off;
+} p;
+
+shared float sv[WG];
+shared uint si[WG];
+
+void main()
+{
+	uint tid = gl_LocalInvocationID.x;
+	float bv = NEG_INF;
+	uint bi = 0xffffffffu;
+	for (uint i = tid; i < p.n; i += WG) {
+		float v = logits[p.off + i];
+		if (v > bv || bi == 0xffffffffu) {
+			bv = v;
+			bi = i;
+		}
+	}
+	sv[tid] = bv;
+	si[tid] = bi;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (tid < s) {
+			float ov = sv[tid + s];
+			uint oi = si[tid + s];
+			if (oi != 0xffffffffu && (si[tid] == 0xffffffffu || ov > sv[tid] || (ov == sv[tid] && oi < si[tid]))) {
+				sv[tid] = ov;
+				si[tid] = oi;
+			}
+		}
+		barrier();
+	}
+	if (tid == 0u) {
+		res[0] = si[0];
+		res[1] = floatBitsToUint(sv[0]);
+	}
+}

@@ -1,0 +1,33 @@
+// common.glsl: helpers shared by every shader. Weight buffers are read as
+// 32-bit words with manual unpacking (portable: needs no 8/16-bit storage).
+#ifndef COMMON_GLSL
+#define COMMON_GLSL
+
+#define TYPE_F32 0
+#define TYPE_F16 1
+#define TYPE_Q4_0 2
+#define TYPE_Q8_0 8
+#define TYPE_Q4_K 12
+#define TYPE_Q6_K 14
+#define TYPE_BF16 30
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+// The per-step values (one submission per token reads them; never push constants,
+// so a recorded command buffer can be replayed). Mirrors struct engine_step in C.
+#define STEP_POS0 0
+#define STEP_N 1
+#define STEP_K 2
+#define STEP_TOKENS 4
+
+float gelu_tanh(float x)
+{
+	const float c = 0.7978845608028654; // sqrt(2/pi)
+	float u = c * (x + 0.044715 * x * x * x);
+	// tanh via exp, clamped so exp never overflows
+	float t = clamp(u, -15.0, 15.0);
+	float e = exp(2.0 * t);
+	return 0.5 * x * (1.0 + (e - 1.0) / (e + 1.0));
+}
+
+#endif

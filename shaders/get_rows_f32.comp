@@ -1,0 +1,4 @@
+#version 450
+// embedding gather, f32 weights
+#define TYPE TYPE_F32
+#include "get_rows.glsl"

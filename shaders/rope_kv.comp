@@ -1,0 +1,80 @@
+#version 450
+// rope_kv: per (head, token) of the fused qkv buffer: RMSNorm over head_dim with
+// the q_norm / k_norm weight, NEOX RoPE at position pos0+t (from the step
+// buffer), then q is written back in place and k (plus the matching v head) is
+// appended to this layer's KV cache at that position.
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) buffer QKV { float qkv[]; };
+layout(binding = 1) readonly buffer QN { float qn[]; };
+layout(binding = 2) readonly buffer KN { float kn[]; };
+layout(binding = 3) writeonly buffer KC { float kc[]; };
+layout(binding = 4) writeonly buffer VC { float vc[]; };
+layout(binding = 5) readonly buffer Step { uint step[]; };
+
+// Mirrors struct rope_push in gpu_worker/engine.h.
+layout(push_constant) uniform Push {
+	uint head_dim;
+	uint n_head;
+	uint n_kv;
+	uint qkv_stride;
+	float eps;
+	float base;        // theta base of this layer (local or global)
+	float freq_scale;  // 1 / linear scaling factor
+	uint kv_cap;       // positions the cache holds
+} p;
+
+shared float v[512];
+shared float red[WG];
+
+void main()
+{
+	uint hh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+	uint hd = p.head_dim, half_d = hd / 2u;
+	uint pos = step[STEP_POS0] + t;
+	bool is_q = hh < p.n_head;
+	uint o = t * p.qkv_stride + hh * hd;
+	float ss = 0.0;
+	for (uint i = tid; i < hd; i += WG) {
+		float a = qkv[o + i];
+		v[i] = a;
+		ss += a * a;
+	}
+	red[tid] = ss;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (tid < s)
+			red[tid] += red[tid + s];
+		barrier();
+	}
+	float r = inversesqrt(red[0] / float(hd) + p.eps);
+	for (uint i = tid; i < hd; i += WG)
+		v[i] = v[i] * r * (is_q ? qn[i] : kn[i]);
+	barrier();
+	if (pos >= p.kv_cap)
+		return;
+	uint kvh = hh - p.n_head;
+	uint ko = pos * (p.n_kv * hd) + kvh * hd;
+	for (uint i = tid; i < half_d; i += WG) {
+		float inv = pow(p.base, -2.0 * float(i) / float(hd)) * p.freq_scale;
+		float th = float(pos) * inv;
+		float c = cos(th), sn = sin(th);
+		float x0 = v[i], x1 = v[i + half_d];
+		float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+		if (is_q) {
+			qkv[o + i] = y0;
+			qkv[o + i + half_d] = y1;
+		} else {
+			kc[ko + i] = y0;
+			kc[ko + i + half_d] = y1;
+		}
+	}
+	if (!is_q) {
+		uint vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+		for (uint i = tid; i < hd; i += WG)
+			vc[ko + i] = qkv[vo + i];
+	}
+}

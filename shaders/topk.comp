@@ -1,0 +1,93 @@
+#version 450
+// topk: the k (<= 64, from the step buffer) largest of n logits, descending,
+// ties to the lower index: res[2i] = index, res[2i+1] = value bits. One
+// workgroup: each thread keeps a sorted list of its strided slice in shared
+// memory, then k rounds pick the best list head.
+#include "common.glsl"
+
+#define KMAX 64u
+layout(constant_id = 0) const uint WG = 32;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 1) writeonly buffer R { uint res[]; };
+layout(binding = 2) readonly buffer Step { uint step[]; };
+
+// Mirrors struct argmax_push in gpu_worker/engine.h.
+layout(push_constant) uniform Push {
+	uint n;
+	uint off;
+} p;
+
+shared float lv[WG * KMAX];
+shared uint li[WG * KMAX];
+shared uint head[WG];
+shared uint cnt[WG];
+shared float bv[WG];
+shared uint bt[WG];
+
+bool better(float v, uint i, float w, uint j) { return v > w || (v == w && i < j); }
+
+void main()
+{
+	uint tid = gl_LocalInvocationID.x;
+	uint k = min(step[STEP_K], KMAX);
+	uint b = tid * KMAX;
+	uint c = 0u;
+	for (uint i = tid; i < p.n; i += WG) {
+		float v = logits[p.off + i];
+		if (c == k && (k == 0u || !better(v, i, lv[b + c - 1u], li[b + c - 1u])))
+			continue;
+		uint at = c < k ? c : k - 1u;
+		// insertion: shift worse entries down one place
+		while (at > 0u && better(v, i, lv[b + at - 1u], li[b + at - 1u])) {
+			if (at < k) {
+				lv[b + at] = lv[b + at - 1u];
+				li[b + at] = li[b + at - 1u];
+			}
+			at--;
+		}
+		lv[b + at] = v;
+		li[b + at] = i;
+		if (c < k)
+			c++;
+	}
+	head[tid] = 0u;
+	cnt[tid] = c;
+	barrier();
+	for (uint r = 0u; r < k; r++) {
+		uint hd = head[tid];
+		bool has = hd < cnt[tid];
+		bv[tid] = has ? lv[b + hd] : NEG_INF;
+		bt[tid] = has ? tid : 0xffffffffu;
+		barrier();
+		for (uint s = WG / 2u; s > 0u; s >>= 1) {
+			if (tid < s) {
+				uint ot = bt[tid + s];
+				if (ot != 0xffffffffu) {
+					uint mt = bt[tid];
+					if (mt == 0xffffffffu ||
+					    better(bv[tid + s], li[ot * KMAX + head[ot]], bv[tid], li[mt * KMAX + head[mt]])) {
+						bv[tid] = bv[tid + s];
+						bt[tid] = ot;
+					}
+				}
+			}
+			barrier();
+		}
+		uint w = bt[0];
+		if (tid == 0u) {
+			if (w != 0xffffffffu) {
+				res[2u * r] = li[w * KMAX + head[w]];
+				res[2u * r + 1u] = floatBitsToUint(lv[w * KMAX + head[w]]);
+			} else {
+				res[2u * r] = 0xffffffffu;
+				res[2u * r + 1u] = floatBitsToUint(NEG_INF);
+			}
+		}
+		barrier();
+		if (w != 0xffffffffu && tid == w)
+			head[tid] = head[tid] + 1u;
+		barrier();
+	}
+}

@@ -1,0 +1,178 @@
+/* The Vulkan engine (lavapipe in CI) against the float64 goldens and the CPU
+ * reference: whole-model logits, greedy decoding, chunked prefill, the
+ * single-stage entry points and the sliding window. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_worker/engine.h"
+#include "ipc/err.h"
+#include "loader/model.h"
+#include "ref/ref.h"
+#include "tests/golden.h"
+
+struct fx {
+	struct golden g;
+	struct model *m;
+	struct engine *e;
+};
+
+static void fx_open(struct fx *x, const char *enc, uint32_t max_batch)
+{
+	memset(x, 0, sizeof *x);
+	cr_assert_eq(golden_load(enc, &x->g), 0, "golden_load(%s): %s", enc, err_msg());
+	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "model_open: %s", err_msg());
+	struct engine_opts o = { .max_ctx = 128, .max_batch = max_batch, .n_split = 4 };
+	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "engine_create: %s", err_msg());
+}
+
+static void fx_close(struct fx *x)
+{
+	engine_destroy(x->e);
+	model_close(x->m);
+	golden_free(&x->g);
+}
+
+/* All 48 golden positions in prefill chunks of max_batch, every row's logits. */
+static void check_golden(const char *enc)
+{
+	struct fx x;
+	fx_open(&x, enc, 16);
+	size_t V = x.g.n_vocab;
+	float *lg = malloc(x.g.n_tokens * V * sizeof *lg);
+	cr_assert(lg);
+	cr_assert_eq(engine_forward(x.e, x.g.tokens, x.g.n_tokens, 0, lg, true), 0, "%s", err_msg());
+	struct golden_summary s;
+	bool ok = golden_check_all(&x.g, lg, &s);
+	cr_assert(ok, "%s: %u positions fail, max rel %.3e at %u (first fail %u)", enc, s.n_fail, s.max_rel,
+		  s.worst_pos, s.first_fail);
+	free(lg);
+	fx_close(&x);
+}
+
+Test(engine, golden_f32, .timeout = 120) { check_golden("f32"); }
+Test(engine, golden_q8_0, .timeout = 120) { check_golden("q8_0"); }
+Test(engine, golden_q4_0, .timeout = 120) { check_golden("q4_0"); }
+Test(engine, golden_hf, .timeout = 120) { check_golden("hf"); }
+
+/* 32 greedy tokens after a prompt (past the sliding window of 8), decoded one
+ * replayed command buffer per token, equal to the CPU reference's choices. */
+Test(engine, greedy_matches_reference, .timeout = 120)
+{
+	struct fx x;
+	fx_open(&x, "f32", 8);
+	struct ref_model *r;
+	cr_assert_eq(ref_create(x.m, 128, &r), 0, "%s", err_msg());
+	size_t V = x.g.n_vocab;
+	float *lg = malloc(V * sizeof *lg);
+	uint32_t prompt = 5, tok = 0, ref_tok = 0;
+	for (uint32_t t = 0; t < prompt; t++)
+		cr_assert_eq(ref_forward(r, x.g.tokens[t], t, lg), 0);
+	ref_tok = golden_argmax(lg, (uint32_t)V);
+	cr_assert_eq(engine_argmax(x.e, x.g.tokens, prompt, 0, &tok), 0, "%s", err_msg());
+	cr_assert_eq(tok, ref_tok, "first token %u vs reference %u", tok, ref_tok);
+	for (uint32_t i = 0; i < 32; i++) {
+		uint32_t pos = prompt + i;
+		cr_assert_eq(ref_forward(r, ref_tok, pos, lg), 0);
+		uint32_t next_ref = golden_argmax(lg, (uint32_t)V);
+		uint32_t next;
+		cr_assert_eq(engine_argmax(x.e, &tok, 1, pos, &next), 0, "%s", err_msg());
+		cr_assert_eq(next, next_ref, "step %u: engine %u, reference %u", i, next, next_ref);
+		tok = next;
+		ref_tok = next_ref;
+	}
+	struct engine_timing tm;
+	cr_assert_eq(engine_timing(x.e, &tm), 0, "%s", err_msg());
+	cr_assert(tm.total_ns > 0 && tm.attn_ns > 0 && tm.ffn_ns > 0);
+	free(lg);
+	ref_destroy(r);
+	fx_close(&x);
+}
+
+/* Prefill split 5+11+16+16 gives the same logits as token-by-token decode. */
+Test(engine, chunked_prefill_equals_decode, .timeout = 120)
+{
+	struct fx x;
+	fx_open(&x, "q8_0", 16);
+	size_t V = x.g.n_vocab;
+	uint32_t n = 48;
+	float *a = malloc(n * V * sizeof *a), *b = malloc(n * V * sizeof *b);
+	uint32_t cuts[] = { 0, 5, 16, 32, 48 };
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(engine_forward(x.e, x.g.tokens + cuts[i], cuts[i + 1] - cuts[i], cuts[i],
+					    a + cuts[i] * V, true), 0, "%s", err_msg());
+	cr_assert_eq(engine_reset(x.e), 0);
+	for (uint32_t t = 0; t < n; t++)
+		cr_assert_eq(engine_forward(x.e, x.g.tokens + t, 1, t, b + t * V, false), 0, "%s", err_msg());
+	double worst = 0;
+	for (size_t i = 0; i < n * V; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (isinf(a[i]) && isinf(b[i]))
+			d = 0;
+		if (d > worst)
+			worst = d;
+	}
+	cr_assert(worst < 1e-3, "chunked vs decode: max abs diff %g", worst);
+	free(a);
+	free(b);
+	fx_close(&x);
+}
+
+/* embed + per-layer stages + head reproduce the fused forward's last logits. */
+Test(engine, stages_equal_fused, .timeout = 120)
+{
+	struct fx x;
+	fx_open(&x, "f32", 16);
+	size_t V = x.g.n_vocab;
+	uint32_t n = 12;
+	float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+	cr_assert_eq(engine_forward(x.e, x.g.tokens, n, 0, a, false), 0, "%s", err_msg());
+	cr_assert_eq(engine_reset(x.e), 0);
+	cr_assert_eq(engine_embed(x.e, x.g.tokens, n), 0, "%s", err_msg());
+	uint32_t E = x.m->cfg.n_embd;
+	float *h = malloc((size_t)n * E * sizeof *h);
+	for (uint32_t l = 0; l < x.m->cfg.n_layer; l++) {
+		cr_assert_eq(engine_stage(x.e, l, ENGINE_STAGE_ATTN, n, 0), 0, "%s", err_msg());
+		/* a round trip through the host, as the split placement does */
+		cr_assert_eq(engine_hidden_get(x.e, h, n), 0, "%s", err_msg());
+		cr_assert_eq(engine_hidden_set(x.e, h, n), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage(x.e, l, ENGINE_STAGE_FFN, n, 0), 0, "%s", err_msg());
+	}
+	cr_assert_eq(engine_head(x.e, n, b), 0, "%s", err_msg());
+	for (size_t i = 0; i < V; i++)
+		if (!(isinf(a[i]) && isinf(b[i])))
+			cr_assert(fabsf(a[i] - b[i]) < 1e-3f, "logit %zu: %g vs %g", i, a[i], b[i]);
+	cr_assert_eq(engine_stage(x.e, 99, ENGINE_STAGE_FFN, 1, 0), ERR_INVAL);
+	free(h);
+	free(a);
+	free(b);
+	fx_close(&x);
+}
+
+/* Top-k on the GPU equals a CPU sort of the same logits; bad input is refused. */
+Test(engine, topk_and_errors, .timeout = 120)
+{
+	struct fx x;
+	fx_open(&x, "q4_0", 8);
+	size_t V = x.g.n_vocab;
+	float *lg = malloc(V * sizeof *lg);
+	uint32_t ids[64];
+	float vals[64];
+	cr_assert_eq(engine_topk(x.e, x.g.tokens, 10, 0, 40, ids, vals), 0, "%s", err_msg());
+	cr_assert_eq(engine_reset(x.e), 0);
+	cr_assert_eq(engine_forward(x.e, x.g.tokens, 10, 0, lg, false), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < 40; i++) {
+		uint32_t best = golden_argmax(lg, (uint32_t)V);
+		cr_assert_eq(ids[i], best, "rank %u: %u vs %u", i, ids[i], best);
+		cr_assert_eq(vals[i], lg[best]);
+		lg[best] = -INFINITY;
+	}
+	uint32_t bad = 1u << 30;
+	cr_assert_eq(engine_forward(x.e, &bad, 1, 0, NULL, false), ERR_INVAL);
+	uint32_t ok = 1;
+	cr_assert_eq(engine_forward(x.e, &ok, 1, 128, NULL, false), ERR_RANGE);
+	cr_assert_eq(engine_topk(x.e, &ok, 1, 0, 65, ids, vals), ERR_INVAL);
+	free(lg);
+	fx_close(&x);
+}

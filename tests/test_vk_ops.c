@@ -1,0 +1,385 @@
+/* Every shader against a CPU computation on fresh random inputs at odd sizes
+ * (lavapipe in CI). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_worker/engine.h"
+#include "gpu_worker/vk.h"
+#include "ipc/err.h"
+#include "loader/quant.h"
+
+static struct vk_ctx *vk;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void setup(void) { cr_assert_eq(vk_create(NULL, &vk), 0, "vk_create: %s", err_msg()); }
+static void teardown(void) { vk_destroy(vk); }
+
+static struct vk_buf *buf_from(const void *data, size_t n)
+{
+	struct vk_buf *b;
+	cr_assert_eq(vk_buf_create(vk, VK_BUF_DEVICE, n, &b), 0, "%s", err_msg());
+	if (data)
+		cr_assert_eq(vk_upload(vk, b, 0, data, n), 0, "%s", err_msg());
+	return b;
+}
+
+static void run1(const struct vk_pipe *p, struct vk_buf **bufs, const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+	struct vk_bind b[8] = { 0 };
+	for (uint32_t i = 0; i < p->n_bindings; i++)
+		b[i].buf = bufs[i];
+	VkDescriptorSet s;
+	cr_assert_eq(vk_set_create(vk, p, b, &s), 0, "%s", err_msg());
+	VkCommandBuffer cb;
+	cr_assert_eq(vk_cmd_alloc(vk, &cb), 0);
+	cr_assert_eq(vk_cmd_begin(cb, true), 0);
+	vk_cmd_dispatch(cb, p, s, push, gx, gy, gz);
+	vk_cmd_barrier(cb);
+	vkEndCommandBuffer(cb);
+	cr_assert_eq(vk_submit_wait(vk, cb), 0, "%s", err_msg());
+	vk_cmd_free(vk, cb);
+}
+
+static void check_close(const float *got, const double *want, const double *mag, size_t n, double rel, const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		double tol = rel * (mag ? mag[i] : fabs(want[i])) + 1e-5;
+		cr_assert(fabs(got[i] - want[i]) <= tol, "%s[%zu]: got %.7g want %.7g", what, i, got[i], want[i]);
+	}
+}
+
+/* y = W x (and the GLU variant) for one type, n_tok token columns. */
+static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok, bool glu)
+{
+	uint32_t wrows = glu ? 2 * nrows : nrows;
+	uint64_t rb;
+	cr_assert_eq(quant_row_bytes(type, ncols, &rb), 0);
+	float *wf = malloc((size_t)wrows * ncols * 4), *wd = malloc((size_t)wrows * ncols * 4);
+	uint8_t *wq = malloc(wrows * rb);
+	for (size_t i = 0; i < (size_t)wrows * ncols; i++)
+		wf[i] = frand();
+	cr_assert_eq(quant_quantize(type, wf, wq, (uint64_t)wrows * ncols), 0, "%s", err_msg());
+	cr_assert_eq(quant_dequantize(type, wq, wd, (uint64_t)wrows * ncols), 0);
+	float *x = malloc((size_t)n_tok * ncols * 4);
+	for (size_t i = 0; i < (size_t)n_tok * ncols; i++)
+		x[i] = frand();
+	struct vk_pipe p;
+	char name[64];
+	snprintf(name, sizeof name, glu ? "mul_mv_glu_%s" : "mul_mv_%s", tname);
+	uint32_t wg[1] = { 64 };
+	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), wg, 1, &p), 0, "%s", err_msg());
+	uint32_t y_stride = nrows + 3, y_off = 2;
+	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
+				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
+	uint32_t tpr = engine_mv_tpr(ncols, 64);
+	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
+	struct mv_push pc = { ncols, nrows, (uint32_t)rb, ncols, 0, y_stride, y_off, n_tok, valid, tpr };
+	run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
+	float *y = malloc((size_t)n_tok * y_stride * 4);
+	cr_assert_eq(vk_download(vk, b[2], 0, y, (size_t)n_tok * y_stride * 4), 0);
+	for (uint32_t t = 0; t < n_tok; t++)
+		for (uint32_t r = 0; r < nrows; r++) {
+			double s = 0, m = 0, s2 = 0, m2 = 0;
+			for (uint32_t c = 0; c < ncols; c++) {
+				s += (double)wd[(size_t)r * ncols + c] * x[(size_t)t * ncols + c];
+				m += fabs((double)wd[(size_t)r * ncols + c] * x[(size_t)t * ncols + c]);
+				if (glu) {
+					s2 += (double)wd[(size_t)(r + nrows) * ncols + c] * x[(size_t)t * ncols + c];
+					m2 += fabs((double)wd[(size_t)(r + nrows) * ncols + c] * x[(size_t)t * ncols + c]);
+				}
+			}
+			float got = y[(size_t)t * y_stride + y_off + r];
+			if (r >= valid) {
+				cr_assert(isinf(got) && got < 0, "%s masked row %u: %g", name, r, got);
+				continue;
+			}
+			double want = s, tol = 1e-5 * m + 1e-5;
+			if (glu) {
+				double g = 0.5 * s * (1 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
+				want = g * s2;
+				tol = 1e-5 * (m * fabs(s2) + m2 * fabs(s) + m * m2) + 1e-5;
+			}
+			cr_assert(fabs(got - want) <= tol, "%s t %u row %u: got %.7g want %.7g", name, t, r, got, want);
+		}
+	for (int i = 0; i < 3; i++)
+		vk_buf_destroy(vk, b[i]);
+	vk_pipe_destroy(vk, &p);
+	free(wf);
+	free(wd);
+	free(wq);
+	free(x);
+	free(y);
+}
+
+TestSuite(vk_ops, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(vk_ops, mv_f32) { check_mv(TENSOR_F32, "f32", 77, 37, 1, false); check_mv(TENSOR_F32, "f32", 200, 37, 11, false); }
+Test(vk_ops, mv_f16) { check_mv(TENSOR_F16, "f16", 77, 37, 1, false); check_mv(TENSOR_F16, "f16", 333, 21, 9, false); }
+Test(vk_ops, mv_bf16) { check_mv(TENSOR_BF16, "bf16", 77, 37, 3, false); }
+Test(vk_ops, mv_q8_0) { check_mv(TENSOR_Q8_0, "q8_0", 32 * 7, 37, 1, false); check_mv(TENSOR_Q8_0, "q8_0", 32 * 45, 13, 10, false); }
+Test(vk_ops, mv_q4_0) { check_mv(TENSOR_Q4_0, "q4_0", 32 * 7, 37, 1, false); check_mv(TENSOR_Q4_0, "q4_0", 32 * 3, 37, 9, false); }
+Test(vk_ops, mv_q4_k) { check_mv(TENSOR_Q4_K, "q4_k", 256 * 3, 37, 1, false); check_mv(TENSOR_Q4_K, "q4_k", 256, 19, 10, false); }
+Test(vk_ops, mv_q6_k) { check_mv(TENSOR_Q6_K, "q6_k", 256 * 3, 37, 1, false); check_mv(TENSOR_Q6_K, "q6_k", 256, 19, 10, false); }
+Test(vk_ops, mv_glu)
+{
+	check_mv(TENSOR_F32, "f32", 77, 37, 2, true);
+	check_mv(TENSOR_Q8_0, "q8_0", 96, 29, 9, true);
+	check_mv(TENSOR_Q4_K, "q4_k", 256, 11, 1, true);
+}
+
+/* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm). */
+Test(vk_ops, rmsnorm)
+{
+	const uint32_t n = 131, T = 3;
+	float x[T * n], w[n], w2[n], h[T * n];
+	for (uint32_t i = 0; i < T * n; i++) {
+		x[i] = frand() * 3;
+		h[i] = frand() * 10;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		w[i] = 1 + frand();
+		w2[i] = 1 + frand();
+	}
+	struct vk_pipe p;
+	uint32_t wg[1] = { 64 };
+	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 5, sizeof(struct norm_push), wg, 1, &p), 0, "%s", err_msg());
+	for (uint32_t mode = 0; mode < 4; mode += (mode == 1 ? 2 : 1)) {
+		struct vk_buf *b[5] = { buf_from(x, sizeof x), buf_from(w, sizeof w), buf_from(h, sizeof h),
+					buf_from(w2, sizeof w2), buf_from(NULL, sizeof x) };
+		struct norm_push pc = { n, mode, 1e-6f, 0 };
+		run1(&p, b, &pc, T, 1, 1);
+		float gh[T * n], go[T * n];
+		vk_download(vk, b[2], 0, gh, sizeof gh);
+		vk_download(vk, b[4], 0, go, sizeof go);
+		for (uint32_t t = 0; t < T; t++) {
+			double ss = 0, ss2 = 0, wh[n], wo[n];
+			for (uint32_t i = 0; i < n; i++)
+				ss += (double)x[t * n + i] * x[t * n + i];
+			double r = 1 / sqrt(ss / n + 1e-6);
+			for (uint32_t i = 0; i < n; i++) {
+				double v = x[t * n + i] * r * w[i];
+				wh[i] = mode == 0 ? v : h[t * n + i] + v;
+				ss2 += wh[i] * wh[i];
+			}
+			double r2 = 1 / sqrt(ss2 / n + 1e-6);
+			for (uint32_t i = 0; i < n; i++)
+				wo[i] = wh[i] * r2 * w2[i];
+			check_close(gh + t * n, wh, NULL, n, 1e-5, "rmsnorm h");
+			if (mode == 3)
+				check_close(go + t * n, wo, NULL, n, 1e-5, "rmsnorm out2");
+		}
+		for (int i = 0; i < 5; i++)
+			vk_buf_destroy(vk, b[i]);
+	}
+	vk_pipe_destroy(vk, &p);
+}
+
+/* q/k norm + NEOX rope + KV append, then attention (GQA, causal, window,
+ * split over the KV length) and the combine pass, against a CPU computation.
+ * Run for a local layer (base 1e4, window 5) and a global one (base 1e6,
+ * linear scaling 8, no window). */
+static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split)
+{
+	const uint32_t hd = 32, nh = 4, nkv = 2, T = 13, pos0 = 3, cap = 20;
+	const uint32_t S = (nh + 2 * nkv) * hd;
+	float *qkv = malloc(T * S * 4), qn[hd], kn[hd];
+	for (uint32_t i = 0; i < T * S; i++)
+		qkv[i] = frand() * 2;
+	for (uint32_t i = 0; i < hd; i++) {
+		qn[i] = 1 + 0.5f * frand();
+		kn[i] = 1 + 0.5f * frand();
+	}
+	/* positions 0..pos0-1 already in the cache (random, as from earlier steps) */
+	float *kc = calloc(cap * nkv * hd, 4), *vc = calloc(cap * nkv * hd, 4);
+	for (uint32_t i = 0; i < pos0 * nkv * hd; i++) {
+		kc[i] = frand();
+		vc[i] = frand();
+	}
+	uint32_t step[8] = { pos0, T, 0, 0 };
+	struct vk_pipe pr, pa, pc;
+	uint32_t wg[1] = { 64 };
+	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn", 5, sizeof(struct attn_push), wg, 1, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
+	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
+		      *bk = buf_from(kc, cap * nkv * hd * 4), *bv = buf_from(vc, cap * nkv * hd * 4),
+		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4),
+		      *bo = buf_from(NULL, T * nh * hd * 4);
+	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap };
+	run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs }, &rp, nh + nkv, T, 1);
+	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1 };
+	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs }, &ap, nh, T, n_split);
+	struct combine_push cp = { hd, nh, n_split, 0 };
+	run1(&pc, (struct vk_buf *[]){ bp, bo }, &cp, nh, T, 1);
+	float *got = malloc(T * nh * hd * 4);
+	vk_download(vk, bo, 0, got, T * nh * hd * 4);
+
+	/* CPU: norm + rope each head, append k/v, attend */
+	double *q = malloc(sizeof(double) * T * nh * hd);
+	double *K = malloc(sizeof(double) * cap * nkv * hd), *V = malloc(sizeof(double) * cap * nkv * hd);
+	for (uint32_t i = 0; i < pos0 * nkv * hd; i++) {
+		K[i] = kc[i];
+		V[i] = vc[i];
+	}
+	for (uint32_t t = 0; t < T; t++) {
+		uint32_t pos = pos0 + t;
+		for (uint32_t hh = 0; hh < nh + nkv; hh++) {
+			const float *src = qkv + t * S + hh * hd;
+			const float *wn = hh < nh ? qn : kn;
+			double ss = 0, v[hd], o[hd];
+			for (uint32_t i = 0; i < hd; i++)
+				ss += (double)src[i] * src[i];
+			double r = 1 / sqrt(ss / hd + 1e-6);
+			for (uint32_t i = 0; i < hd; i++)
+				v[i] = src[i] * r * wn[i];
+			for (uint32_t i = 0; i < hd / 2; i++) {
+				double th = pos * pow(base, -2.0 * i / hd) * fscale;
+				o[i] = v[i] * cos(th) - v[i + hd / 2] * sin(th);
+				o[i + hd / 2] = v[i] * sin(th) + v[i + hd / 2] * cos(th);
+			}
+			if (hh < nh) {
+				memcpy(q + (t * nh + hh) * hd, o, sizeof o);
+			} else {
+				uint32_t kh = hh - nh;
+				memcpy(K + (pos * nkv + kh) * hd, o, sizeof o);
+				for (uint32_t i = 0; i < hd; i++)
+					V[(pos * nkv + kh) * hd + i] = qkv[t * S + (nh + nkv + kh) * hd + i];
+			}
+		}
+	}
+	double *want = malloc(sizeof(double) * T * nh * hd);
+	for (uint32_t t = 0; t < T; t++) {
+		uint32_t pos = pos0 + t;
+		uint32_t lo = window && pos + 1 > window ? pos + 1 - window : 0;
+		for (uint32_t h = 0; h < nh; h++) {
+			uint32_t kh = h / (nh / nkv);
+			double sc[32], mx = -INFINITY, sum = 0;
+			for (uint32_t j = lo; j <= pos; j++) {
+				double s = 0;
+				for (uint32_t i = 0; i < hd; i++)
+					s += q[(t * nh + h) * hd + i] * 0.17f * K[(j * nkv + kh) * hd + i];
+				sc[j] = s;
+				if (s > mx)
+					mx = s;
+			}
+			for (uint32_t j = lo; j <= pos; j++)
+				sum += (sc[j] = exp(sc[j] - mx));
+			for (uint32_t i = 0; i < hd; i++) {
+				double a = 0;
+				for (uint32_t j = lo; j <= pos; j++)
+					a += sc[j] / sum * V[(j * nkv + kh) * hd + i];
+				want[(t * nh + h) * hd + i] = a;
+			}
+		}
+	}
+	check_close(got, want, NULL, T * nh * hd, 2e-4, "attention");
+	/* the k cache holds the roped keys */
+	float *gk = malloc(cap * nkv * hd * 4);
+	vk_download(vk, bk, 0, gk, cap * nkv * hd * 4);
+	check_close(gk + pos0 * nkv * hd, K + pos0 * nkv * hd, NULL, T * nkv * hd, 1e-4, "k cache");
+	struct vk_buf *all[] = { bq, bqn, bkn, bk, bv, bs, bp, bo };
+	for (size_t i = 0; i < 8; i++)
+		vk_buf_destroy(vk, all[i]);
+	vk_pipe_destroy(vk, &pr);
+	vk_pipe_destroy(vk, &pa);
+	vk_pipe_destroy(vk, &pc);
+	free(qkv); free(kc); free(vc); free(got); free(q); free(K); free(V); free(want); free(gk);
+}
+
+Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3); }
+Test(vk_ops, attention_global_scaled) { check_attention(1e6f, 1.0f / 8, 0, 4); }
+Test(vk_ops, attention_one_split) { check_attention(1e4f, 1.0f, 0, 1); }
+
+/* gelu_mul, argmax, top-k and the embedding gather (q8_0, scaled). */
+Test(vk_ops, gelu_argmax_topk_rows)
+{
+	uint32_t wg[1] = { 64 };
+	const uint32_t nff = 45, T = 2;
+	float gu[T * 2 * nff];
+	for (uint32_t i = 0; i < T * 2 * nff; i++)
+		gu[i] = frand() * 4;
+	struct vk_pipe pg;
+	cr_assert_eq(vk_pipe_create(vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &pg), 0, "%s", err_msg());
+	struct vk_buf *bg = buf_from(gu, sizeof gu), *bo = buf_from(NULL, T * nff * 4);
+	struct gelu_push gp = { nff, T };
+	run1(&pg, (struct vk_buf *[]){ bg, bo }, &gp, 2, 1, 1);
+	float got[T * nff];
+	double want[T * nff];
+	vk_download(vk, bo, 0, got, sizeof got);
+	for (uint32_t t = 0; t < T; t++)
+		for (uint32_t i = 0; i < nff; i++) {
+			double g = gu[t * 2 * nff + i];
+			want[t * nff + i] = 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) *
+					    gu[t * 2 * nff + nff + i];
+		}
+	check_close(got, want, NULL, T * nff, 1e-5, "gelu_mul");
+
+	const uint32_t n = 5003;
+	float *lg = malloc(n * 4);
+	for (uint32_t i = 0; i < n; i++)
+		lg[i] = frand();
+	lg[4000] = lg[17] = 7.0f; /* tie: the lower index wins */
+	struct vk_pipe pa, pt;
+	cr_assert_eq(vk_pipe_create(vk, "argmax", 2, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
+	uint32_t wg32[1] = { 32 };
+	cr_assert_eq(vk_pipe_create(vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &pt), 0, "%s", err_msg());
+	uint32_t step[4] = { 0, 1, 64, 0 };
+	struct vk_buf *bl = buf_from(lg, n * 4), *br = buf_from(NULL, 128 * 4), *bs = buf_from(step, sizeof step);
+	struct argmax_push ap = { n, 0 };
+	run1(&pa, (struct vk_buf *[]){ bl, br }, &ap, 1, 1, 1);
+	uint32_t res[128];
+	vk_download(vk, br, 0, res, 8);
+	cr_assert_eq(res[0], 17);
+	run1(&pt, (struct vk_buf *[]){ bl, br, bs }, &ap, 1, 1, 1);
+	vk_download(vk, br, 0, res, sizeof res);
+	for (uint32_t r = 0; r < 64; r++) {
+		uint32_t best = 0;
+		for (uint32_t i = 1; i < n; i++)
+			if (lg[i] > lg[best])
+				best = i;
+		cr_assert_eq(res[2 * r], best, "topk rank %u: %u vs %u", r, res[2 * r], best);
+		lg[best] = -INFINITY;
+	}
+
+	/* embedding gather of q8_0 rows 2 and 0, scaled */
+	const uint32_t cols = 96, rows = 3;
+	float e[rows * cols], ed[rows * cols];
+	for (uint32_t i = 0; i < rows * cols; i++)
+		e[i] = frand();
+	uint8_t eq[rows * 3 * 34];
+	quant_quantize(TENSOR_Q8_0, e, eq, rows * cols);
+	quant_dequantize(TENSOR_Q8_0, eq, ed, rows * cols);
+	struct vk_pipe pe;
+	cr_assert_eq(vk_pipe_create(vk, "get_rows_q8_0", 3, sizeof(struct rows_push), wg, 1, &pe), 0, "%s", err_msg());
+	uint32_t st[6] = { 0, 2, 0, 0, 2, 0 };
+	struct vk_buf *be = buf_from(eq, sizeof eq), *bst = buf_from(st, sizeof st), *bh = buf_from(NULL, 2 * cols * 4);
+	struct rows_push rp = { cols, rows, 3 * 34, 2.5f };
+	run1(&pe, (struct vk_buf *[]){ be, bst, bh }, &rp, 2, 1, 1);
+	float gh[2 * cols];
+	double wh[2 * cols];
+	vk_download(vk, bh, 0, gh, sizeof gh);
+	for (uint32_t i = 0; i < cols; i++) {
+		wh[i] = ed[2 * cols + i] * 2.5;
+		wh[cols + i] = ed[i] * 2.5;
+	}
+	check_close(gh, wh, NULL, 2 * cols, 1e-6, "get_rows");
+	struct vk_buf *all[] = { bg, bo, bl, br, bs, be, bst, bh };
+	for (size_t i = 0; i < 8; i++)
+		vk_buf_destroy(vk, all[i]);
+	vk_pipe_destroy(vk, &pg);
+	vk_pipe_destroy(vk, &pa);
+	vk_pipe_destroy(vk, &pt);
+	vk_pipe_destroy(vk, &pe);
+	free(lg);
+}
