@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_worker/engine.h"
 #include "ipc/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
@@ -52,23 +53,26 @@ static void reference_destroy(void *state)
 	ref_destroy(state);
 }
 
-/* Placeholder until the Vulkan engine lands; it becomes the default then. */
+/* --vk-device, read by vulkan_create (the engine interface has no options). */
+static const char *vk_device;
+
 static int vulkan_create(const struct model *m, uint32_t max_ctx, void **state)
 {
-	(void)m; (void)max_ctx;
-	*state = NULL;
-	return err_set(ERR_UNSUP, "the vulkan engine is not built yet; use --engine reference");
+	struct engine_opts o = { .device = vk_device, .max_ctx = max_ctx, .max_batch = LOGITS_CHUNK };
+	struct engine *e = NULL;
+	int rc = engine_create(m, &o, &e);
+	*state = e;
+	return rc;
 }
 
 static int vulkan_forward(void *state, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits)
 {
-	(void)state; (void)tokens; (void)n; (void)pos0; (void)logits;
-	return err_set(ERR_STATE, "vulkan engine: not built");
+	return engine_forward(state, tokens, n, pos0, logits, true);
 }
 
 static void vulkan_destroy(void *state)
 {
-	(void)state;
+	engine_destroy(state);
 }
 
 static const struct logits_engine engines[] = {
@@ -90,6 +94,7 @@ static void usage(FILE *f)
 		"  --tokens-file FILE  token ids separated by commas or whitespace\n"
 		"  -o, --output FILE   where to write the logits ('-' for stdout)\n"
 		"  --engine NAME       vulkan (default) or reference (the CPU reference, slow)\n"
+		"  --vk-device D       Vulkan device index or name substring (see 'unicorn devices')\n"
 		"  -h, --help          show this help\n");
 }
 
@@ -219,6 +224,8 @@ int cli_logits(int argc, char **argv)
 			dst = &out_path;
 		} else if (!strcmp(a, "--engine")) {
 			dst = &engine_name;
+		} else if (!strcmp(a, "--vk-device")) {
+			dst = &vk_device;
 		} else if (a[0] == '-' && a[1]) {
 			fprintf(stderr, "unicorn logits: unknown option '%s'\n", a);
 			usage(stderr);
