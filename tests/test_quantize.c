@@ -1,0 +1,214 @@
+/* Tests for `unicorn quantize` (tools/quantize.c) on the golden tiny model. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ipc/err.h"
+#include "loader/gguf.h"
+#include "loader/model.h"
+#include "loader/quant.h"
+#include "ref/ref.h"
+#include "tests/golden.h"
+#include "tools/mkmodel.h"
+#include "tools/quantize.h"
+
+static char qdir[256];
+
+static void q_init(void)
+{
+	snprintf(qdir, sizeof qdir, "/tmp/unicorn-test-qz-XXXXXX");
+	cr_assert_not_null(mkdtemp(qdir));
+}
+
+static void q_fini(void)
+{
+	DIR *d = opendir(qdir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char p[600];
+		snprintf(p, sizeof p, "%s/%s", qdir, e->d_name);
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(qdir);
+}
+
+static const char *qpath(const char *name)
+{
+	static char b[4][600];
+	static int k;
+	char *p = b[k++ & 3];
+	snprintf(p, 600, "%s/%s", qdir, name);
+	return p;
+}
+
+static const char *golden(const char *name)
+{
+	static char b[4][1024];
+	static int k;
+	char *p = b[k++ & 3];
+	snprintf(p, 1024, "%s/golden/%s", golden_shared_dir(), name);
+	return p;
+}
+
+static void quantize(const char *in, const char *out, uint32_t type)
+{
+	struct quantize_opts o = { .in = in, .out = out, .type = type, .quiet = true };
+	cr_assert_eq(quantize_run(&o), 0, "quantize %s: %s", in, err_msg());
+}
+
+/* Every weight of q within the block-quantization error of the f32 original:
+ * q8_0 stores round(x/d) with d = amax/127 as f16, so |err| <= d/2 plus the
+ * f16 rounding of d over |q| <= 127 (127 * d * 2^-11): 0.57 d. q4_0 is
+ * d = amax/8 (one side) with 16 levels: |err| <= d/2 except the clamped end,
+ * bounded by d. Norms must be exact. */
+static void check_close(const struct model *q, const struct model *f, double frac)
+{
+	static float a[128 * 384], b[128 * 384];
+	cr_assert_eq(q->n_tensors, f->n_tensors);
+	for (size_t i = 0; i < f->n_tensors; i++) {
+		const struct model_tensor *tf = &f->tensors[i], *tq = model_find(q, tf->name);
+		cr_assert_not_null(tq, "%s missing", tf->name);
+		cr_assert_eq(tq->ne[0], tf->ne[0]);
+		cr_assert_eq(tq->ne[1], tf->ne[1]);
+		uint64_t ne0 = tf->ne[0], rows = tf->ne[1];
+		bool norm = strstr(tf->name, "norm") != NULL;
+		for (uint64_t r0 = 0; r0 < rows; r0 += 384) {
+			uint64_t nr = rows - r0 < 384 ? rows - r0 : 384;
+			cr_assert_eq(model_tensor_rows_f32(tf, r0, nr, a), 0, "%s", err_msg());
+			cr_assert_eq(model_tensor_rows_f32(tq, r0, nr, b), 0, "%s", err_msg());
+			if (norm) {
+				cr_assert_eq(tq->type, TENSOR_F32, "%s not f32", tf->name);
+				cr_assert(!memcmp(a, b, nr * ne0 * 4), "%s: norm weights changed", tf->name);
+				continue;
+			}
+			for (uint64_t blk = 0; blk < nr * ne0; blk += 32) {
+				float amax = 0;
+				for (int j = 0; j < 32; j++)
+					amax = fmaxf(amax, fabsf(a[blk + j]));
+				double bound = frac * amax + 1e-12;
+				for (int j = 0; j < 32; j++)
+					cr_assert(fabs((double)a[blk + j] - b[blk + j]) <= bound,
+						  "%s elem %llu: %g vs %g (bound %g)", tf->name,
+						  (unsigned long long)(r0 * ne0 + blk + j), a[blk + j], b[blk + j], bound);
+			}
+		}
+	}
+}
+
+Test(quantize, hf_to_q8_0_weights, .init = q_init, .fini = q_fini)
+{
+	quantize(golden("gemma3-tiny-hf"), qpath("q8.gguf"), TENSOR_Q8_0);
+	struct model *q, *f;
+	cr_assert_eq(model_open(qpath("q8.gguf"), &q), 0, "model_open: %s", err_msg());
+	cr_assert_eq(model_open(golden("gemma3-tiny-hf"), &f), 0, "%s", err_msg());
+	cr_assert_eq(q->format, MODEL_GGUF);
+	cr_assert_eq(q->tok_embd->type, TENSOR_Q8_0);
+	cr_assert_eq(q->layers[0].wq->type, TENSOR_Q8_0);
+	cr_assert_eq(q->output_norm->type, TENSOR_F32);
+	cr_assert_eq(q->output_norm->norm_offset, 0.0f, "GGUF norms hold 1+w");
+	cr_assert_eq(q->cfg.n_embd, f->cfg.n_embd);
+	cr_assert_eq(q->cfg.n_layer, f->cfg.n_layer);
+	cr_assert_eq(q->cfg.n_vocab, f->cfg.n_vocab);
+	cr_assert_eq(q->cfg.sliding_window, f->cfg.sliding_window);
+	cr_assert_eq(q->cfg.head_dim, f->cfg.head_dim);
+	cr_assert_float_eq(q->cfg.query_pre_attn_scalar, f->cfg.query_pre_attn_scalar, 0);
+	for (uint32_t i = 0; i < f->cfg.n_layer; i++)
+		cr_assert_eq(q->cfg.layer_global[i], f->cfg.layer_global[i]);
+	check_close(q, f, 0.57 / 127);
+	model_close(q);
+	model_close(f);
+}
+
+Test(quantize, gguf_to_q4_0_keeps_tokenizer, .init = q_init, .fini = q_fini)
+{
+	quantize(golden("gemma3-tiny-f32.gguf"), qpath("q4.gguf"), TENSOR_Q4_0);
+	struct model *q, *f;
+	cr_assert_eq(model_open(qpath("q4.gguf"), &q), 0, "model_open: %s", err_msg());
+	cr_assert_eq(model_open(golden("gemma3-tiny-f32.gguf"), &f), 0, "%s", err_msg());
+	cr_assert_eq(q->tok_embd->type, TENSOR_Q4_0);
+	check_close(q, f, 1.0 / 8 + 1e-3);
+	model_close(q);
+	model_close(f);
+	/* tokenizer copied from the input */
+	struct gguf *g, *src;
+	cr_assert_eq(gguf_open(qpath("q4.gguf"), &g), 0);
+	cr_assert_eq(gguf_open(golden("gemma3-tiny-f32.gguf"), &src), 0);
+	const struct gguf_array *a, *b;
+	cr_assert_eq(gguf_get_arr(g, "tokenizer.ggml.tokens", &a), 0);
+	cr_assert_eq(gguf_get_arr(src, "tokenizer.ggml.tokens", &b), 0);
+	cr_assert_eq(a->n, b->n);
+	cr_assert_eq(a->offsets[a->n], b->offsets[b->n]);
+	cr_assert(!memcmp(a->data, b->data, a->offsets[a->n]));
+	uint64_t id;
+	cr_assert_eq(gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &id), 0);
+	cr_assert_eq(id, 1, "the llama vocabulary's bos");
+	cr_assert_eq(gguf_get_u64(g, "general.file_type", &id), 0);
+	cr_assert_eq(id, 2);
+	gguf_close(g);
+	gguf_close(src);
+}
+
+/* The quantized file meets the golden tolerances: our q8_0 of the HF
+ * checkpoint is the golden q8_0 encoding, so the reference forward pass on it
+ * must match the golden q8_0 logits (computed independently in float64). */
+Test(quantize, q8_0_meets_golden, .init = q_init, .fini = q_fini, .timeout = 120)
+{
+	quantize(golden("gemma3-tiny-hf"), qpath("q8.gguf"), TENSOR_Q8_0);
+	struct golden gd;
+	cr_assert_eq(golden_load("q8_0", &gd), 0, "%s", err_msg());
+	struct model *m;
+	cr_assert_eq(model_open(qpath("q8.gguf"), &m), 0, "%s", err_msg());
+	struct ref_model *r;
+	cr_assert_eq(ref_create(m, gd.n_tokens, &r), 0, "%s", err_msg());
+	model_close(m);
+	float *logits = malloc((size_t)gd.n_tokens * gd.n_vocab * sizeof(float));
+	cr_assert_not_null(logits);
+	cr_assert_eq(ref_forward_tokens(r, gd.tokens, gd.n_tokens, logits), 0, "%s", err_msg());
+	struct golden_summary s;
+	bool ok = golden_check_all(&gd, logits, &s);
+	cr_assert(ok, "q8_0 quantized: %u positions fail, max rel %g at %u", s.n_fail, s.max_rel, s.worst_pos);
+	free(logits);
+	ref_destroy(r);
+	golden_free(&gd);
+}
+
+Test(quantize, errors, .init = q_init, .fini = q_fini)
+{
+	/* q4_K blocks are 256 wide; tiny rows are 128: a clear error, no file */
+	struct quantize_opts o = { .in = golden("gemma3-tiny-f32.gguf"), .out = qpath("k.gguf"),
+				   .type = TENSOR_Q4_K, .quiet = true };
+	cr_assert_eq(quantize_run(&o), ERR_UNSUP);
+	cr_assert(strstr(err_msg(), "block size"), "%s", err_msg());
+	struct stat st;
+	cr_assert_neq(stat(qpath("k.gguf"), &st), 0);
+	o.in = qpath("missing.gguf");
+	o.type = TENSOR_Q8_0;
+	cr_assert_neq(quantize_run(&o), 0);
+	cr_assert_neq(stat(qpath("k.gguf"), &st), 0);
+}
+
+Test(quantize, cli, .init = q_init, .fini = q_fini)
+{
+	const char *bin = getenv("UNICORN_BIN");
+	if (!bin)
+		cr_skip_test("UNICORN_BIN not set");
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "%s/unicorn quantize %s %s --type q8_0 -q", bin,
+		 golden("gemma3-tiny-q8_0.gguf"), qpath("c.gguf"));
+	cr_assert_eq(system(cmd), 0);
+	struct model *m;
+	cr_assert_eq(model_open(qpath("c.gguf"), &m), 0, "%s", err_msg());
+	model_close(m);
+	snprintf(cmd, sizeof cmd, "%s/unicorn quantize a b 2>/dev/null", bin);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "missing --type: status %d", st);
+}
