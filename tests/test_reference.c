@@ -201,9 +201,37 @@ Test(reference, golden_helper_checks)
 	cr_assert_eq(golden_load("no-such-encoding", &g), ERR_NOTFOUND);
 }
 
-/* `unicorn logits --engine reference` writes the golden layout: compare its
- * file against the f32 goldens; the default (vulkan) engine fails clearly until
- * it exists. Needs the built binary (UNICORN_BIN, set by `make test`). */
+/* Run `unicorn logits` with the given engine option on all 48 golden tokens
+ * (crossing the command's 32-row chunks) and check the file against the f32
+ * goldens. */
+static void check_cli_engine(const char *bin, const struct golden *g, const char *engine_opt, const char *out)
+{
+	uint32_t n = g->n_tokens;
+	char cmd[8192];
+	int k = snprintf(cmd, sizeof cmd, "'%s/unicorn' logits '%s' %s -o '%s' --tokens ",
+			 bin, g->model_path, engine_opt, out);
+	for (uint32_t t = 0; t < n; t++)
+		k += snprintf(cmd + k, sizeof cmd - k, "%s%u", t ? "," : "", g->tokens[t]);
+	snprintf(cmd + k, sizeof cmd - k, " 2>/dev/null");
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+
+	FILE *f = fopen(out, "rb");
+	cr_assert_not_null(f);
+	float *rows = malloc((size_t)n * g->n_vocab * sizeof(float));
+	cr_assert_not_null(rows);
+	cr_assert_eq(fread(rows, sizeof(float), (size_t)n * g->n_vocab, f), (size_t)n * g->n_vocab);
+	cr_assert_eq(fgetc(f), EOF, "file longer than [%u][%u]", n, g->n_vocab);
+	fclose(f);
+	for (uint32_t t = 0; t < n; t++) {
+		struct golden_row r;
+		golden_check_row(g, t, rows + (size_t)t * g->n_vocab, &r);
+		cr_assert(r.ok, "%s: position %u: rel %.3e", engine_opt, t, r.rel);
+	}
+	free(rows);
+}
+
+/* `unicorn logits` writes the golden layout with the reference and with the
+ * default (Vulkan) engine. Needs the built binary (UNICORN_BIN, set by `make test`). */
 Test(reference, cli_logits, .timeout = 60)
 {
 	const char *bin = getenv("UNICORN_BIN");
@@ -215,42 +243,16 @@ Test(reference, cli_logits, .timeout = 60)
 	int fd = mkstemp(out);
 	cr_assert_geq(fd, 0);
 	close(fd);
+	check_cli_engine(bin, &g, "--engine reference", out);
+	check_cli_engine(bin, &g, "", out); /* vulkan is the default */
 
-	/* all 48 tokens: crosses the command's 32-row chunks */
-	uint32_t n = g.n_tokens;
-	char cmd[8192];
-	int k = snprintf(cmd, sizeof cmd, "'%s/unicorn' logits '%s' --engine reference -o '%s' --tokens ",
-			 bin, g.model_path, out);
-	for (uint32_t t = 0; t < n; t++)
-		k += snprintf(cmd + k, sizeof cmd - k, "%s%u", t ? "," : "", g.tokens[t]);
-	snprintf(cmd + k, sizeof cmd - k, " 2>/dev/null");
-	cr_assert_eq(system(cmd), 0, "%s", cmd);
-
-	FILE *f = fopen(out, "rb");
-	cr_assert_not_null(f);
-	float *rows = malloc((size_t)n * g.n_vocab * sizeof(float));
-	cr_assert_not_null(rows);
-	cr_assert_eq(fread(rows, sizeof(float), (size_t)n * g.n_vocab, f), (size_t)n * g.n_vocab);
-	cr_assert_eq(fgetc(f), EOF, "file longer than [%u][%u]", n, g.n_vocab);
-	fclose(f);
-	for (uint32_t t = 0; t < n; t++) {
-		struct golden_row r;
-		golden_check_row(&g, t, rows + (size_t)t * g.n_vocab, &r);
-		cr_assert(r.ok, "position %u: rel %.3e", t, r.rel);
-	}
-	free(rows);
-
-	/* the default engine is vulkan, not there yet: a clear failure, no file left behind */
+	/* an unknown engine is a usage error and leaves no file behind */
 	unlink(out);
-	snprintf(cmd, sizeof cmd, "'%s/unicorn' logits '%s' --tokens 1,2 -o '%s' 2>&1", bin, g.model_path, out);
-	FILE *p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	char msg[1024] = "";
-	size_t got = fread(msg, 1, sizeof msg - 1, p);
-	msg[got] = '\0';
-	int st = pclose(p);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d: %s", st, msg);
-	cr_assert_not_null(strstr(msg, "use --engine reference"), "%s", msg);
+	char cmd[8192];
+	snprintf(cmd, sizeof cmd, "'%s/unicorn' logits '%s' --engine cuda --tokens 1,2 -o '%s' 2>/dev/null",
+		 bin, g.model_path, out);
+	int st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d for --engine cuda", st);
 	cr_assert_neq(access(out, F_OK), 0, "output file left behind");
 
 	/* bad ids are usage errors */
