@@ -1,0 +1,330 @@
+/* bus: nng links. The only file of ipc/ that uses nng. */
+#include "ipc/bus.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "ipc/err.h"
+
+/* The fuzz targets link every ipc/ source but not libnng (they only exercise
+ * msg/manifest). Weak references let them link; at run time a bus created
+ * without nng fails cleanly with ERR_UNSUP instead of crashing. */
+#pragma weak nng_pair1_open
+#pragma weak nng_req0_open
+#pragma weak nng_rep0_open
+#pragma weak nng_close
+#pragma weak nng_listen
+#pragma weak nng_dial
+#pragma weak nng_socket_set_ms
+#pragma weak nng_socket_set_size
+#pragma weak nng_pipe_notify
+#pragma weak nng_pipe_get_uint64
+#pragma weak nng_pipe_close
+#pragma weak nng_send
+#pragma weak nng_recv
+#pragma weak nng_free
+#pragma weak nng_strerror
+#pragma weak nng_ctx_open
+#pragma weak nng_ctx_close
+#pragma weak nng_ctx_recv
+#pragma weak nng_ctx_send
+#pragma weak nng_aio_alloc
+#pragma weak nng_aio_free
+#pragma weak nng_aio_wait
+#pragma weak nng_aio_result
+#pragma weak nng_aio_set_timeout
+#pragma weak nng_aio_get_msg
+#pragma weak nng_aio_set_msg
+#pragma weak nng_msg_alloc
+#pragma weak nng_msg_free
+#pragma weak nng_msg_body
+#pragma weak nng_msg_len
+
+struct bus {
+	nng_socket sock;
+	enum bus_kind kind;
+	uint32_t next_seq;
+	char url[BUS_URL_MAX + 1];
+	uint8_t buf[MSG_MAX_BUF];  /* encode buffer */
+};
+
+struct bus_pending {
+	nng_ctx ctx;
+	nng_aio *aio;
+	uint32_t seq;
+};
+
+static int nng_err(int rv, const char *url, const char *what)
+{
+	if (rv == NNG_ETIMEDOUT)
+		return err_set(ERR_TIMEOUT, "bus: %s: %s: timed out", url, what);
+	return err_set(ERR_IO, "bus: %s: %s: %s", url, what, nng_strerror(rv));
+}
+
+/* Refuse peers of another uid: a pipe whose uid we cannot read or that differs
+ * from ours is closed before the protocol sees it. */
+static void pipe_check(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev;
+	(void)arg;
+	uint64_t uid;
+	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0 || uid != (uint64_t)geteuid())
+		nng_pipe_close(p);
+}
+
+static int check_url(const char *url)
+{
+	if (!url || strncmp(url, "ipc://", 6))
+		return err_set(ERR_INVAL, "bus: url '%s': only ipc:// URLs are allowed", url ? url : "");
+	size_t n = strlen(url);
+	if (n == 6 || n > BUS_URL_MAX)
+		return err_set(ERR_INVAL, "bus: url '%s': path empty or longer than %d", url, BUS_URL_MAX);
+	if (url[6] != '/')
+		return err_set(ERR_INVAL, "bus: url '%s': path must be absolute", url);
+	return 0;
+}
+
+static int open_sock(const char *url, enum bus_kind kind, struct bus **out)
+{
+	*out = NULL;
+	int rc = check_url(url);
+	if (rc)
+		return rc;
+	if (!nng_pair1_open)
+		return err_set(ERR_UNSUP, "bus: %s: this binary was linked without libnng", url);
+	struct bus *b = calloc(1, sizeof *b);
+	if (!b)
+		return err_set(ERR_NOMEM, "bus: out of memory");
+	b->kind = kind;
+	b->next_seq = 1;
+	snprintf(b->url, sizeof b->url, "%s", url);
+	int rv;
+	switch (kind) {
+	case BUS_PAIR: rv = nng_pair1_open(&b->sock); break;
+	case BUS_REQ: rv = nng_req0_open(&b->sock); break;
+	case BUS_REP: rv = nng_rep0_open(&b->sock); break;
+	default:
+		free(b);
+		return err_set(ERR_INVAL, "bus: %s: unknown link kind %d", url, (int)kind);
+	}
+	if (rv) {
+		free(b);
+		return nng_err(rv, url, "open socket");
+	}
+	if ((rv = nng_socket_set_ms(b->sock, NNG_OPT_SENDTIMEO, BUS_SEND_TIMEOUT_MS)) ||
+	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO, 1000)) ||
+	    (rv = nng_socket_set_size(b->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BUF)) ||
+	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECONNMINT, 100)) ||
+	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECONNMAXT, 1000)) ||
+	    (rv = nng_pipe_notify(b->sock, NNG_PIPE_EV_ADD_PRE, pipe_check, NULL)) ||
+	    (kind == BUS_REQ &&
+	     (rv = nng_socket_set_ms(b->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)))) {
+		rc = nng_err(rv, url, "set options");
+		nng_close(b->sock);
+		free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+int bus_listen(const char *url, enum bus_kind kind, struct bus **out)
+{
+	if (kind != BUS_PAIR && kind != BUS_REP)
+		return err_set(ERR_INVAL, "bus: %s: only pair and rep links listen", url ? url : "");
+	int rc = open_sock(url, kind, out);
+	if (rc)
+		return rc;
+	int rv = nng_listen((*out)->sock, url, NULL, 0);
+	if (rv) {
+		rc = nng_err(rv, url, "listen");
+		bus_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+int bus_dial(const char *url, enum bus_kind kind, struct bus **out)
+{
+	if (kind != BUS_PAIR && kind != BUS_REQ)
+		return err_set(ERR_INVAL, "bus: %s: only pair and req links dial", url ? url : "");
+	int rc = open_sock(url, kind, out);
+	if (rc)
+		return rc;
+	/* Non-blocking: the peer may not exist yet; nng keeps retrying. */
+	int rv = nng_dial((*out)->sock, url, NULL, NNG_FLAG_NONBLOCK);
+	if (rv) {
+		rc = nng_err(rv, url, "dial");
+		bus_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+void bus_close(struct bus *b)
+{
+	if (!b)
+		return;
+	nng_close(b->sock);
+	free(b);
+}
+
+int bus_set_send_timeout(struct bus *b, int ms)
+{
+	if (ms <= 0)
+		return err_set(ERR_INVAL, "bus: %s: send timeout %d ms must be positive", b->url, ms);
+	int rv = nng_socket_set_ms(b->sock, NNG_OPT_SENDTIMEO, ms);
+	return rv ? nng_err(rv, b->url, "set send timeout") : 0;
+}
+
+static void take_seq(struct bus *b, struct msg *m)
+{
+	if (!m->seq) {
+		m->seq = b->next_seq++;
+		if (!b->next_seq)
+			b->next_seq = 1;
+	}
+}
+
+int bus_send(struct bus *b, struct msg *m)
+{
+	if (b->kind == BUS_REP)
+		return err_set(ERR_STATE, "bus: %s: a rep link answers with bus_reply", b->url);
+	take_seq(b, m);
+	size_t len;
+	int rc = msg_encode(m, b->buf, sizeof b->buf, &len);
+	if (rc)
+		return err_prefix(rc, "bus: %s: send", b->url);
+	int rv = nng_send(b->sock, b->buf, len, 0);
+	return rv ? nng_err(rv, b->url, msg_type_name(m->type)) : 0;
+}
+
+int bus_recv(struct bus *b, int timeout_ms, struct msg *out)
+{
+	if (b->kind == BUS_REP)
+		return err_set(ERR_STATE, "bus: %s: a rep link receives with bus_serve", b->url);
+	if (timeout_ms < 0)
+		return err_set(ERR_INVAL, "bus: %s: timeout %d ms negative", b->url, timeout_ms);
+	int rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO, timeout_ms);
+	if (rv)
+		return nng_err(rv, b->url, "set receive timeout");
+	void *data = NULL;
+	size_t len = 0;
+	rv = nng_recv(b->sock, &data, &len, NNG_FLAG_ALLOC);
+	if (rv)
+		return nng_err(rv, b->url, "receive");
+	int rc = msg_decode(data, len, out);
+	nng_free(data, len);
+	return rc ? err_prefix(rc, "bus: %s", b->url) : 0;
+}
+
+int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply)
+{
+	if (b->kind != BUS_REQ)
+		return err_set(ERR_STATE, "bus: %s: bus_call needs a req link", b->url);
+	int rc = bus_send(b, req);
+	if (rc)
+		return rc;
+	return bus_recv(b, timeout_ms, reply);
+}
+
+int bus_serve(struct bus *b, int timeout_ms, struct msg *req, struct bus_pending **pending)
+{
+	*pending = NULL;
+	if (b->kind != BUS_REP)
+		return err_set(ERR_STATE, "bus: %s: bus_serve needs a rep link", b->url);
+	if (timeout_ms < 0)
+		return err_set(ERR_INVAL, "bus: %s: timeout %d ms negative", b->url, timeout_ms);
+	struct bus_pending *p = calloc(1, sizeof *p);
+	if (!p)
+		return err_set(ERR_NOMEM, "bus: out of memory");
+	int rc, rv;
+	if ((rv = nng_ctx_open(&p->ctx, b->sock))) {
+		free(p);
+		return nng_err(rv, b->url, "open context");
+	}
+	if ((rv = nng_aio_alloc(&p->aio, NULL, NULL))) {
+		rc = nng_err(rv, b->url, "allocate aio");
+		goto out_ctx;
+	}
+	nng_aio_set_timeout(p->aio, timeout_ms);
+	nng_ctx_recv(p->ctx, p->aio);
+	nng_aio_wait(p->aio);
+	if ((rv = nng_aio_result(p->aio))) {
+		rc = nng_err(rv, b->url, "receive request");
+		goto out_aio;
+	}
+	nng_msg *nm = nng_aio_get_msg(p->aio);
+	rc = msg_decode(nng_msg_body(nm), nng_msg_len(nm), req);
+	nng_msg_free(nm);
+	if (rc) {
+		/* The requester gets no answer and times out; we log via err_msg. */
+		rc = err_prefix(rc, "bus: %s", b->url);
+		goto out_aio;
+	}
+	p->seq = req->seq;
+	*pending = p;
+	return 0;
+out_aio:
+	nng_aio_free(p->aio);
+out_ctx:
+	nng_ctx_close(p->ctx);
+	free(p);
+	return rc;
+}
+
+int bus_reply(struct bus_pending *p, struct msg *reply)
+{
+	if (!reply->seq)
+		reply->seq = p->seq;
+	uint8_t *buf = malloc(MSG_MAX_BUF);
+	size_t len;
+	int rc;
+	if (!buf) {
+		rc = err_set(ERR_NOMEM, "bus: out of memory");
+		goto out;
+	}
+	if ((rc = msg_encode(reply, buf, MSG_MAX_BUF, &len)))
+		goto out;
+	nng_msg *nm;
+	int rv = nng_msg_alloc(&nm, len);
+	if (rv) {
+		rc = err_set(ERR_NOMEM, "bus: reply: %s", nng_strerror(rv));
+		goto out;
+	}
+	memcpy(nng_msg_body(nm), buf, len);
+	nng_aio_set_msg(p->aio, nm);
+	nng_aio_set_timeout(p->aio, BUS_SEND_TIMEOUT_MS);
+	nng_ctx_send(p->ctx, p->aio);
+	nng_aio_wait(p->aio);
+	if ((rv = nng_aio_result(p->aio))) {
+		nng_msg_free(nm); /* on failure the message stays ours */
+		rc = err_set(rv == NNG_ETIMEDOUT ? ERR_TIMEOUT : ERR_IO, "bus: reply: %s",
+			     nng_strerror(rv));
+	}
+out:
+	free(buf);
+	bus_pending_drop(p);
+	return rc;
+}
+
+void bus_pending_drop(struct bus_pending *p)
+{
+	if (!p)
+		return;
+	nng_aio_free(p->aio);
+	nng_ctx_close(p->ctx);
+	free(p);
+}
+
+uint32_t bus_pending_seq(const struct bus_pending *p)
+{
+	return p->seq;
+}

@@ -1,0 +1,340 @@
+/* msg: the cluster's versioned binary wire format (docs/protocol.md).
+ *
+ * A message is a fixed 24-byte little-endian header followed by a payload whose
+ * layout depends on the type:
+ *
+ *   off size field
+ *     0    4 magic     "UNIC" (bytes 'U','N','I','C')
+ *     4    2 version   MSG_VERSION; any other value is rejected
+ *     6    2 type      enum msg_type; unknown types are rejected
+ *     8    4 seq       sender's sequence number (answers echo it in ref_seq/ack_seq)
+ *    12    4 len       payload bytes that follow the header
+ *    16    4 flags     must be 0 (reserved)
+ *    20    4 reserved  must be 0
+ *
+ * Payload fields are explicit-width little-endian integers, IEEE floats, and
+ * either fixed NUL-padded char fields or length-prefixed byte strings. The
+ * codec (de)serialises field by field; it never copies C structs. Messages
+ * carry slot numbers and region references, never bulk data.
+ *
+ * Host side: struct msg is a tagged union. msg_encode validates the struct and
+ * writes bytes; msg_decode validates bytes (header, length rule of the type,
+ * every count against its cap, enums, strings) and fills a struct msg. Both
+ * apply the same rules (msg_validate), so a message that encodes decodes.
+ *
+ * struct msg is large (~50 KiB, because GEN_REQ carries a prompt inline):
+ * allocate it statically or on the heap in threads with small stacks.
+ *
+ * This module has no nng dependency (it is fuzzed); ipc/bus.h moves messages. */
+#ifndef UNICORN_MSG_H
+#define UNICORN_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
+#define MSG_VERSION 1
+#define MSG_HDR_SIZE 24
+
+/* Caps. Every count in a message is checked against these. */
+#define MSG_MAX_PAYLOAD 65536     /* largest payload (GEN_REQ with a full prompt) */
+#define MSG_MAX_TOKENS 256        /* tokens per EMBED/RUN (one prefill chunk) */
+#define MSG_MAX_SLOTS 64          /* activation-region micro-batch slots */
+#define MSG_MAX_LAYERS 256        /* = MODEL_MAX_LAYERS */
+#define MSG_MAX_POS (1u << 24)    /* positions: pos0 + n <= this */
+#define MSG_MAX_TOPK 64           /* k of a top-k head */
+#define MSG_MAX_TEXT 256          /* ERROR text field (NUL-terminated within it) */
+#define MSG_MAX_BACKEND 32        /* STATUS backend field */
+#define MSG_MAX_DEVICE 128        /* STATUS device field */
+#define MSG_MAX_PROMPT 32768      /* GEN_REQ prompt bytes */
+#define MSG_MAX_GEN 4096          /* GEN_REQ max_tokens and resumed tokens */
+#define MSG_MAX_PIECE 256         /* GEN_TOKEN piece bytes */
+#define MSG_MAX_WAIT_MS 10000     /* GEN_POLL long-poll wait */
+#define MSG_MAX_BUF (MSG_HDR_SIZE + MSG_MAX_PAYLOAD) /* largest encoded message */
+
+enum msg_type {
+	/* control (every link) */
+	MSG_HELLO = 1,      /* dialer -> listener on connect: who am I */
+	MSG_WELCOME = 2,    /* listener -> dialer: answer to HELLO */
+	MSG_ACK = 3,        /* generic answer: ack_seq, code, value */
+	MSG_PING = 4,       /* watchdog probe */
+	MSG_PONG = 5,       /* watchdog answer (same nonce) */
+	MSG_STATUS_REQ = 6, /* empty payload */
+	MSG_STATUS = 7,
+	MSG_SHUTDOWN = 8,
+	MSG_ERROR = 9,
+	/* steps (coordinator -> workers, workers -> coordinator) */
+	MSG_EMBED = 16,
+	MSG_STAGE = 17,
+	MSG_HEAD = 18,
+	MSG_RUN = 19,
+	MSG_DONE = 20,
+	MSG_RESET_SEQ = 21,
+	/* CLI <-> coordinator (req/rep, every request idempotent) */
+	MSG_GEN_REQ = 32,
+	MSG_GEN_POLL = 33,
+	MSG_GEN_TOKEN = 34,
+	MSG_GEN_END = 35,
+	MSG_GEN_CANCEL = 36,
+};
+
+enum msg_role {
+	MSG_ROLE_SUPERVISOR = 1,
+	MSG_ROLE_LOADER = 2,
+	MSG_ROLE_NPU_WORKER = 3,
+	MSG_ROLE_GPU_WORKER = 4,
+	MSG_ROLE_COORDINATOR = 5,
+	MSG_ROLE_CLI = 6,
+};
+#define MSG_ROLE_MAX MSG_ROLE_CLI
+
+enum msg_share_path { MSG_SHARE_NONE = 0, MSG_SHARE_MEMFD = 1, MSG_SHARE_UDMABUF = 2 };
+enum msg_import { MSG_IMPORT_NONE = 0, MSG_IMPORT_ZERO_COPY = 1, MSG_IMPORT_UPLOAD = 2 };
+enum msg_stage_kind { MSG_STAGE_ATTN = 1, MSG_STAGE_FFN = 2, MSG_STAGE_LAYERS = 3 };
+enum msg_head_mode { MSG_HEAD_ARGMAX = 1, MSG_HEAD_TOPK = 2 };
+enum msg_end_reason {
+	MSG_END_STOP = 1,      /* end-of-turn / EOS token */
+	MSG_END_LENGTH = 2,    /* max_tokens reached */
+	MSG_END_CANCELLED = 3, /* GEN_CANCEL or the client stopped polling */
+	MSG_END_ERROR = 4,     /* see the ERROR the coordinator logged */
+	MSG_END_CONTEXT = 5,   /* context window full */
+};
+#define MSG_END_MAX MSG_END_CONTEXT
+
+#define MSG_GEN_CHAT 0x1u       /* GEN_REQ flags: wrap the prompt in the chat template */
+#define MSG_GEN_FLAGS_ALL MSG_GEN_CHAT
+#define MSG_RESET_ALL 0x1u      /* RESET_SEQ flags: drop every sequence (seq_id ignored) */
+
+/* HELLO and WELCOME: 16 bytes. version = MSG_VERSION of the sender. */
+struct msg_hello {
+	uint32_t role;      /* enum msg_role */
+	uint32_t pid;
+	uint32_t version;
+	uint32_t flags;     /* 0 */
+};
+
+/* ACK: 16 bytes. code is 0 or a negative ERR_* code; value is type-specific
+ * (GEN_REQ: request id accepted; GEN_POLL: tokens produced so far). */
+struct msg_ack {
+	uint32_t ack_seq;
+	int32_t code;
+	uint64_t value;
+};
+
+/* PING / PONG: 8 bytes. */
+struct msg_ping {
+	uint64_t nonce;
+};
+
+/* STATUS: 232 bytes. Strings are NUL-terminated within their field. */
+struct msg_status {
+	uint32_t role;                  /* enum msg_role */
+	uint32_t pid;
+	char backend[MSG_MAX_BACKEND];  /* "vulkan", "xrt", "-" */
+	char device[MSG_MAX_DEVICE];    /* e.g. "AMD Radeon 780M (RADV PHOENIX)" */
+	uint64_t weights_bytes, kv_bytes, scratch_bytes;
+	uint32_t share_path;            /* enum msg_share_path */
+	uint32_t import_mode;           /* enum msg_import */
+	uint64_t uptime_ns, busy_ns, steps;
+	uint32_t restarts;
+	uint32_t reserved;              /* 0 */
+};
+
+/* SHUTDOWN: 8 bytes. */
+struct msg_shutdown {
+	uint32_t grace_ms;  /* finish in-flight work within this, then exit 0 */
+	uint32_t reason;    /* free-form code for logs */
+};
+
+/* ERROR: 264 bytes. */
+struct msg_error {
+	int32_t code;                   /* negative ERR_* */
+	uint32_t ref_seq;               /* seq of the message that failed (0: none) */
+	char text[MSG_MAX_TEXT];        /* NUL-terminated within the field */
+};
+
+/* EMBED: 12 + 4n bytes. Look up n token embeddings into rows [0,n) of slot. */
+struct msg_embed {
+	uint32_t seq_id;
+	uint32_t slot;                  /* < MSG_MAX_SLOTS */
+	uint32_t n;                     /* 1..MSG_MAX_TOKENS */
+	uint32_t tokens[MSG_MAX_TOKENS];
+};
+
+/* STAGE: 28 bytes. Run stage on rows [0,n) of slot, positions pos0.. of
+ * sequence seq_id. ATTN/FFN: one layer (n_layers = 1); LAYERS: whole layers
+ * [layer, layer + n_layers). */
+struct msg_stage {
+	uint32_t seq_id;
+	uint32_t slot;
+	uint32_t stage;                 /* enum msg_stage_kind */
+	uint32_t layer;
+	uint32_t n_layers;
+	uint32_t n;
+	uint32_t pos0;
+};
+
+/* HEAD: 20 bytes. Final norm + logits + reduction on the last of the n rows
+ * of slot; the result goes to the slot's head area in the activation region. */
+struct msg_head {
+	uint32_t seq_id;
+	uint32_t slot;
+	uint32_t n;
+	uint32_t mode;                  /* enum msg_head_mode */
+	uint32_t k;                     /* ARGMAX: 1; TOPK: 1..MSG_MAX_TOPK */
+};
+
+/* RUN (fused placement): 24 + 4n bytes. embed -> all layers -> head. */
+struct msg_run {
+	uint32_t seq_id;
+	uint32_t slot;
+	uint32_t n;
+	uint32_t pos0;
+	uint32_t mode;                  /* enum msg_head_mode; only meaningful if the step ends in a head */
+	uint32_t k;
+	uint32_t tokens[MSG_MAX_TOKENS];
+};
+
+/* DONE: 32 bytes. Answer to EMBED/STAGE/HEAD/RUN/RESET_SEQ. token is the argmax
+ * (ARGMAX head) or the top-1 id; the k ids and logits of a top-k head are in
+ * the slot's head area of the activation region. */
+struct msg_done {
+	uint32_t ref_seq;
+	uint32_t seq_id;
+	int32_t status;                 /* 0 or a negative ERR_* */
+	uint32_t token;
+	uint32_t k;                     /* 0 when no head ran */
+	uint32_t reserved;              /* 0 */
+	uint64_t gpu_ns;                /* device time of this step */
+};
+
+/* RESET_SEQ: 8 bytes. Forget the KV cache of seq_id (or all). */
+struct msg_reset_seq {
+	uint32_t seq_id;
+	uint32_t flags;                 /* MSG_RESET_ALL */
+};
+
+/* GEN_REQ: 44 + 4*n_resume + n_prompt bytes. request_id is chosen by the
+ * client (random, non-zero) so a resend or a resubmission after a coordinator
+ * restart is recognised; resume[] are the tokens already received. */
+struct msg_gen_req {
+	uint64_t request_id;
+	uint64_t seed;
+	uint32_t max_tokens;            /* 1..MSG_MAX_GEN */
+	uint32_t top_k;                 /* 0 (off) .. MSG_MAX_TOPK */
+	float temperature;              /* 0 (greedy) .. 100, finite */
+	float top_p;                    /* (0, 1]; 1 = off */
+	uint32_t flags;                 /* MSG_GEN_CHAT */
+	uint32_t n_resume;              /* <= max_tokens */
+	uint32_t n_prompt;              /* 1..MSG_MAX_PROMPT */
+	uint32_t resume[MSG_MAX_GEN];
+	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside; decoder adds one */
+};
+
+/* GEN_POLL: 16 bytes. "Give me token #from of request_id, waiting up to
+ * wait_ms." Answered by GEN_TOKEN, GEN_END (from == tokens produced and the
+ * request is finished), ACK code ERR_TIMEOUT (nothing new yet; value = tokens
+ * so far) or ERROR. */
+struct msg_gen_poll {
+	uint64_t request_id;
+	uint32_t from;
+	uint32_t wait_ms;               /* <= MSG_MAX_WAIT_MS */
+};
+
+/* GEN_TOKEN: 20 + n_piece bytes. */
+struct msg_gen_token {
+	uint64_t request_id;
+	uint32_t index;                 /* 0-based position among generated tokens */
+	uint32_t token;
+	uint32_t n_piece;               /* <= MSG_MAX_PIECE */
+	char piece[MSG_MAX_PIECE + 1];  /* detokenized text, no NUL inside; decoder adds one */
+};
+
+/* GEN_END: 16 bytes. */
+struct msg_gen_end {
+	uint64_t request_id;
+	uint32_t n_tokens;              /* tokens generated in total */
+	uint32_t reason;                /* enum msg_end_reason */
+};
+
+/* GEN_CANCEL: 8 bytes. Answered by ACK. */
+struct msg_gen_cancel {
+	uint64_t request_id;
+};
+
+struct msg {
+	uint16_t type;                  /* enum msg_type */
+	uint32_t seq;
+	union {
+		struct msg_hello hello;     /* HELLO, WELCOME */
+		struct msg_ack ack;
+		struct msg_ping ping;       /* PING, PONG */
+		struct msg_status status;
+		struct msg_shutdown shutdown;
+		struct msg_error error;
+		struct msg_embed embed;
+		struct msg_stage stage;
+		struct msg_head head;
+		struct msg_run run;
+		struct msg_done done;
+		struct msg_reset_seq reset_seq;
+		struct msg_gen_req gen_req;
+		struct msg_gen_poll gen_poll;
+		struct msg_gen_token gen_token;
+		struct msg_gen_end gen_end;
+		struct msg_gen_cancel gen_cancel;
+	} u;                            /* STATUS_REQ has no payload */
+};
+
+/* Wire sizes of the fixed payloads (and fixed parts of variable ones). */
+#define MSG_SIZE_HELLO 16
+#define MSG_SIZE_ACK 16
+#define MSG_SIZE_PING 8
+#define MSG_SIZE_STATUS (4 + 4 + MSG_MAX_BACKEND + MSG_MAX_DEVICE + 3 * 8 + 4 + 4 + 3 * 8 + 4 + 4)
+#define MSG_SIZE_SHUTDOWN 8
+#define MSG_SIZE_ERROR (4 + 4 + MSG_MAX_TEXT)
+#define MSG_SIZE_EMBED_BASE 12
+#define MSG_SIZE_STAGE 28
+#define MSG_SIZE_HEAD 20
+#define MSG_SIZE_RUN_BASE 24
+#define MSG_SIZE_DONE 32
+#define MSG_SIZE_RESET_SEQ 8
+#define MSG_SIZE_GEN_REQ_BASE 44
+#define MSG_SIZE_GEN_POLL 16
+#define MSG_SIZE_GEN_TOKEN_BASE 20
+#define MSG_SIZE_GEN_END 16
+#define MSG_SIZE_GEN_CANCEL 8
+
+_Static_assert(MSG_SIZE_STATUS == 232, "STATUS wire size");
+_Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
+_Static_assert(MSG_SIZE_EMBED_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "EMBED fits");
+_Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN fits");
+_Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
+	       "GEN_REQ fits");
+_Static_assert(MSG_SIZE_GEN_TOKEN_BASE + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD, "GEN_TOKEN fits");
+
+/* Name of a type ("HELLO"), "?" if unknown. */
+const char *msg_type_name(uint32_t type);
+
+/* Check every field of m against the rules of its type (ERR_INVAL with a
+ * message naming the type and field). */
+int msg_validate(const struct msg *m);
+
+/* Payload bytes m would encode to (after validation), or a negative ERR_*. */
+int msg_payload_size(const struct msg *m, size_t *size);
+
+/* Validate and encode m (header + payload) into buf[cap]; *len = bytes
+ * written. ERR_RANGE if cap is too small (MSG_MAX_BUF always suffices). */
+int msg_encode(const struct msg *m, void *buf, size_t cap, size_t *len);
+
+/* Decode and validate len bytes; out is fully overwritten. ERR_INVAL with a
+ * message for anything malformed. The input must be exactly one message. */
+int msg_decode(const void *buf, size_t len, struct msg *out);
+
+/* Convenience for building messages: zero m and set its type. */
+void msg_init(struct msg *m, uint16_t type);
+
+/* Copy s into a fixed char field of cap bytes, truncating so a NUL fits. */
+void msg_set_str(char *field, size_t cap, const char *s);
+
+#endif

@@ -1,0 +1,273 @@
+/* msg: every type round-trips; each validation rule rejects a crafted message. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/err.h"
+#include "ipc/msg.h"
+
+static struct msg a, b;
+static uint8_t buf[MSG_MAX_BUF];
+
+static void fill(struct msg *m, uint16_t type)
+{
+	msg_init(m, type);
+	m->seq = 77;
+	switch (type) {
+	case MSG_HELLO: case MSG_WELCOME:
+		m->u.hello = (struct msg_hello){ MSG_ROLE_GPU_WORKER, 1234, MSG_VERSION, 0 };
+		break;
+	case MSG_ACK: m->u.ack = (struct msg_ack){ 5, -8, 0x1122334455667788ull }; break;
+	case MSG_PING: case MSG_PONG: m->u.ping.nonce = 0xdeadbeefcafef00dull; break;
+	case MSG_STATUS:
+		m->u.status.role = MSG_ROLE_NPU_WORKER;
+		m->u.status.pid = 42;
+		msg_set_str(m->u.status.backend, MSG_MAX_BACKEND, "vulkan");
+		msg_set_str(m->u.status.device, MSG_MAX_DEVICE, "llvmpipe (LLVM 15.0.6, 256 bits)");
+		m->u.status.weights_bytes = 1ull << 33;
+		m->u.status.kv_bytes = 3;
+		m->u.status.scratch_bytes = 4;
+		m->u.status.share_path = MSG_SHARE_UDMABUF;
+		m->u.status.import_mode = MSG_IMPORT_UPLOAD;
+		m->u.status.uptime_ns = 5, m->u.status.busy_ns = 6, m->u.status.steps = 7;
+		m->u.status.restarts = 2;
+		break;
+	case MSG_SHUTDOWN: m->u.shutdown = (struct msg_shutdown){ 2000, 3 }; break;
+	case MSG_ERROR:
+		m->u.error.code = -4, m->u.error.ref_seq = 9;
+		msg_set_str(m->u.error.text, MSG_MAX_TEXT, "gpu: slot 3 out of range");
+		break;
+	case MSG_EMBED:
+		m->u.embed.seq_id = 3, m->u.embed.slot = 1, m->u.embed.n = MSG_MAX_TOKENS;
+		for (int i = 0; i < MSG_MAX_TOKENS; i++)
+			m->u.embed.tokens[i] = 1000u * (uint32_t)i + 7;
+		break;
+	case MSG_STAGE: m->u.stage = (struct msg_stage){ 4, 2, MSG_STAGE_LAYERS, 3, 5, 17, 900 }; break;
+	case MSG_HEAD: m->u.head = (struct msg_head){ 4, 2, 17, MSG_HEAD_TOPK, 40 }; break;
+	case MSG_RUN:
+		m->u.run = (struct msg_run){ .seq_id = 8, .slot = 0, .n = 3, .pos0 = 10,
+					     .mode = MSG_HEAD_ARGMAX, .k = 1, .tokens = { 2, 106, 9 } };
+		break;
+	case MSG_DONE: m->u.done = (struct msg_done){ 12, 8, 0, 262143, 40, 0, 123456789 }; break;
+	case MSG_RESET_SEQ: m->u.reset_seq = (struct msg_reset_seq){ 8, MSG_RESET_ALL }; break;
+	case MSG_GEN_REQ: {
+		struct msg_gen_req *g = &m->u.gen_req;
+		g->request_id = 0x0102030405060708ull, g->seed = 99, g->max_tokens = 64, g->top_k = 40;
+		g->temperature = 0.7f, g->top_p = 0.95f, g->flags = MSG_GEN_CHAT;
+		g->n_resume = 3, g->resume[0] = 5, g->resume[1] = 6, g->resume[2] = 7;
+		const char *s = "Why is the sky blue? \xc3\xa9";
+		g->n_prompt = (uint32_t)strlen(s);
+		memcpy(g->prompt, s, g->n_prompt);
+		break;
+	}
+	case MSG_GEN_POLL: m->u.gen_poll = (struct msg_gen_poll){ 11, 4, 500 }; break;
+	case MSG_GEN_TOKEN:
+		m->u.gen_token.request_id = 11, m->u.gen_token.index = 4, m->u.gen_token.token = 1234;
+		m->u.gen_token.n_piece = 6;
+		memcpy(m->u.gen_token.piece, " hello", 6);
+		break;
+	case MSG_GEN_END: m->u.gen_end = (struct msg_gen_end){ 11, 64, MSG_END_LENGTH }; break;
+	case MSG_GEN_CANCEL: m->u.gen_cancel.request_id = 11; break;
+	}
+}
+
+static const uint16_t all_types[] = {
+	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
+	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
+	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
+};
+
+static size_t enc(const struct msg *m)
+{
+	size_t len = 0;
+	int rc = msg_encode(m, buf, sizeof buf, &len);
+	cr_assert_eq(rc, 0, "%s: %s", msg_type_name(m->type), err_msg());
+	return len;
+}
+
+Test(msg, roundtrip_every_type)
+{
+	for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+		fill(&a, all_types[i]);
+		size_t len = enc(&a);
+		memset(&b, 0xa5, sizeof b);
+		cr_assert_eq(msg_decode(buf, len, &b), 0, "%s: %s", msg_type_name(a.type), err_msg());
+		cr_assert_eq(b.type, a.type);
+		cr_assert_eq(b.seq, 77);
+		/* re-encode and compare bytes: an independent check of every field */
+		static uint8_t buf2[MSG_MAX_BUF];
+		size_t len2;
+		cr_assert_eq(msg_encode(&b, buf2, sizeof buf2, &len2), 0);
+		cr_assert_eq(len2, len);
+		cr_assert_arr_eq(buf2, buf, len);
+	}
+}
+
+Test(msg, header_layout_is_little_endian)
+{
+	fill(&a, MSG_PING);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 8);
+	static const uint8_t want[] = { 'U', 'N', 'I', 'C', 1, 0, MSG_PING, 0, 77, 0, 0, 0, 8, 0, 0, 0,
+					0, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde };
+	cr_assert_arr_eq(buf, want, sizeof want);
+}
+
+Test(msg, fields_decode_to_values)
+{
+	fill(&a, MSG_GEN_REQ);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_GEN_REQ_BASE + 12 + a.u.gen_req.n_prompt);
+	cr_assert_eq(msg_decode(buf, len, &b), 0);
+	cr_assert_eq(b.u.gen_req.request_id, 0x0102030405060708ull);
+	cr_assert_float_eq(b.u.gen_req.temperature, 0.7f, 0);
+	cr_assert_eq(b.u.gen_req.resume[2], 7);
+	cr_assert_str_eq(b.u.gen_req.prompt, "Why is the sky blue? \xc3\xa9");
+	fill(&a, MSG_STATUS);
+	len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 232);
+	cr_assert_eq(msg_decode(buf, len, &b), 0);
+	cr_assert_str_eq(b.u.status.device, "llvmpipe (LLVM 15.0.6, 256 bits)");
+	cr_assert_eq(b.u.status.weights_bytes, 1ull << 33);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+static void expect_reject(size_t len, const char *why)
+{
+	err_clear();
+	int rc = msg_decode(buf, len, &b);
+	cr_assert_eq(rc, ERR_INVAL, "%s: accepted (rc %d)", why, rc);
+	cr_assert(strlen(err_msg()) > 0, "%s: no message", why);
+}
+
+Test(msg, header_rules)
+{
+	fill(&a, MSG_STAGE);
+	size_t len = enc(&a);
+	buf[0] = 'X';
+	expect_reject(len, "bad magic");
+	len = enc(&a), buf[4] = 2;
+	expect_reject(len, "version 2");
+	len = enc(&a), buf[6] = 99;
+	expect_reject(len, "unknown type");
+	len = enc(&a), buf[16] = 1;
+	expect_reject(len, "flags");
+	len = enc(&a), buf[20] = 1;
+	expect_reject(len, "reserved");
+	len = enc(&a);
+	expect_reject(len - 1, "truncated");
+	expect_reject(10, "short header");
+	len = enc(&a), put32(buf + 12, 27);
+	expect_reject(len, "len mismatch");
+	len = enc(&a), put32(buf + 12, 29), buf[len] = 0;
+	expect_reject(len + 1, "payload longer than the type's size");
+	len = enc(&a), buf[6] = MSG_HEAD; /* STAGE bytes labelled HEAD: 28 != 20 */
+	expect_reject(len, "size of another type");
+}
+
+/* Patch a u32 at payload offset off, decode, expect rejection. */
+static void patch_reject(uint16_t type, size_t off, uint32_t v, const char *why)
+{
+	fill(&a, type);
+	size_t len = enc(&a);
+	put32(buf + MSG_HDR_SIZE + off, v);
+	expect_reject(len, why);
+}
+
+Test(msg, field_rules)
+{
+	patch_reject(MSG_HELLO, 0, 0, "role 0");
+	patch_reject(MSG_HELLO, 0, 7, "role 7");
+	patch_reject(MSG_HELLO, 8, 2, "hello version");
+	patch_reject(MSG_ACK, 4, 1, "positive ack code");
+	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 24, 3, "share path");
+	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 28, 3, "import mode");
+	patch_reject(MSG_ERROR, 0, 0, "error code 0");
+	patch_reject(MSG_EMBED, 4, MSG_MAX_SLOTS, "slot cap");
+	patch_reject(MSG_EMBED, 8, MSG_MAX_TOKENS + 1, "n cap");
+	patch_reject(MSG_EMBED, 8, 0, "n 0 with tokens following");
+	patch_reject(MSG_STAGE, 8, 4, "stage enum");
+	patch_reject(MSG_STAGE, 12, 256, "layer cap");
+	patch_reject(MSG_STAGE, 16, 300, "layer range");
+	patch_reject(MSG_STAGE, 24, MSG_MAX_POS, "pos cap");
+	patch_reject(MSG_HEAD, 12, 3, "head mode");
+	patch_reject(MSG_HEAD, 16, MSG_MAX_TOPK + 1, "k cap");
+	patch_reject(MSG_RUN, 16, 5, "run head mode");
+}
+
+Test(msg, more_field_rules)
+{
+	patch_reject(MSG_RUN, 20, 2, "argmax with k 2");
+	patch_reject(MSG_DONE, 8, 1, "positive status");
+	patch_reject(MSG_DONE, 16, MSG_MAX_TOPK + 1, "done k");
+	patch_reject(MSG_RESET_SEQ, 4, 2, "reset flags");
+	patch_reject(MSG_GEN_REQ, 16, 0, "max_tokens 0");
+	patch_reject(MSG_GEN_REQ, 16, MSG_MAX_GEN + 1, "max_tokens cap");
+	patch_reject(MSG_GEN_REQ, 20, MSG_MAX_TOPK + 1, "top_k cap");
+	patch_reject(MSG_GEN_REQ, 24, 0x7fc00000, "temperature NaN");
+	patch_reject(MSG_GEN_REQ, 28, 0, "top_p 0");
+	patch_reject(MSG_GEN_REQ, 32, 2, "gen flags");
+	patch_reject(MSG_GEN_REQ, 36, MSG_MAX_GEN + 1, "n_resume cap");
+	patch_reject(MSG_GEN_REQ, 40, MSG_MAX_PROMPT + 1, "n_prompt cap");
+	fill(&a, MSG_GEN_REQ);
+	size_t len = enc(&a);
+	put32(buf + MSG_HDR_SIZE, 0), put32(buf + MSG_HDR_SIZE + 4, 0);
+	expect_reject(len, "request id 0");
+}
+
+Test(msg, string_rules)
+{
+	fill(&a, MSG_GEN_REQ);
+	size_t len = enc(&a);
+	buf[len - 3] = 0;
+	expect_reject(len, "NUL in prompt");
+	fill(&a, MSG_GEN_TOKEN);
+	len = enc(&a);
+	buf[len - 1] = 0;
+	expect_reject(len, "NUL in piece");
+	fill(&a, MSG_ERROR);
+	len = enc(&a);
+	memset(buf + MSG_HDR_SIZE + 8, 'x', MSG_MAX_TEXT);
+	expect_reject(len, "error text without NUL");
+	fill(&a, MSG_STATUS);
+	len = enc(&a);
+	memset(buf + MSG_HDR_SIZE + 8, 'x', MSG_MAX_BACKEND);
+	expect_reject(len, "backend without NUL");
+	fill(&a, MSG_GEN_END);
+	len = enc(&a);
+	put32(buf + MSG_HDR_SIZE + 12, 9);
+	expect_reject(len, "end reason");
+}
+
+Test(msg, encoder_validates)
+{
+	size_t len;
+	fill(&a, MSG_EMBED);
+	a.u.embed.n = MSG_MAX_TOKENS + 1;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+	fill(&a, MSG_PING);
+	cr_assert_eq(msg_encode(&a, buf, 20, &len), ERR_RANGE);
+	msg_init(&a, 200);
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+}
+
+Test(msg, random_bytes_never_crash)
+{
+	srand(1);
+	for (int it = 0; it < 20000; it++) {
+		fill(&a, all_types[it % (sizeof all_types / sizeof all_types[0])]);
+		size_t len = enc(&a);
+		int flips = 1 + rand() % 4;
+		for (int f = 0; f < flips; f++)
+			buf[(size_t)rand() % len] ^= (uint8_t)(1u << (rand() % 8));
+		if (msg_decode(buf, len, &b) == 0) {
+			size_t len2;
+			static uint8_t buf2[MSG_MAX_BUF];
+			cr_assert_eq(msg_encode(&b, buf2, sizeof buf2, &len2), 0, "accepted but not re-encodable");
+		}
+	}
+}
