@@ -10,5 +10,9 @@ int cli_logits(int argc, char **argv);    /* coordinator/cli_logits.c */
 int cli_quantize(int argc, char **argv);  /* coordinator/cli_quantize.c */
 int cli_devices(int argc, char **argv);   /* coordinator/cli_devices.c */
 int cli_bench(int argc, char **argv);     /* coordinator/cli_bench.c */
+int cli_run(int argc, char **argv);       /* coordinator/cli_run.c */
+int cli_chat(int argc, char **argv);      /* coordinator/cli_chat.c */
+int cli_status(int argc, char **argv);    /* coordinator/cli_status.c */
+int cli_down(int argc, char **argv);      /* coordinator/cli_down.c */
 
 #endif

@@ -11,6 +11,10 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+	{ "run", cli_run, "generate a reply to a prompt on a running cluster (see unicorn-up)" },
+	{ "chat", cli_chat, "interactive chat with the Gemma 3 chat template" },
+	{ "status", cli_status, "show the processes of a running cluster" },
+	{ "down", cli_down, "stop a running cluster" },
 	{ "inspect", cli_inspect, "show a model's architecture, hyperparameters and tensors" },
 	{ "tokenize", cli_tokenize, "turn text into token ids and pieces" },
 	{ "logits", cli_logits, "write the logits of a teacher-forced token sequence" },
