@@ -12,14 +12,6 @@
 #include "ipc/shm.h"
 #include "loader/quant.h"
 
-/* Config caps (generous: Gemma 3 27B is 5376 / 21504 / 62 layers / 32 heads). */
-#define CAP_EMBD 65536
-#define CAP_FF 262144
-#define CAP_HEADS 1024
-#define CAP_HEAD_DIM 1024
-#define CAP_VOCAB (1u << 22)
-#define CAP_CTX (1u << 24)
-
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -222,33 +214,7 @@ static int read_config(const char *name, const uint8_t *p, struct gemma3_config 
 				       p[64 + i]);
 		c->layer_global[i] = p[64 + i];
 	}
-	if (!c->n_embd || c->n_embd > CAP_EMBD || !c->n_ff || c->n_ff > CAP_FF)
-		return err_set(ERR_RANGE, "%s: config: n_embd %u / n_ff %u out of range", name, c->n_embd,
-			       c->n_ff);
-	if (!c->n_layer || c->n_layer > MODEL_MAX_LAYERS)
-		return err_set(ERR_RANGE, "%s: config: n_layer %u out of range", name, c->n_layer);
-	if (!c->n_head || c->n_head > CAP_HEADS || !c->n_head_kv || c->n_head_kv > c->n_head ||
-	    c->n_head % c->n_head_kv)
-		return err_set(ERR_INVAL, "%s: config: heads %u / kv heads %u", name, c->n_head,
-			       c->n_head_kv);
-	if (c->head_dim < 2 || c->head_dim > CAP_HEAD_DIM || c->head_dim % 2)
-		return err_set(ERR_RANGE, "%s: config: head_dim %u out of range", name, c->head_dim);
-	if (!c->sliding_window || c->sliding_window > CAP_CTX || !c->n_ctx || c->n_ctx > CAP_CTX)
-		return err_set(ERR_RANGE, "%s: config: sliding_window %u / n_ctx %u out of range", name,
-			       c->sliding_window, c->n_ctx);
-	if (!c->n_vocab || c->n_vocab > CAP_VOCAB || !c->n_vocab_text || c->n_vocab_text > c->n_vocab)
-		return err_set(ERR_RANGE, "%s: config: vocabulary %u (text %u) out of range", name,
-			       c->n_vocab, c->n_vocab_text);
-	if (!(c->eps > 0 && c->eps < 1))
-		return err_set(ERR_RANGE, "%s: config: eps %g out of range", name, c->eps);
-	for (int i = 1; i < 5; i++)
-		if (!(*f[i] > 0 && isfinite(*f[i])))
-			return err_set(ERR_RANGE, "%s: config: float field %d (%g) must be positive", name, i,
-				       *f[i]);
-	if (!(c->final_softcap >= 0 && isfinite(c->final_softcap)))
-		return err_set(ERR_RANGE, "%s: config: final_softcap %g out of range", name,
-			       c->final_softcap);
-	return 0;
+	return model_check_config(name, c);
 }
 
 static int read_tensor(const char *name, size_t idx, const uint8_t *q,
@@ -335,63 +301,6 @@ static int check_unique(const char *name, const struct model *m)
 	return rc;
 }
 
-static int require(const struct model *m, const char *name, const char *tname, uint64_t ne0,
-		   uint64_t ne1, const struct model_tensor **out)
-{
-	const struct model_tensor *t = model_find(m, tname);
-	if (!t)
-		return err_set(ERR_NOTFOUND, "%s: tensor %s: missing", name, tname);
-	if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-		return err_set(ERR_INVAL, "%s: tensor %s: shape {%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %"
-			       PRIu64 "}, expected {%" PRIu64 ", %" PRIu64 "}", name, tname, t->ne[0],
-			       t->ne[1], t->ne[2], t->ne[3], ne0, ne1);
-	*out = t;
-	return 0;
-}
-
-int manifest_bind(struct model *m, const char *name)
-{
-	const struct gemma3_config *c = &m->cfg;
-	uint64_t q = (uint64_t)c->n_head * c->head_dim, kv = (uint64_t)c->n_head_kv * c->head_dim;
-	int rc;
-	if ((rc = require(m, name, "token_embd.weight", c->n_embd, c->n_vocab, &m->tok_embd)) ||
-	    (rc = require(m, name, "output_norm.weight", c->n_embd, 1, &m->output_norm)))
-		return rc;
-	free(m->layers);
-	m->layers = calloc(c->n_layer, sizeof *m->layers);
-	if (!m->layers)
-		return err_set(ERR_NOMEM, "%s: out of memory", name);
-	for (uint32_t il = 0; il < c->n_layer; il++) {
-		struct model_layer *L = &m->layers[il];
-		const struct {
-			const char *name;
-			uint64_t ne0, ne1;
-			const struct model_tensor **slot;
-		} want[] = {
-			{ "attn_norm.weight", c->n_embd, 1, &L->attn_norm },
-			{ "attn_q.weight", c->n_embd, q, &L->wq },
-			{ "attn_k.weight", c->n_embd, kv, &L->wk },
-			{ "attn_v.weight", c->n_embd, kv, &L->wv },
-			{ "attn_output.weight", q, c->n_embd, &L->wo },
-			{ "attn_q_norm.weight", c->head_dim, 1, &L->q_norm },
-			{ "attn_k_norm.weight", c->head_dim, 1, &L->k_norm },
-			{ "post_attention_norm.weight", c->n_embd, 1, &L->post_attn_norm },
-			{ "ffn_norm.weight", c->n_embd, 1, &L->ffn_norm },
-			{ "ffn_gate.weight", c->n_embd, c->n_ff, &L->ffn_gate },
-			{ "ffn_up.weight", c->n_embd, c->n_ff, &L->ffn_up },
-			{ "ffn_down.weight", c->n_ff, c->n_embd, &L->ffn_down },
-			{ "post_ffw_norm.weight", c->n_embd, 1, &L->post_ffn_norm },
-		};
-		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-			char tname[96];
-			snprintf(tname, sizeof tname, "blk.%u.%s", il, want[i].name);
-			if ((rc = require(m, name, tname, want[i].ne0, want[i].ne1, want[i].slot)))
-				return rc;
-		}
-	}
-	return 0;
-}
-
 int manifest_load(const void *buf, size_t len, const struct manifest_region *regions,
 		  uint32_t n_regions, const char *name, struct model **out)
 {
@@ -446,7 +355,7 @@ int manifest_load(const void *buf, size_t len, const struct manifest_region *reg
 	for (uint32_t i = 0; i < nt; i++, q += MANIFEST_TENSOR_SIZE)
 		if ((rc = read_tensor(name, i, q, regions, n_regions, &m->tensors[i])))
 			goto out_model;
-	if ((rc = check_unique(name, m)) || (rc = manifest_bind(m, name)))
+	if ((rc = check_unique(name, m)) || (rc = model_bind(m, name)))
 		goto out_model;
 	*out = m;
 	return 0;

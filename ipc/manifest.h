@@ -74,9 +74,4 @@ int manifest_write(const struct model *m, const struct manifest_plan *plan, void
 int manifest_load(const void *buf, size_t len, const struct manifest_region *regions,
 		  uint32_t n_regions, const char *name, struct model **out);
 
-/* Fill model.tok_embd / output_norm / layers[] from m->tensors, checking that
- * every required tensor exists with the shape the config implies (as
- * model_open does). A local twin of loader/model.c's static validate(). */
-int manifest_bind(struct model *m, const char *name);
-
 #endif

@@ -135,7 +135,7 @@ int model_tensor_rows_f32(const struct model_tensor *t, uint64_t row0, uint64_t 
 
 /* ---- shared validation ---- */
 
-static int check_config(const char *file, const struct gemma3_config *c)
+int model_check_config(const char *file, const struct gemma3_config *c)
 {
 	if (!c->n_embd || c->n_embd > CAP_EMBD)
 		return err_set(ERR_RANGE, "%s: n_embd %u out of range", file, c->n_embd);
@@ -195,23 +195,22 @@ static void hf_name_of(const char *gguf_name, char *out, size_t cap)
 	snprintf(out, cap, "%s", gguf_name);
 }
 
-static int require(struct model *m, const char *name, uint64_t ne0, uint64_t ne1,
+static int require(struct model *m, const char *label, const char *name, uint64_t ne0, uint64_t ne1,
 		   const struct model_tensor **out)
 {
-	struct model_priv *p = m->priv;
 	char hf[160];
 	const struct model_tensor *t = model_find(m, name);
 	if (!t) {
 		if (m->format == MODEL_HF) {
 			hf_name_of(name, hf, sizeof hf);
-			return err_set(ERR_NOTFOUND, "%s: tensor %s (%s): missing", p->weights_path, hf,
+			return err_set(ERR_NOTFOUND, "%s: tensor %s (%s): missing", label, hf,
 				       name);
 		}
-		return err_set(ERR_NOTFOUND, "%s: tensor %s: missing", p->weights_path, name);
+		return err_set(ERR_NOTFOUND, "%s: tensor %s: missing", label, name);
 	}
 	const struct quant_type_info *qi = quant_type_info(t->type);
 	if (!qi)
-		return err_set(ERR_UNSUP, "%s: tensor %s: type %u not supported", p->weights_path, name,
+		return err_set(ERR_UNSUP, "%s: tensor %s: type %u not supported", label, name,
 			       t->type);
 	if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
 		char want[64], have[96];
@@ -222,26 +221,27 @@ static int require(struct model *m, const char *name, uint64_t ne0, uint64_t ne1
 		snprintf(have, sizeof have, "{%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 "}",
 			 t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
 		return err_set(ERR_INVAL, "%s: tensor %s: shape (GGUF order) %s, expected %s",
-			       p->weights_path, name, have, want);
+			       label, name, have, want);
 	}
 	if (ne0 % qi->block_elems)
 		return err_set(ERR_INVAL, "%s: tensor %s: row of %" PRIu64 " is not a multiple of the %s "
-			       "block size", p->weights_path, name, ne0, qi->name);
+			       "block size", label, name, ne0, qi->name);
 	*out = t;
 	return 0;
 }
 
-static int validate(struct model *m)
+int model_bind(struct model *m, const char *label)
 {
 	const struct gemma3_config *c = &m->cfg;
 	uint64_t q = (uint64_t)c->n_head * c->head_dim, kv = (uint64_t)c->n_head_kv * c->head_dim;
 	int rc;
-	if ((rc = require(m, "token_embd.weight", c->n_embd, c->n_vocab, &m->tok_embd)) ||
-	    (rc = require(m, "output_norm.weight", c->n_embd, 1, &m->output_norm)))
+	if ((rc = require(m, label, "token_embd.weight", c->n_embd, c->n_vocab, &m->tok_embd)) ||
+	    (rc = require(m, label, "output_norm.weight", c->n_embd, 1, &m->output_norm)))
 		return rc;
+	free(m->layers);
 	m->layers = calloc(c->n_layer, sizeof *m->layers);
 	if (!m->layers)
-		return err_set(ERR_NOMEM, "%s: out of memory", m->path);
+		return err_set(ERR_NOMEM, "%s: out of memory", label);
 	for (uint32_t il = 0; il < c->n_layer; il++) {
 		struct model_layer *L = &m->layers[il];
 		const struct {
@@ -266,7 +266,7 @@ static int validate(struct model *m)
 		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
 			char name[96];
 			snprintf(name, sizeof name, "blk.%u.%s", il, want[i].name);
-			if ((rc = require(m, name, want[i].ne0, want[i].ne1, want[i].slot)))
+			if ((rc = require(m, label, name, want[i].ne0, want[i].ne1, want[i].slot)))
 				return rc;
 		}
 	}
@@ -638,9 +638,9 @@ int model_open(const char *path, struct model **out)
 	if (!rc && !p->weights_path && !(p->weights_path = strdup(path)))
 		rc = err_set(ERR_NOMEM, "%s: out of memory", path);
 	if (!rc)
-		rc = check_config(m->format == MODEL_HF ? p->weights_path : path, &m->cfg);
+		rc = model_check_config(m->format == MODEL_HF ? p->weights_path : path, &m->cfg);
 	if (!rc)
-		rc = validate(m);
+		rc = model_bind(m, p->weights_path);
 	if (rc) {
 		model_close(m);
 		return rc;

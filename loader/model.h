@@ -68,6 +68,12 @@ struct model {
  * the config implies, types supported. Errors name the file and field. */
 int model_open(const char *path, struct model **out);
 void model_close(struct model *m);
+/* Range-check a configuration; label names its source in errors. */
+int model_check_config(const char *label, const struct gemma3_config *c);
+/* Find every required tensor with the shape cfg implies and set tok_embd,
+ * output_norm and layers[] (used by model_open and by the shared-memory
+ * manifest reader). label names the source in errors. */
+int model_bind(struct model *m, const char *label);
 const struct model_tensor *model_find(const struct model *m, const char *name);
 
 /* Elements in a tensor (product of ne). */
