@@ -165,7 +165,7 @@ Test(bus, dial_before_listen_reconnects)
 	/* A message sent while the old pipe is dying may be lost (the protocol
 	 * re-HELLOs after reconnect), so retry like a real dialer would. */
 	int got = 0;
-	for (int i = 0; i < 20 && !got; i++) {
+	for (int i = 0; i < 50 && !got; i++) { /* up to ~10 s: slow under ASan */
 		msg_init(&m, MSG_PING);
 		m.u.ping.nonce = 5;
 		if (bus_send(d, &m) == 0 && bus_recv(l, 200, &r) == 0)
