@@ -29,7 +29,7 @@
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--vk-device D] [--json]\n"
+		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--vk-device D] [--json] [--profile]\n"
 		"\n"
 		"Measures the Vulkan engine like llama-bench: ppN = prompt processing of N tokens,\n"
 		"tgN = generation of N tokens one at a time, each from an empty context.\n"
@@ -39,7 +39,9 @@ static void bench_usage(FILE *f)
 		"  -r, --repetitions N  timed repetitions per test after one warm-up (default 5)\n"
 		"  -b, --batch-size N   tokens per prompt-processing submission (default 512)\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
-		"      --json           one JSON object on stdout instead of a table\n");
+		"      --json           one JSON object on stdout instead of a table\n"
+		"      --profile        afterwards, GPU time per dispatch kind of one decode step and one\n"
+		"                       prefill chunk (to stderr, or in the JSON), with matrix GB/s\n");
 }
 
 static double now_s(void)
@@ -114,6 +116,89 @@ static int run_tg(struct engine *e, uint32_t first, uint32_t n, double *secs)
 	return 0;
 }
 
+/* One profiled forward; printed to f as a table and/or added to the JSON array. */
+static int profile_one(struct engine *e, const char *what, const uint32_t *tokens, uint32_t n, uint32_t pos0, FILE *f,
+		       json_t *arr)
+{
+	struct engine_prof pr;
+	int rc = engine_profile(e, tokens, n, pos0, &pr);
+	if (rc)
+		return rc;
+	uint64_t mat_ns = 0, mat_bytes = 0;
+	if (f) {
+		fprintf(f, "\nprofile: %s (%u token%s at position %u): %u dispatches, GPU %.3f ms\n", what, n,
+			n == 1 ? "" : "s", pos0, pr.n_dispatch, pr.total_ns / 1e6);
+		fprintf(f, "  %-18s %6s %10s %6s %10s\n", "kind", "count", "ms", "%", "weight GB/s");
+	}
+	json_t *kinds = json_array();
+	for (uint32_t i = 0; i < pr.n_kind; i++) {
+		const struct engine_prof_kind *k = &pr.kind[i];
+		double gbs = k->ns ? (double)k->bytes / (double)k->ns : 0;
+		if (k->bytes) {
+			mat_ns += k->ns;
+			mat_bytes += k->bytes;
+		}
+		if (f) {
+			fprintf(f, "  %-18s %6u %10.3f %6.1f", k->name, k->count, k->ns / 1e6,
+				pr.total_ns ? 100.0 * k->ns / pr.total_ns : 0.0);
+			if (k->bytes)
+				fprintf(f, " %10.1f", gbs);
+			fputc('\n', f);
+		}
+		json_t *o = json_object();
+		json_object_set_new(o, "kind", json_string(k->name));
+		json_object_set_new(o, "count", json_integer(k->count));
+		json_object_set_new(o, "ns", json_integer((json_int_t)k->ns));
+		json_object_set_new(o, "weight_bytes", json_integer((json_int_t)k->bytes));
+		json_array_append_new(kinds, o);
+	}
+	if (f && mat_ns)
+		fprintf(f, "  matrices: %.3f ms for %.1f MB of weights = %.1f GB/s\n", mat_ns / 1e6, mat_bytes / 1e6,
+			(double)mat_bytes / mat_ns);
+	if (arr) {
+		json_t *o = json_object();
+		json_object_set_new(o, "what", json_string(what));
+		json_object_set_new(o, "n_tokens", json_integer(n));
+		json_object_set_new(o, "pos0", json_integer(pos0));
+		json_object_set_new(o, "n_dispatch", json_integer(pr.n_dispatch));
+		json_object_set_new(o, "gpu_ns", json_integer((json_int_t)pr.total_ns));
+		json_object_set_new(o, "matrix_ns", json_integer((json_int_t)mat_ns));
+		json_object_set_new(o, "matrix_bytes", json_integer((json_int_t)mat_bytes));
+		json_object_set_new(o, "kinds", kinds);
+		json_array_append_new(arr, o);
+	} else {
+		json_decref(kinds);
+	}
+	return 0;
+}
+
+/* The CPU side of the token path: wall time of replayed decode steps against the
+ * GPU time their own timestamps measured (submit + fence wait overhead). */
+static int profile_token_path(struct engine *e, uint32_t first, uint32_t n, FILE *f, json_t *root)
+{
+	int rc = engine_reset(e);
+	uint32_t tok = first;
+	double wall = 0, gpu = 0;
+	for (uint32_t pos = 0; pos < n && !rc; pos++) {
+		double t0 = now_s();
+		rc = engine_argmax(e, &tok, 1, pos, &tok);
+		wall += now_s() - t0;
+		struct engine_timing t;
+		if (!rc && engine_timing(e, &t) == 0)
+			gpu += t.total_ns * 1e-9;
+	}
+	if (rc)
+		return rc;
+	if (f)
+		fprintf(f, "\ntoken path: %u decode steps, wall %.1f us/token, GPU (first to last timestamp) %.1f us/token, "
+			   "CPU+submit overhead %.1f us/token\n", n, 1e6 * wall / n, 1e6 * gpu / n, 1e6 * (wall - gpu) / n);
+	if (root) {
+		json_object_set_new(root, "token_wall_us", json_real(1e6 * wall / n));
+		json_object_set_new(root, "token_gpu_us", json_real(1e6 * gpu / n));
+	}
+	return 0;
+}
+
 struct bench_result {
 	char name[32];
 	uint32_t n_prompt, n_gen;
@@ -158,10 +243,10 @@ int cli_bench(int argc, char **argv)
 		{ "n-prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
 		{ "repetitions", required_argument, 0, 'r' }, { "batch-size", required_argument, 0, 'b' },
 		{ "vk-device", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' }, { "profile", no_argument, 0, 'P' }, { 0, 0, 0, 0 },
 	};
 	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], reps = 5, batch = 512;
-	int n_pp = 0, n_tg = 0, json = 0, pp_set = 0, tg_set = 0;
+	int n_pp = 0, n_tg = 0, json = 0, pp_set = 0, tg_set = 0, profile = 0;
 	const char *device = NULL;
 	int c;
 	optind = 1;
@@ -187,6 +272,7 @@ int cli_bench(int argc, char **argv)
 			break;
 		case 'd': device = optarg; break;
 		case 'j': json = 1; break;
+		case 'P': profile = 1; break;
 		case 'h': bench_usage(stdout); return 0;
 		default: bench_usage(stderr); return 2;
 		}
@@ -269,6 +355,33 @@ bad_value:
 		goto out;
 	}
 
+	/* profiles: a decode step in the middle of a tgN-like context, and one prefill chunk */
+	json_t *prof_arr = profile && json ? json_array() : NULL, *prof_root = profile && json ? json_object() : NULL;
+	if (profile) {
+		FILE *pf = json ? NULL : stderr;
+		uint32_t np = n_pp ? (pp[0] < batch ? pp[0] : batch) : 0;
+		uint32_t dpos = n_tg ? tg[0] / 2 : 0;
+		rc = engine_reset(e);
+		if (!rc && np)
+			rc = profile_one(e, "prefill chunk", tokens, np, 0, pf, prof_arr);
+		if (!rc && np)
+			rc = profile_one(e, "prefill chunk", tokens, np, 0, pf, prof_arr); /* second: warm */
+		if (!rc && n_tg)
+			rc = profile_one(e, "decode step", tokens, 1, dpos, pf, prof_arr);
+		if (!rc && n_tg)
+			rc = profile_one(e, "decode step", tokens, 1, dpos, pf, prof_arr);
+		if (!rc && n_tg)
+			rc = profile_token_path(e, tokens[0], tg[0], pf, prof_root);
+		if (!rc && pf)
+			fprintf(pf, "kernels: %s\n", engine_kernels(e));
+		if (rc) {
+			fprintf(stderr, "unicorn bench: profile: %s\n", err_msg());
+			json_decref(prof_arr);
+			json_decref(prof_root);
+			goto out;
+		}
+	}
+
 	uint64_t bytes, params;
 	const char *type;
 	model_summary(m, &bytes, &params, &type);
@@ -298,6 +411,11 @@ bad_value:
 			json_array_append_new(arr, t);
 		}
 		json_object_set_new(o, "tests", arr);
+		json_object_set_new(o, "kernels", json_string(engine_kernels(e)));
+		if (prof_root) {
+			json_object_set_new(prof_root, "runs", prof_arr);
+			json_object_set_new(o, "profile", prof_root);
+		}
 		char *txt = json_dumps(o, JSON_INDENT(2));
 		if (txt)
 			puts(txt);

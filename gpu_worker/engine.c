@@ -21,6 +21,11 @@
 #define WG 64u
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
 #define MAX_GROUPS 65535u
+#define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
+#define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
+#define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
+#define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
+#define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 
 enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, N_MODES = 4 };
 
@@ -38,7 +43,7 @@ struct elayer {
 	struct vk_buf *attn_norm, *q_norm, *k_norm, *post_attn, *ffn_norm, *post_ffn;
 	struct vk_buf *kc, *vc;
 	VkDescriptorSet s_attn_norm, s_qkv[3], s_rope, s_attn, s_combine, s_wo, s_post_attn,
-		s_ffn_norm, s_gu[2], s_gelu, s_down, s_post_ffn;
+		s_ffn_norm, s_gu[2], s_gelu, s_down, s_post_ffn, s_gu_mm;
 };
 
 struct engine {
@@ -53,6 +58,14 @@ struct engine {
 	struct vk_buf *step, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
+	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
+	bool use_mvs, use_mm;
+	uint32_t mvs_bpt;              /* mul_mvs: target 32-element blocks per thread */          /* the subgroup matvec / tiled mat-mat kernels are usable */
+	/* profiling (engine_profile): a timestamp after every dispatch */
+	bool prof;
+	uint32_t prof_n;
+	const char *prof_name[PROF_MAX];
+	uint64_t prof_bytes[PROF_MAX];
 	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_argmax, s_topk;
 	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
@@ -147,7 +160,13 @@ static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, 
 
 static int pipes_create(struct engine *e)
 {
-	const uint32_t wg[1] = { WG }, wg_am[1] = { 64 }, wg32[1] = { 32 };
+	/* one-workgroup reductions (argmax over the vocabulary, rmsnorm per row) are
+	 * latency-bound: give them wide workgroups */
+	uint32_t maxwg = e->vk->props.limits.maxComputeWorkGroupInvocations;
+	if (maxwg > e->vk->props.limits.maxComputeWorkGroupSize[0])
+		maxwg = e->vk->props.limits.maxComputeWorkGroupSize[0];
+	const uint32_t wg[1] = { WG }, wg_am[1] = { maxwg >= 1024 ? 1024 : 128 }, wg32[1] = { 32 },
+		       wg_norm[1] = { maxwg >= 512 ? 512 : 128 };
 	char name[64];
 	int rc = 0;
 	for (int i = 0; i < 7 && !rc; i++) {
@@ -160,7 +179,31 @@ static int pipes_create(struct engine *e)
 		if (!rc)
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct rows_push), wg, 1, &e->rows[i]);
 	}
-	if (!rc) rc = vk_pipe_create(e->vk, "rmsnorm", 5, sizeof(struct norm_push), wg, 1, &e->norm);
+	/* UNICORN_VK_KERNELS=old keeps the first-generation matvec everywhere (A/B runs) */
+	const char *kenv = getenv("UNICORN_VK_KERNELS");
+	bool old = kenv && strcmp(kenv, "old") == 0;
+	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
+	uint32_t need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+	e->use_mvs = !old && (e->vk->info.subgroup_ops & need) == need && lim->maxComputeWorkGroupInvocations >= WG_MVS &&
+		     lim->maxComputeWorkGroupSize[0] >= WG_MVS;
+	e->use_mm = !old && lim->maxComputeWorkGroupInvocations >= 256 && lim->maxComputeWorkGroupSize[0] >= 256 &&
+		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
+	const uint32_t wg_mvs[1] = { WG_MVS };
+	const char *benv = getenv("UNICORN_VK_MVS_BPT");
+	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 2;
+	for (int i = 0; i < 7 && !rc; i++) {
+		if (e->use_mvs) {
+			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs[i]);
+			snprintf(name, sizeof name, "mul_mvs_glu_%s", slot_name[i]);
+			if (!rc)
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs_glu[i]);
+		}
+		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
+		if (!rc && e->use_mm)
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), NULL, 0, &e->mm[i]);
+	}
+	if (!rc) rc = vk_pipe_create(e->vk, "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &e->rope);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn", 5, sizeof(struct attn_push), wg, 1, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &e->combine);
@@ -250,8 +293,11 @@ static int sets_create(struct engine *e)
 			rc = mkset(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], l->gu[0].buf, e->xb, e->ff, d, d, d);
 		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
 			rc = mkset(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], l->gu[i].buf, e->xb, e->gu, d, d, d);
-		if (!rc && l->n_gu == 2)
+		if (!rc)
 			rc = mkset(e, &e->gelu, &l->s_gelu, e->gu, e->ff, d, d, d, d);
+		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
+		if (!rc && l->n_gu == 1)
+			rc = mkset(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, l->gu[0].buf, e->xb, e->gu, d, d, d);
 		if (!rc) rc = mkset(e, &e->mv[type_slot(l->down.type)], &l->s_down, l->down.buf, e->ff, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
 	}
@@ -375,6 +421,9 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mv[i]);
 			vk_pipe_destroy(e->vk, &e->glu[i]);
 			vk_pipe_destroy(e->vk, &e->rows[i]);
+			vk_pipe_destroy(e->vk, &e->mvs[i]);
+			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
+			vk_pipe_destroy(e->vk, &e->mm[i]);
 		}
 		vk_destroy(e->vk);
 	}
@@ -407,23 +456,66 @@ uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg)
 	return t;
 }
 
-static void rec_mv(struct engine *e, VkCommandBuffer cb, const struct ew *w, VkDescriptorSet s, bool glu,
+/* Every engine dispatch goes through here so that profiling can timestamp it. */
+static void disp(struct engine *e, VkCommandBuffer cb, const char *name, uint64_t bytes, const struct vk_pipe *p,
+		 VkDescriptorSet s, const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+	vk_cmd_dispatch(cb, p, s, push, gx, gy, gz);
+	if (e->prof && e->prof_n + 1 < PROF_MAX && e->prof_n + 1 < e->vk->n_queries) {
+		e->prof_name[e->prof_n] = name;
+		e->prof_bytes[e->prof_n] = bytes;
+		vk_cmd_timestamp(cb, e->vk, ++e->prof_n);
+	}
+}
+
+uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt)
+{
+	/* several blocks per thread keep loads in flight and balance the lanes */
+	uint32_t want = ncols / 32 / (bpt ? bpt : 1), t = 1;
+	while (2 * t <= want && 2 * t <= wg)
+		t *= 2;
+	return t;
+}
+
+/* Which matvec kernel a product of n_tok columns uses: 0 mul_mv, 1 mul_mvs, 2 mul_mm. */
+static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t x_off, uint32_t n_tok)
+{
+	bool al = w->ncols % 32 == 0 && x_stride % 4 == 0 && x_off % 4 == 0;
+	if (al && e->use_mvs && n_tok <= MVS_MAX_TOK)
+		return 1;
+	if (al && e->use_mm && n_tok >= MM_MIN_TOK)
+		return 2;
+	return 0;
+}
+
+static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid)
 {
 	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
-	uint32_t tpr = engine_mv_tpr(w->ncols, WG);
+	uint64_t bytes = (uint64_t)w->nrows * w->row_bytes;
+	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
+	uint32_t wg = kind == 1 ? WG_MVS : WG;
+	uint32_t tpr = kind == 1 ? engine_mvs_tpr(w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
-	uint32_t nwg = (nrows + WG / tpr - 1) / (WG / tpr);
+	if (kind == 2 && !glu) {
+		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
+		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
+		return;
+	}
+	uint32_t nwg = (nrows + wg / tpr - 1) / (wg / tpr);
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
-	const struct vk_pipe *pp = glu ? &e->glu[type_slot(w->type)] : &e->mv[type_slot(w->type)];
-	vk_cmd_dispatch(cb, pp, s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
+	int ts = type_slot(w->type);
+	if (kind == 1)
+		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, gx, n_tok, gz);
+	else
+		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }
 
 static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
 {
 	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, 0 };
-	vk_cmd_dispatch(cb, &e->norm, s, &p, n, 1, 1);
+	disp(e, cb, mode == 0 ? "rmsnorm" : mode == 1 ? "rmsnorm+res" : "rmsnorm+res+norm", 0, &e->norm, s, &p, n, 1, 1);
 	vk_cmd_barrier(cb);
 }
 
@@ -435,7 +527,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		rec_norm(e, cb, l->s_attn_norm, 0, n);
 	uint32_t off = 0;
 	for (uint32_t i = 0; i < l->n_qkv; i++) {
-		rec_mv(e, cb, &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX);
+		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX);
 		off += l->qkv[i].nrows;
 	}
 	vk_cmd_barrier(cb);
@@ -445,19 +537,19 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		global ? c->rope_base_global : c->rope_base_local,
 		global && c->rope_scale_global > 0 ? 1.0f / c->rope_scale_global : 1.0f, e->max_ctx,
 	};
-	vk_cmd_dispatch(cb, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
+	disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
 	vk_cmd_barrier(cb);
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
 		1.0f / sqrtf(qpas), 32,
 	};
-	vk_cmd_dispatch(cb, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
+	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
 	vk_cmd_barrier(cb);
 	struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
-	vk_cmd_dispatch(cb, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
+	disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 	vk_cmd_barrier(cb);
-	rec_mv(e, cb, &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
+	rec_mv(e, cb, "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
 	vk_cmd_barrier(cb);
 	rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
 }
@@ -468,17 +560,21 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 	struct elayer *l = &e->L[il];
 	if (pre_norm)
 		rec_norm(e, cb, l->s_ffn_norm, 0, n);
-	if (l->n_gu == 1) {
-		rec_mv(e, cb, &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX);
+	if (l->n_gu == 1 && mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 2) {
+		rec_mv(e, cb, "mv gate_up+gelu", &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX);
 	} else {
-		rec_mv(e, cb, &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
-		rec_mv(e, cb, &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX);
+		if (l->n_gu == 1) {
+			rec_mv(e, cb, "mv gate_up", &l->gu[0], l->s_gu_mm, false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
+		} else {
+			rec_mv(e, cb, "mv gate", &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
+			rec_mv(e, cb, "mv up", &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX);
+		}
 		vk_cmd_barrier(cb);
 		struct gelu_push gp = { c->n_ff, n };
-		vk_cmd_dispatch(cb, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
+		disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
 	}
 	vk_cmd_barrier(cb);
-	rec_mv(e, cb, &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX);
+	rec_mv(e, cb, "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX);
 	vk_cmd_barrier(cb);
 	rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
 }
@@ -486,14 +582,14 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
 	struct rows_push p = { e->embd.ncols, e->embd.nrows, e->embd.row_bytes, sqrtf((float)e->cfg.n_embd) };
-	vk_cmd_dispatch(cb, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
+	disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
 	vk_cmd_barrier(cb);
 }
 
 /* logits of rows [n - n_out, n) of xb into logits[0..n_out) */
 static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
 {
-	rec_mv(e, cb, &e->embd, e->s_logits, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
+	rec_mv(e, cb, "mv logits", &e->embd, e->s_logits, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
 	       e->n_vocab_text);
 	vk_cmd_barrier(cb);
 }
@@ -503,8 +599,12 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 	int rc = vk_cmd_begin(cb, false);
 	if (rc)
 		return rc;
-	bool ts = e->vk->timestamps && e->n_ts <= e->vk->n_queries;
+	bool ts = !e->prof && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	uint32_t q = 0;
+	if (e->prof) {
+		vk_cmd_reset_queries(cb, e->vk, 0, PROF_MAX);
+		vk_cmd_timestamp(cb, e->vk, 0);
+	}
 	if (ts) {
 		vk_cmd_reset_queries(cb, e->vk, 0, e->n_ts);
 		vk_cmd_timestamp(cb, e->vk, q++);
@@ -524,9 +624,9 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 	rec_logits(e, cb, n, mode == MODE_ALL ? n : 1);
 	struct argmax_push ap = { e->n_vocab_text, 0 };
 	if (mode == MODE_ARGMAX)
-		vk_cmd_dispatch(cb, &e->argmax, e->s_argmax, &ap, 1, 1, 1);
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, 1, 1);
 	if (mode == MODE_TOPK)
-		vk_cmd_dispatch(cb, &e->topk, e->s_topk, &ap, 1, 1, 1);
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, 1, 1);
 	vk_cmd_barrier(cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
@@ -655,6 +755,12 @@ int engine_timing(struct engine *e, struct engine_timing *t)
 
 /* ---- single stages (split placement) ---- */
 
+static int once_begin_raw(struct engine *e)
+{
+	vkResetCommandBuffer(e->once, 0);
+	return 0;
+}
+
 static int once_begin(struct engine *e)
 {
 	vkResetCommandBuffer(e->once, 0);
@@ -723,5 +829,66 @@ int engine_head(struct engine *e, uint32_t n, float *logits)
 	rc = once_submit(e);
 	if (!rc && logits)
 		memcpy(logits, e->logits->map, (size_t)e->cfg.n_vocab * 4);
+	return rc;
+}
+
+/* ---- profiling ---- */
+
+const char *engine_kernels(const struct engine *e)
+{
+	if (e->use_mvs && e->use_mm)
+		return "mul_mvs (decode) + mul_mm (prefill)";
+	if (e->use_mvs)
+		return "mul_mvs (decode) + mul_mv";
+	if (e->use_mm)
+		return "mul_mv + mul_mm (prefill)";
+	return "mul_mv";
+}
+
+int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!e->vk->timestamps)
+		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);
+	if (!tokens)
+		return err_set(ERR_INVAL, "engine: profile: no tokens");
+	int rc = step_write(e, tokens, n, pos0, 0);
+	if (!rc)
+		rc = once_begin_raw(e);
+	if (rc)
+		return rc;
+	e->prof = true;
+	e->prof_n = 0;
+	rc = record_forward(e, e->once, n, MODE_ARGMAX);
+	e->prof = false;
+	if (rc)
+		return rc;
+	rc = vk_submit_wait(e->vk, e->once);
+	e->timed = false;
+	if (rc)
+		return rc;
+	uint32_t nq = e->prof_n + 1;
+	uint64_t *ns = malloc(nq * sizeof *ns);
+	if (!ns)
+		return err_set(ERR_NOMEM, "engine: profile: out of memory");
+	rc = vk_query_ns(e->vk, 0, nq, ns);
+	for (uint32_t i = 0; !rc && i < e->prof_n; i++) {
+		uint32_t k = 0;
+		while (k < out->n_kind && strcmp(out->kind[k].name, e->prof_name[i]) != 0)
+			k++;
+		if (k == out->n_kind) {
+			if (k == ENGINE_PROF_KINDS)
+				continue;
+			out->kind[out->n_kind++].name = e->prof_name[i];
+		}
+		out->kind[k].count++;
+		out->kind[k].ns += ns[i + 1] - ns[i];
+		out->kind[k].bytes += e->prof_bytes[i];
+	}
+	if (!rc) {
+		out->n_dispatch = e->prof_n;
+		out->total_ns = ns[nq - 1] - ns[0];
+	}
+	free(ns);
 	return rc;
 }

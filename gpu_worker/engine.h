@@ -64,6 +64,9 @@ enum engine_stage { ENGINE_STAGE_ATTN = 0, ENGINE_STAGE_FFN = 1 };
 /* GPU time of the last engine_forward/argmax/topk submission, in ns. */
 /* Threads per matvec row for rows of ncols elements (workgroup of wg threads). */
 uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg);
+/* Same for the single-token kernel mul_mvs: a power of two giving about bpt
+ * 32-element blocks per thread (shaders/mul_mvs.glsl). */
+uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 
 struct engine_timing {
 	uint64_t embed_ns, attn_ns, ffn_ns, head_ns, total_ns;
@@ -87,6 +90,24 @@ int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t p
 /* Forget every sequence (zeroes the KV cache). */
 int engine_reset(struct engine *e);
 int engine_timing(struct engine *e, struct engine_timing *t);
+
+/* Profiling: one forward of n tokens at pos0 (argmax mode) recorded with a
+ * timestamp after every dispatch; GPU time aggregated per dispatch kind. */
+struct engine_prof_kind {
+	const char *name;     /* static string */
+	uint32_t count;       /* dispatches of this kind */
+	uint64_t ns;          /* GPU time, summed */
+	uint64_t bytes;       /* weight bytes read (matrix kinds; 0 otherwise) */
+};
+#define ENGINE_PROF_KINDS 32
+struct engine_prof {
+	struct engine_prof_kind kind[ENGINE_PROF_KINDS];
+	uint32_t n_kind, n_dispatch;
+	uint64_t total_ns;
+};
+int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out);
+/* Which matrix kernels are in use ("mul_mvs+mul_mm", ...), for reports. */
+const char *engine_kernels(const struct engine *e);
 
 /* Pieces for a split placement: the device hidden state h[n][n_embd] can be set
  * or read, and one stage of one layer run over it for n tokens at pos0.. */

@@ -10,7 +10,7 @@
 #include "ipc/err.h"
 
 #define VK_STAGING_BYTES ((VkDeviceSize)64 << 20)
-#define VK_QUERIES 256
+#define VK_QUERIES 2048
 
 static const char *vk_res(VkResult r)
 {
@@ -102,6 +102,7 @@ static void fill_info(VkPhysicalDevice pd, uint32_t index, struct vk_device_info
 	d->api_version = p2.properties.apiVersion;
 	snprintf(d->driver, sizeof d->driver, "%s %s", drv.driverName, drv.driverInfo);
 	d->subgroup_size = sg.subgroupSize;
+	d->subgroup_ops = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? sg.supportedOperations : 0;
 	VkPhysicalDeviceMemoryProperties mp;
 	vkGetPhysicalDeviceMemoryProperties(pd, &mp);
 	d->n_heaps = mp.memoryHeapCount < VK_MAX_HEAPS ? mp.memoryHeapCount : VK_MAX_HEAPS;

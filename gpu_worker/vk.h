@@ -23,6 +23,7 @@ struct vk_device_info {
 	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 4];
 	uint32_t api_version;
 	uint32_t subgroup_size;
+	uint32_t subgroup_ops;       /* VkSubgroupFeatureFlags usable in compute shaders (0 if none) */
 	uint32_t n_heaps;
 	uint64_t heap_size[VK_MAX_HEAPS];
 	bool heap_device_local[VK_MAX_HEAPS];

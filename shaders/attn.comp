@@ -12,6 +12,7 @@ layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
 layout(binding = 1) readonly buffer KC { float kc[]; };
+layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
 layout(binding = 2) readonly buffer VC { float vc[]; };
 layout(binding = 3) writeonly buffer Part { float part[]; };
 layout(binding = 4) readonly buffer Step { uint step[]; };
@@ -29,7 +30,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
-shared float q[512];
+shared vec4 q4[128];
 shared float pr[WG];
 shared float red[WG];
 
@@ -60,8 +61,13 @@ void main()
 	uint chunk = max((len + p.n_split - 1u) / p.n_split, p.min_chunk);
 	uint k0 = lo + sp * chunk;
 	uint k1 = min(k0 + chunk, pos + 1u);
-	for (uint i = tid; i < hd; i += WG)
-		q[i] = qkv[t * p.qkv_stride + h * hd + i] * p.scale;
+	for (uint i = tid; i < (hd + 3u) / 4u; i += WG) {
+		uint b = t * p.qkv_stride + h * hd + 4u * i;
+		vec4 v;
+		for (uint c = 0u; c < 4u; c++)
+			v[c] = 4u * i + c < hd ? qkv[b + c] * p.scale : 0.0;
+		q4[i] = v;
+	}
 	barrier();
 	float m = NEG_INF, l = 0.0;
 	float o[MAXD];
@@ -71,10 +77,23 @@ void main()
 		uint j = kb + tid;
 		float s = NEG_INF;
 		if (j < k1) {
-			s = 0.0;
 			uint ko = j * kvs + kvh * hd;
-			for (uint i = 0u; i < hd; i++)
-				s += q[i] * kc[ko + i];
+			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
+				// four independent vec4 loads per step keep several loads in flight
+				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+				uint k4 = ko >> 2;
+				for (uint i = 0u; i < hd / 4u; i += 4u) {
+					a0 += q4[i] * kc4[k4 + i];
+					a1 += q4[i + 1u] * kc4[k4 + i + 1u];
+					a2 += q4[i + 2u] * kc4[k4 + i + 2u];
+					a3 += q4[i + 3u] * kc4[k4 + i + 3u];
+				}
+				s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
+			} else {
+				s = 0.0;
+				for (uint i = 0u; i < hd; i++)
+					s += q4[i >> 2][i & 3u] * kc[ko + i];
+			}
 		}
 		float mn = max(m, wg_reduce(s, true));
 		float pj = j < k1 ? exp(s - mn) : 0.0;
@@ -85,10 +104,18 @@ void main()
 		for (uint di = 0u; di < MAXD; di++) {
 			uint d = tid + di * WG;
 			if (d < hd) {
-				float a = o[di] * corr;
-				for (uint jj = 0u; jj < nk; jj++)
-					a += pr[jj] * vc[(kb + jj) * kvs + kvh * hd + d];
-				o[di] = a;
+				uint vo = kb * kvs + kvh * hd + d;
+				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+				uint jj = 0u;
+				for (; jj + 4u <= nk; jj += 4u) {
+					a0 += pr[jj] * vc[vo + jj * kvs];
+					a1 += pr[jj + 1u] * vc[vo + (jj + 1u) * kvs];
+					a2 += pr[jj + 2u] * vc[vo + (jj + 2u) * kvs];
+					a3 += pr[jj + 3u] * vc[vo + (jj + 3u) * kvs];
+				}
+				for (; jj < nk; jj++)
+					a0 += pr[jj] * vc[vo + jj * kvs];
+				o[di] = o[di] * corr + ((a0 + a1) + (a2 + a3));
 			}
 		}
 		m = mn;

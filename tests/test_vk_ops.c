@@ -59,8 +59,10 @@ static void check_close(const float *got, const double *want, const double *mag,
 	}
 }
 
-/* y = W x (and the GLU variant) for one type, n_tok token columns. */
-static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok, bool glu)
+/* y = W x (and the GLU variant) for one type, n_tok token columns, through
+ * kernel 0 mul_mv, 1 mul_mvs (subgroup, one token per workgroup row) or 2 mul_mm (tiled). */
+static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
+			    bool glu)
 {
 	uint32_t wrows = glu ? 2 * nrows : nrows;
 	uint64_t rb;
@@ -76,16 +78,24 @@ static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t 
 		x[i] = frand();
 	struct vk_pipe p;
 	char name[64];
-	snprintf(name, sizeof name, glu ? "mul_mv_glu_%s" : "mul_mv_%s", tname);
-	uint32_t wg[1] = { 64 };
-	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), wg, 1, &p), 0, "%s", err_msg());
+	static const char *const kname[3] = { "mul_mv", "mul_mvs", "mul_mm" };
+	snprintf(name, sizeof name, glu ? "%s_glu_%s" : "%s_%s", kname[kernel], tname);
+	uint32_t wg[1] = { kernel == 1 ? 128 : 64 };
+	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), wg, kernel == 2 ? 0 : 1, &p), 0, "%s", err_msg());
 	uint32_t y_stride = nrows + 3, y_off = 2;
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
 				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
-	uint32_t tpr = engine_mv_tpr(ncols, 64);
+	uint32_t tpr = kernel == 1 ? engine_mvs_tpr(ncols, 128, 4) : engine_mv_tpr(ncols, 64);
+	if (kernel == 1 && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
+		tpr = (uint32_t)atoi(getenv("UNICORN_TEST_TPR"));
 	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
 	struct mv_push pc = { ncols, nrows, (uint32_t)rb, ncols, 0, y_stride, y_off, n_tok, valid, tpr };
-	run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
+	if (kernel == 0)
+		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
+	else if (kernel == 1)
+		run1(&p, b, &pc, (nrows + 128 / tpr - 1) / (128 / tpr), n_tok, 1);
+	else
+		run1(&p, b, &pc, (nrows + 63) / 64, (n_tok + 63) / 64, 1);
 	float *y = malloc((size_t)n_tok * y_stride * 4);
 	cr_assert_eq(vk_download(vk, b[2], 0, y, (size_t)n_tok * y_stride * 4), 0);
 	for (uint32_t t = 0; t < n_tok; t++)
@@ -122,7 +132,48 @@ static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t 
 	free(y);
 }
 
+static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok, bool glu)
+{
+	check_mv_kernel(0, type, tname, ncols, nrows, n_tok, glu);
+}
+
 TestSuite(vk_ops, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Every weight type through the subgroup matvec and the tiled mat-mat kernel at
+ * odd sizes: rows not a multiple of the rows per workgroup / the 64-row tile,
+ * tokens not a multiple of 64, K not a multiple of the 64-wide K step. */
+static const struct { uint32_t type; const char *name; uint32_t blk; } all_types[] = {
+	{ TENSOR_F32, "f32", 32 }, { TENSOR_F16, "f16", 32 }, { TENSOR_BF16, "bf16", 32 },
+	{ TENSOR_Q8_0, "q8_0", 32 }, { TENSOR_Q4_0, "q4_0", 32 }, { TENSOR_Q4_K, "q4_k", 256 },
+	{ TENSOR_Q6_K, "q6_k", 256 },
+};
+
+Test(vk_ops, mvs_every_type)
+{
+	for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+		uint32_t b = all_types[i].blk;
+		check_mv_kernel(1, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
+		check_mv_kernel(1, all_types[i].type, all_types[i].name, b == 32 ? 32 * 3 : 256, 13, 2, true);
+		check_mv_kernel(1, all_types[i].type, all_types[i].name, b == 32 ? 32 * 7 : 256 * 2, 5, 1, true);
+	}
+}
+
+Test(vk_ops, mvs_wide_rows)
+{
+	/* long rows: tpr above the subgroup size (subgroupAdd + shared-memory path) */
+	check_mv_kernel(1, TENSOR_Q4_0, "q4_0", 32 * 301, 9, 1, false);
+	check_mv_kernel(1, TENSOR_Q8_0, "q8_0", 32 * 257, 7, 1, true);
+	check_mv_kernel(1, TENSOR_Q6_K, "q6_k", 256 * 33, 3, 1, false);
+}
+
+Test(vk_ops, mm_every_type)
+{
+	for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+		uint32_t b = all_types[i].blk;
+		check_mv_kernel(2, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : 256, 67, 70, false);
+		check_mv_kernel(2, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 512, 37, 17, false);
+	}
+}
 
 Test(vk_ops, mv_f32) { check_mv(TENSOR_F32, "f32", 77, 37, 1, false); check_mv(TENSOR_F32, "f32", 200, 37, 11, false); }
 Test(vk_ops, mv_f16) { check_mv(TENSOR_F16, "f16", 77, 37, 1, false); check_mv(TENSOR_F16, "f16", 333, 21, 9, false); }

@@ -1,0 +1,5 @@
+#version 450
+// single-token fused gate/up matrix-vector product with GELU-tanh, bf16 weights
+#define TYPE TYPE_BF16
+#define GLU 1
+#include "mul_mvs.glsl"
