@@ -1,0 +1,587 @@
+/* worker: the coordinator-facing message loop of both workers (see worker.h). */
+#include "gpu_worker/worker.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_worker/engine.h"
+#include "gpu_worker/vk.h"
+#include "ipc/attach.h"
+#include "ipc/bus.h"
+#include "ipc/ctl.h"
+#include "ipc/err.h"
+#include "ipc/rundir.h"
+
+/* The engine's multi-sequence API is being added (engine_seq_select /
+ * engine_seq_reset). Weak references let this file build and run before it
+ * exists: without it only slot 0 is served. TODO: call them directly (and
+ * set engine_opts.max_seqs) once gpu_worker/engine.h declares them. */
+extern int engine_seq_select(struct engine *e, uint32_t seq) __attribute__((weak));
+extern int engine_seq_reset(struct engine *e, uint32_t seq) __attribute__((weak));
+
+struct wslot {
+	bool bound;
+	uint32_t seq_id;
+	uint32_t pos_next;      /* next position this slot's KV has not seen */
+};
+
+struct worker {
+	struct worker_opts o;
+	struct attach *att;
+	struct engine *e;
+	struct bus *bus;
+	uint32_t max_seqs, max_batch, max_ctx;
+	uint32_t n_vocab, n_vocab_text, n_layer;
+	float *logits;          /* [n_vocab] head scratch */
+	struct wslot slot[MSG_MAX_SLOTS];
+	char backend[MSG_MAX_BACKEND];
+	char device[MSG_MAX_DEVICE];
+	uint64_t weights_bytes, kv_bytes, scratch_bytes;
+	uint64_t t_start;
+	_Atomic uint64_t busy_ns, steps;
+	struct msg in, out;     /* large: kept off the stack */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
+{
+	bool gpu = w->o.role == MSG_ROLE_GPU_WORKER;
+	switch (type) {
+	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: return gpu;
+	case MSG_STAGE: return gpu ? stage != MSG_STAGE_ATTN : stage == MSG_STAGE_ATTN;
+	default: return true;
+	}
+}
+
+void worker_destroy(struct worker *w)
+{
+	if (!w)
+		return;
+	bus_close(w->bus);
+	engine_destroy(w->e);
+	attach_close(w->att);
+	free(w->logits);
+	free(w);
+}
+
+int worker_create(const struct worker_opts *o, struct worker **out)
+{
+	*out = NULL;
+	struct worker *w = calloc(1, sizeof *w);
+	if (!w)
+		return err_set(ERR_NOMEM, "worker: out of memory");
+	w->o = *o;
+	w->t_start = mono_ns();
+	w->max_seqs = o->max_seqs ? o->max_seqs : 1;
+	int rc = 0;
+	if (w->max_seqs > MSG_MAX_SLOTS) {
+		rc = err_set(ERR_INVAL, "worker: --max-seqs %u exceeds %d slots", w->max_seqs, MSG_MAX_SLOTS);
+		goto fail;
+	}
+	if (w->max_seqs > 1 && !engine_seq_select) {
+		fprintf(stderr, "worker: this engine keeps one sequence; serving slot 0 only (--max-seqs %u ignored)\n",
+			w->max_seqs);
+		w->max_seqs = 1;
+	}
+	rc = attach_open(o->rundir, o->attach_timeout_ms ? o->attach_timeout_ms : WORKER_ATTACH_TIMEOUT_MS, &w->att);
+	if (rc)
+		goto fail;
+	const struct model *m = w->att->model;
+	const struct gemma3_config *c = &m->cfg;
+	w->n_vocab = c->n_vocab;
+	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
+	w->n_layer = c->n_layer;
+	w->max_ctx = c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
+	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = o->max_batch };
+	rc = engine_create(m, &eo, &w->e);
+	if (rc)
+		goto fail;
+	w->max_batch = o->max_batch ? o->max_batch : 32; /* engine default */
+	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
+	if (!w->logits) {
+		rc = err_set(ERR_NOMEM, "worker: out of memory");
+		goto fail;
+	}
+	msg_set_str(w->backend, sizeof w->backend, o->backend ? o->backend : "vulkan");
+	msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
+	for (size_t i = 0; i < m->n_tensors; i++)
+		w->weights_bytes += m->tensors[i].nbytes;
+	w->kv_bytes = 2ull * c->n_layer * w->max_ctx * c->n_head_kv * c->head_dim * 4;
+	uint64_t dl = 0, hv = 0;
+	engine_placement(w->e, &dl, &hv);
+	w->scratch_bytes = dl + hv > w->weights_bytes + w->kv_bytes ? dl + hv - w->weights_bytes - w->kv_bytes : 0;
+	char url[BUS_URL_MAX];
+	rc = rundir_url(o->rundir, o->role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU, url, sizeof url);
+	if (!rc)
+		rc = bus_listen(url, BUS_PAIR, &w->bus);
+	if (rc)
+		goto fail;
+	*out = w;
+	return 0;
+fail:
+	worker_destroy(w);
+	return rc;
+}
+
+void worker_status(struct worker *w, struct msg_status *st)
+{
+	st->role = w->o.role;
+	st->pid = (uint32_t)getpid();
+	memcpy(st->backend, w->backend, sizeof st->backend);
+	memcpy(st->device, w->device, sizeof st->device);
+	st->weights_bytes = w->weights_bytes;
+	st->kv_bytes = w->kv_bytes;
+	st->scratch_bytes = w->scratch_bytes;
+	st->share_path = w->att->share_path == SHM_PATH_UDMABUF ? MSG_SHARE_UDMABUF : MSG_SHARE_MEMFD;
+	st->import_mode = MSG_IMPORT_UPLOAD; /* the engine copies weights into its own buffers */
+	st->uptime_ns = mono_ns() - w->t_start;
+	st->busy_ns = atomic_load(&w->busy_ns);
+	st->steps = atomic_load(&w->steps);
+}
+
+/* ---- validation ---- */
+
+static int check_slot(const struct worker *w, uint32_t slot)
+{
+	if (slot >= w->max_seqs)
+		return err_set(ERR_RANGE, "worker: slot %u out of range (this worker serves %u slot%s)", slot,
+			       w->max_seqs, w->max_seqs == 1 ? "" : "s");
+	return 0;
+}
+
+static int check_rows(const struct worker *w, uint32_t slot, uint32_t n)
+{
+	int rc = check_slot(w, slot);
+	if (rc)
+		return rc;
+	if (n == 0 || n > MSG_MAX_TOKENS)
+		return err_set(ERR_RANGE, "worker: n %u outside [1, %d]", n, MSG_MAX_TOKENS);
+	return 0;
+}
+
+/* A KV-touching step of seq_id at [pos0, pos0+n) in slot: pos0 0 (re)binds
+ * the slot; later chunks must continue the bound sequence without a gap. */
+static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
+{
+	int rc = check_rows(w, slot, n);
+	if (rc)
+		return rc;
+	if (pos0 > w->max_ctx || n > w->max_ctx - pos0)
+		return err_set(ERR_RANGE, "worker: positions [%u, %u) exceed the context of %u", pos0, pos0 + n,
+			       w->max_ctx);
+	const struct wslot *s = &w->slot[slot];
+	if (pos0 == 0)
+		return 0;
+	if (!s->bound || s->seq_id != seq_id)
+		return err_set(ERR_NOTFOUND, "worker: unknown seq %u in slot %u at pos0 %u (start it at pos0 0)",
+			       seq_id, slot, pos0);
+	if (pos0 > s->pos_next)
+		return err_set(ERR_RANGE, "worker: seq %u: pos0 %u skips positions (slot has %u)", seq_id, pos0,
+			       s->pos_next);
+	return 0;
+}
+
+static void seq_advance(struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
+{
+	struct wslot *s = &w->slot[slot];
+	if (pos0 == 0 || !s->bound || s->seq_id != seq_id) {
+		s->bound = true;
+		s->seq_id = seq_id;
+		s->pos_next = 0;
+	}
+	if (pos0 + n > s->pos_next)
+		s->pos_next = pos0 + n;
+}
+
+static int select_slot(struct worker *w, uint32_t slot)
+{
+	if (engine_seq_select)
+		return engine_seq_select(w->e, slot);
+	if (slot != 0)
+		return err_set(ERR_UNSUP, "worker: engine without multi-sequence support: only slot 0");
+	return 0;
+}
+
+static int check_tokens(const struct worker *w, const uint32_t *t, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (t[i] >= w->n_vocab)
+			return err_set(ERR_RANGE, "worker: token %u at index %u out of range (n_vocab %u)", t[i], i,
+				       w->n_vocab);
+	return 0;
+}
+
+/* ---- steps ---- */
+
+static int do_embed(struct worker *w, const struct msg_embed *m)
+{
+	int rc = check_rows(w, m->slot, m->n);
+	if (!rc)
+		rc = check_tokens(w, m->tokens, m->n);
+	for (uint32_t done = 0; !rc && done < m->n;) {
+		uint32_t c = m->n - done < w->max_batch ? m->n - done : w->max_batch;
+		float *h;
+		rc = attach_hidden(w->att, m->slot, done, c, &h);
+		if (!rc)
+			rc = engine_embed(w->e, m->tokens + done, c);
+		if (!rc)
+			rc = engine_hidden_get(w->e, h, c);
+		done += c;
+	}
+	return rc;
+}
+
+static int do_stage(struct worker *w, const struct msg_stage *m)
+{
+	if (m->layer >= w->n_layer || m->n_layers > w->n_layer - m->layer)
+		return err_set(ERR_RANGE, "worker: layers [%u, %u) outside the model's %u layers", m->layer,
+			       m->layer + m->n_layers, w->n_layer);
+	bool kv = m->stage != MSG_STAGE_FFN;
+	int rc = kv ? check_seq(w, m->seq_id, m->slot, m->pos0, m->n) : check_rows(w, m->slot, m->n);
+	if (!rc && kv)
+		rc = select_slot(w, m->slot);
+	if (rc)
+		return rc;
+	for (uint32_t done = 0; !rc && done < m->n;) {
+		uint32_t c = m->n - done < w->max_batch ? m->n - done : w->max_batch;
+		float *h;
+		rc = attach_hidden(w->att, m->slot, done, c, &h);
+		if (!rc)
+			rc = engine_hidden_set(w->e, h, c);
+		for (uint32_t l = m->layer; !rc && l < m->layer + m->n_layers; l++) {
+			if (m->stage != MSG_STAGE_FFN)
+				rc = engine_stage(w->e, l, ENGINE_STAGE_ATTN, c, m->pos0 + done);
+			if (!rc && m->stage != MSG_STAGE_ATTN)
+				rc = engine_stage(w->e, l, ENGINE_STAGE_FFN, c, m->pos0 + done);
+		}
+		if (!rc)
+			rc = engine_hidden_get(w->e, h, c);
+		done += c;
+	}
+	if (!rc && kv)
+		seq_advance(w, m->seq_id, m->slot, m->pos0, m->n);
+	return rc;
+}
+
+/* Top-k of logits[0..n) (descending, first index on ties; -inf/NaN skipped). */
+static uint32_t topk(const float *x, uint32_t n, uint32_t k, uint32_t *ids, float *vals)
+{
+	uint32_t have = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		float v = x[i];
+		if (!(v > -INFINITY))
+			continue;
+		if (have == k && !(v > vals[k - 1]))
+			continue;
+		uint32_t j = have < k ? have++ : k - 1;
+		while (j > 0 && v > vals[j - 1]) {
+			vals[j] = vals[j - 1];
+			ids[j] = ids[j - 1];
+			j--;
+		}
+		vals[j] = v;
+		ids[j] = i;
+	}
+	return have;
+}
+
+static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, uint32_t *k_out)
+{
+	int rc = check_rows(w, m->slot, m->n);
+	if (rc)
+		return rc;
+	uint32_t k = m->mode == MSG_HEAD_ARGMAX ? 1 : m->k;
+	if (k < 1 || k > MSG_MAX_TOPK)
+		return err_set(ERR_RANGE, "worker: head k %u outside [1, %d]", k, MSG_MAX_TOPK);
+	float *h, *vals;
+	uint32_t *ids;
+	rc = attach_hidden(w->att, m->slot, m->n - 1, 1, &h);
+	if (!rc)
+		rc = attach_head(w->att, m->slot, &ids, &vals);
+	/* only the last row feeds the logits: upload just that one */
+	if (!rc)
+		rc = engine_hidden_set(w->e, h, 1);
+	if (!rc)
+		rc = engine_head(w->e, 1, w->logits);
+	if (rc)
+		return rc;
+	uint32_t got = topk(w->logits, w->n_vocab_text, k, ids, vals);
+	if (got == 0)
+		return err_set(ERR_RANGE, "worker: head: no finite logit");
+	*token = ids[0];
+	*k_out = got;
+	return 0;
+}
+
+static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, uint32_t *k_out)
+{
+	int rc = check_seq(w, m->seq_id, m->slot, m->pos0, m->n);
+	if (!rc)
+		rc = check_tokens(w, m->tokens, m->n);
+	uint32_t k = m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	if (!rc && (k < 1 || k > MSG_MAX_TOPK))
+		rc = err_set(ERR_RANGE, "worker: run k %u outside [1, %d]", k, MSG_MAX_TOPK);
+	float *vals;
+	uint32_t *ids;
+	if (!rc)
+		rc = attach_head(w->att, m->slot, &ids, &vals);
+	if (!rc)
+		rc = select_slot(w, m->slot);
+	if (rc)
+		return rc;
+	if (m->mode == MSG_HEAD_TOPK) {
+		rc = engine_topk(w->e, m->tokens, m->n, m->pos0, k, ids, vals);
+	} else {
+		rc = engine_argmax(w->e, m->tokens, m->n, m->pos0, &ids[0]);
+		vals[0] = NAN; /* the argmax kernel returns only the id */
+	}
+	if (rc)
+		return rc;
+	seq_advance(w, m->seq_id, m->slot, m->pos0, m->n);
+	*token = ids[0];
+	*k_out = k;
+	return 0;
+}
+
+static int do_reset(struct worker *w, const struct msg_reset_seq *m)
+{
+	int rc = 0;
+	for (uint32_t s = 0; s < w->max_seqs; s++) {
+		struct wslot *ws = &w->slot[s];
+		if (!(m->flags & MSG_RESET_ALL) && !(ws->bound && ws->seq_id == m->seq_id))
+			continue;
+		ws->bound = false;
+		ws->pos_next = 0;
+		if (engine_seq_reset && !(m->flags & MSG_RESET_ALL)) {
+			int r = engine_seq_reset(w->e, s);
+			rc = rc ? rc : r;
+		}
+	}
+	/* without per-sequence reset, or for "all": zero the whole KV cache */
+	if (m->flags & MSG_RESET_ALL || !engine_seq_reset) {
+		int r = engine_reset(w->e);
+		rc = rc ? rc : r;
+	}
+	return rc;
+}
+
+static void answer_error(struct msg *out, uint32_t ref_seq, int code)
+{
+	msg_init(out, MSG_ERROR);
+	out->u.error.code = code < 0 ? code : ERR_INVAL;
+	out->u.error.ref_seq = ref_seq;
+	msg_set_str(out->u.error.text, sizeof out->u.error.text, err_msg());
+}
+
+bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
+{
+	err_clear();
+	uint32_t stage = in->type == MSG_STAGE ? in->u.stage.stage : 0;
+	if (!serves(w, in->type, stage)) {
+		err_set(ERR_UNSUP, "worker: the %s worker does not run %s%s", w->o.role == MSG_ROLE_GPU_WORKER ? "gpu" : "npu",
+			msg_type_name(in->type), in->type == MSG_STAGE ? (stage == MSG_STAGE_ATTN ? " attn" : " ffn/layers") : "");
+		answer_error(out, in->seq, ERR_UNSUP);
+		out->seq = in->seq;
+		return true;
+	}
+	uint64_t t0 = mono_ns();
+	uint32_t token = 0, k = 0, seq_id = 0;
+	int rc;
+	switch (in->type) {
+	case MSG_HELLO:
+		if (in->u.hello.version != MSG_VERSION) {
+			err_set(ERR_INVAL, "worker: HELLO version %u, we speak %d (stale binary?)", in->u.hello.version,
+				MSG_VERSION);
+			answer_error(out, in->seq, ERR_INVAL);
+			break;
+		}
+		msg_init(out, MSG_WELCOME);
+		out->u.hello = (struct msg_hello){ w->o.role, (uint32_t)getpid(), MSG_VERSION, 0 };
+		break;
+	case MSG_PING:
+		msg_init(out, MSG_PONG);
+		out->u.ping = in->u.ping;
+		break;
+	case MSG_STATUS_REQ:
+		msg_init(out, MSG_STATUS);
+		worker_status(w, &out->u.status);
+		break;
+	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RESET_SEQ:
+		if (in->type == MSG_EMBED)
+			seq_id = in->u.embed.seq_id, rc = do_embed(w, &in->u.embed);
+		else if (in->type == MSG_STAGE)
+			seq_id = in->u.stage.seq_id, rc = do_stage(w, &in->u.stage);
+		else if (in->type == MSG_HEAD)
+			seq_id = in->u.head.seq_id, rc = do_head(w, &in->u.head, &token, &k);
+		else if (in->type == MSG_RUN)
+			seq_id = in->u.run.seq_id, rc = do_run(w, &in->u.run, &token, &k);
+		else
+			seq_id = in->u.reset_seq.seq_id, rc = do_reset(w, &in->u.reset_seq);
+		if (rc) {
+			answer_error(out, in->seq, rc);
+			break;
+		}
+		uint64_t dt = mono_ns() - t0;
+		if (in->type != MSG_RESET_SEQ) {
+			atomic_fetch_add(&w->busy_ns, dt);
+			atomic_fetch_add(&w->steps, 1);
+		}
+		msg_init(out, MSG_DONE);
+		out->u.done = (struct msg_done){ .ref_seq = in->seq, .seq_id = seq_id, .status = 0, .token = token,
+						 .k = k, .gpu_ns = dt };
+		break;
+	default:
+		err_set(ERR_UNSUP, "worker: unexpected %s", msg_type_name(in->type));
+		answer_error(out, in->seq, ERR_UNSUP);
+		break;
+	}
+	out->seq = in->seq; /* answers echo the request's seq */
+	return true;
+}
+
+int worker_serve(struct worker *w, int timeout_ms)
+{
+	int rc = bus_recv(w->bus, timeout_ms, &w->in);
+	if (rc == ERR_INVAL) {
+		/* the decoder dropped a malformed message: say so instead of going silent */
+		answer_error(&w->out, 0, ERR_INVAL);
+		bus_send(w->bus, &w->out);
+		return rc;
+	}
+	if (rc)
+		return rc;
+	if (!worker_handle(w, &w->in, &w->out))
+		return 0;
+	return bus_send(w->bus, &w->out);
+}
+
+/* ---- process ---- */
+
+static volatile sig_atomic_t worker_stop;
+static void worker_on_term(int sig) { (void)sig; worker_stop = 1; }
+static struct worker *_Atomic worker_live;
+static uint64_t worker_t0;
+
+static void worker_ctl_status(void *arg, struct msg_status *st)
+{
+	(void)arg;
+	struct worker *w = atomic_load(&worker_live);
+	if (w) {
+		worker_status(w, st);
+		return;
+	}
+	/* still attaching / creating the engine */
+	msg_set_str(st->backend, sizeof st->backend, "vulkan");
+	msg_set_str(st->device, sizeof st->device, "(starting)");
+	st->uptime_ns = mono_ns() - worker_t0;
+}
+
+static int parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int worker_main(int argc, char **argv, enum msg_role role)
+{
+	worker_t0 = mono_ns();
+	const char *prog = role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker";
+	struct worker_opts o = { .role = role };
+	static const struct option lopts[] = {
+		{ "rundir", required_argument, 0, 'r' },
+		{ "vk-device", required_argument, 0, 'd' },
+		{ "max-seqs", required_argument, 0, 's' },
+		{ "max-batch", required_argument, 0, 'b' },
+		{ "attn-backend", required_argument, 0, 'a' },
+		{ 0, 0, 0, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'r': o.rundir = optarg; break;
+		case 'd': o.vk_device = optarg; break;
+		case 's':
+			if (parse_u32(optarg, MSG_MAX_SLOTS, &o.max_seqs) || !o.max_seqs) {
+				fprintf(stderr, "%s: --max-seqs: want 1..%d\n", prog, MSG_MAX_SLOTS);
+				return 2;
+			}
+			break;
+		case 'b':
+			if (parse_u32(optarg, 4096, &o.max_batch) || !o.max_batch) {
+				fprintf(stderr, "%s: --max-batch: want 1..4096\n", prog);
+				return 2;
+			}
+			break;
+		case 'a':
+			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
+				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
+				return 2;
+			}
+			break;
+		default:
+			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N]%s\n", prog,
+				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
+			return 2;
+		}
+	}
+	if (!o.rundir || optind != argc) {
+		fprintf(stderr, "%s: --rundir DIR is required\n", prog);
+		return 2;
+	}
+	struct sigaction sa = { .sa_handler = worker_on_term };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (rundir_check(o.rundir)) {
+		fprintf(stderr, "%s: %s\n", prog, err_msg());
+		return 2;
+	}
+	struct ctl *ctl = NULL;
+	if (ctl_start(o.rundir, role, worker_ctl_status, NULL, 0, &ctl)) {
+		fprintf(stderr, "%s: control link: %s\n", prog, err_msg());
+		return 1;
+	}
+	struct worker *w = NULL;
+	int rc = worker_create(&o, &w);
+	if (rc) {
+		if (rc == ERR_DEVICE)
+			fprintf(stderr, "%s: no usable Vulkan device (looked for %s; choose one with --vk-device, "
+				"see `unicorn devices`): %s\n", prog, o.vk_device ? o.vk_device : "the first discrete GPU, else any",
+				err_msg());
+		else
+			fprintf(stderr, "%s: %s\n", prog, err_msg());
+		ctl_stop(ctl);
+		return rc == ERR_DEVICE || rc == ERR_UNSUP ? 2 : 1;
+	}
+	atomic_store(&worker_live, w);
+	fprintf(stderr, "%s: %s on %s, %u slot(s), model of %u layers; serving %s\n", prog, w->backend, w->device,
+		w->max_seqs, w->n_layer, role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
+	while (!worker_stop && !ctl_shutdown_requested(ctl)) {
+		ctl_heartbeat(ctl);
+		rc = worker_serve(w, 100);
+		if (rc && rc != ERR_TIMEOUT)
+			fprintf(stderr, "%s: %s\n", prog, err_msg());
+	}
+	atomic_store(&worker_live, NULL);
+	ctl_stop(ctl); /* the ctl thread is gone before w goes */
+	worker_destroy(w);
+	return 0;
+}

@@ -1,0 +1,83 @@
+/* attach: a worker's (or the coordinator's) view of the loader's regions.
+ *
+ * attach_open() connects to DIR/loader.sock (retrying while the loader is not
+ * up yet), asks for the regions (fdpass tag 1), receives the manifest, weight
+ * and activation memfds (tag 2; tag 3 with dma-buf fds when the loader made
+ * them), imports each with its size and seal checks (ipc/shm.h) and rebuilds
+ * the model from the manifest (ipc/manifest.h): tensor data point into the
+ * read-only weight mappings, so nothing is read from the model file.
+ *
+ * Tag-2 data (little-endian, packed):
+ *   u32 n_regions        weight regions (1..MANIFEST_MAX_REGIONS)
+ *   u64 manifest_size    bytes of the manifest (its memfd is this rounded up
+ *                        to the page size)
+ *   u64 size[n_regions]  memfd size of each weight region
+ *   u64 act_size         memfd size of the activation region
+ *   u32 flags            ATTACH_F_DMABUF: a tag-3 transfer follows
+ * fds = [manifest, weights..., activation]. Tag 3 (when flagged) carries one
+ * dma-buf fd per region in the same order.
+ *
+ * Activation region layout (read-write, shared by every worker and the
+ * coordinator): MSG_MAX_SLOTS slots of attach_slot_stride bytes; slot s holds
+ *   hidden  f32 [MSG_MAX_TOKENS][n_embd]   at s*stride
+ *   head    u32 ids[MSG_MAX_TOPK], f32 logits[MSG_MAX_TOPK] right after it
+ * and the stride is rounded up to 4096 bytes. */
+#ifndef UNICORN_ATTACH_H
+#define UNICORN_ATTACH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipc/manifest.h"
+#include "ipc/msg.h"
+#include "ipc/shm.h"
+
+#define ATTACH_TAG_REQ 1          /* worker -> loader: REGIONS? */
+#define ATTACH_TAG_REGIONS 2      /* loader -> worker: memfds */
+#define ATTACH_TAG_DMABUF 3       /* loader -> worker: dma-buf fds */
+#define ATTACH_F_DMABUF 0x1u
+#define ATTACH_HEAD_BYTES (MSG_MAX_TOPK * 8)
+#define ATTACH_SLOT_ALIGN 4096
+#define ATTACH_RETRY_MS 100
+
+struct attach {
+	struct shm_region manifest;
+	uint64_t manifest_bytes;
+	uint32_t n_weights;
+	struct shm_region *weights;   /* [n_weights], read-only */
+	struct shm_region act;        /* read-write */
+	struct model *model;          /* tensor data point into weights[] */
+	uint32_t n_embd;
+	uint64_t slot_stride;
+	enum shm_path share_path;     /* memfd, or udmabuf when dma-bufs came */
+};
+
+/* Bytes of one slot and of the whole activation region for n_embd. */
+int attach_act_layout(uint32_t n_embd, uint64_t *slot_stride, uint64_t *size);
+
+/* Connect to rundir/loader.sock, retrying every ATTACH_RETRY_MS for up to
+ * timeout_ms, and import everything. *out is freed with attach_close. */
+int attach_open(const char *rundir, int timeout_ms, struct attach **out);
+/* Same from an explicit socket path. */
+int attach_open_path(const char *sock_path, int timeout_ms, struct attach **out);
+void attach_close(struct attach *a);
+
+/* Rows [row0, row0+n) of slot's hidden state (n_embd f32 each); bounds-checked
+ * against the slot and the region's real size. */
+int attach_hidden(const struct attach *a, uint32_t slot, uint32_t row0, uint32_t n, float **out);
+/* The slot's head area: ids[MSG_MAX_TOPK], logits[MSG_MAX_TOPK]. */
+int attach_head(const struct attach *a, uint32_t slot, uint32_t **ids, float **logits);
+
+/* Tag-2 data codec (the loader encodes, attach_open decodes). */
+#define ATTACH_INFO_MAX (4 + 8 + 8 * MANIFEST_MAX_REGIONS + 8 + 4)
+struct attach_info {
+	uint32_t n_regions;
+	uint64_t manifest_size;
+	uint64_t size[MANIFEST_MAX_REGIONS];
+	uint64_t act_size;
+	uint32_t flags;
+};
+int attach_info_encode(const struct attach_info *in, uint8_t *buf, size_t cap, size_t *len);
+int attach_info_decode(const uint8_t *buf, size_t len, struct attach_info *out);
+
+#endif
