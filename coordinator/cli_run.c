@@ -1,9 +1,200 @@
-/* PLACEHOLDER being written now; replaced by the real command. */
-#include "coordinator/cli.h"
+/* unicorn run: generate a reply on a running cluster (coordinator.ipc). */
+#include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/chat.h"
+#include "coordinator/cli.h"
+#include "coordinator/intake.h"
+#include "coordinator/tokenizer.h"
+#include "ipc/err.h"
+#include "ipc/rundir.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
+		"                   [--seed S] [--chat] [--json] PROMPT|-\n\n"
+		"Stream a continuation of PROMPT (standard input with '-') from the cluster N\n"
+		"(default 'default', started by unicorn-up). --temp 0 (default) is greedy.\n"
+		"--chat wraps the prompt in the Gemma 3 chat template. --json prints\n"
+		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n");
+}
+
+static void print_piece(void *arg, const char *piece, size_t len)
+{
+	(void)arg;
+	fwrite(piece, 1, len, stdout);
+	fflush(stdout);
+}
+
+static char *read_stdin(size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *p = malloc(cap);
+	while (p) {
+		size_t got = fread(p + n, 1, cap - n, stdin);
+		n += got;
+		if (got == 0)
+			break;
+		if (n == cap) {
+			char *q = cap > MSG_MAX_PROMPT * 2 ? NULL : realloc(p, cap * 2);
+			if (!q) {
+				free(p);
+				return NULL;
+			}
+			p = q;
+			cap *= 2;
+		}
+	}
+	*len = n;
+	return p;
+}
+
+/* The prompt ids as the coordinator computes them (same tokenizer, same
+ * template); the model path is in DIR/ready. */
+static json_t *prompt_ids(const char *rundir, const char *prompt, size_t len, bool chat)
+{
+	char ready[RUNDIR_PATH_MAX], path[4096];
+	if (rundir_path(rundir, "ready", ready, sizeof ready))
+		return json_null();
+	FILE *f = fopen(ready, "r");
+	if (!f)
+		return json_null();
+	char *ok = fgets(path, sizeof path, f);
+	fclose(f);
+	if (!ok)
+		return json_null();
+	path[strcspn(path, "\n")] = 0;
+	struct tok *t;
+	if (tok_load(path, &t))
+		return json_null();
+	struct tok_ids ids = { 0 };
+	int rc;
+	if (chat) {
+		char *text = strndup(prompt, len);
+		struct chat_msg m = { "user", text };
+		rc = text ? chat_encode(t, &m, 1, true, &ids) : ERR_NOMEM;
+		free(text);
+	} else {
+		rc = chat_encode_plain(t, prompt, len, &ids);
+	}
+	json_t *a = rc ? json_null() : json_array();
+	for (size_t i = 0; !rc && i < ids.n; i++)
+		json_array_append_new(a, json_integer(ids.ids[i]));
+	tok_ids_free(&ids);
+	tok_free(t);
+	return a;
+}
+
 int cli_run(int argc, char **argv)
 {
-	(void)argc; (void)argv;
-	fprintf(stderr, "unicorn run: not built yet\n");
-	return 1;
+	const char *name = NULL;
+	struct intake_gen_opts o = { .max_tokens = 128, .sp = { .top_p = 1.0f }, .deadline_ms = 60000 };
+	bool json = false;
+	static const struct option opts[] = {
+		{ "name", required_argument, 0, 'n' },
+		{ "max-tokens", required_argument, 0, 'm' },
+		{ "temp", required_argument, 0, 't' },
+		{ "top-k", required_argument, 0, 'k' },
+		{ "top-p", required_argument, 0, 'p' },
+		{ "seed", required_argument, 0, 's' },
+		{ "chat", no_argument, 0, 'c' },
+		{ "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	optind = 1;
+	int ch;
+	char *end;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n': name = optarg; break;
+		case 'm': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > MSG_MAX_GEN) {
+				fprintf(stderr, "unicorn run: --max-tokens: 1..%d\n", MSG_MAX_GEN);
+				return 2;
+			}
+			o.max_tokens = (uint32_t)v;
+			break;
+		}
+		case 't': o.sp.temperature = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'k': o.sp.top_k = (uint32_t)strtoul(optarg, &end, 10); if (*end) goto bad; break;
+		case 'p': o.sp.top_p = strtof(optarg, &end); if (*end) goto bad; break;
+		case 's': o.sp.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case 'c': o.flags |= MSG_GEN_CHAT; break;
+		case 'j': json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	if (sampler_check(&o.sp)) {
+		fprintf(stderr, "unicorn run: %s\n", err_msg());
+		return 2;
+	}
+	size_t len;
+	char *prompt;
+	if (!strcmp(argv[optind], "-")) {
+		prompt = read_stdin(&len);
+	} else {
+		prompt = strdup(argv[optind]);
+		len = prompt ? strlen(prompt) : 0;
+	}
+	if (!prompt || len == 0) {
+		fprintf(stderr, "unicorn run: empty prompt\n");
+		free(prompt);
+		return 2;
+	}
+	char rundir[RUNDIR_PATH_MAX];
+	if (intake_client_find(name, rundir, sizeof rundir)) {
+		fprintf(stderr, "unicorn run: %s\n", err_msg());
+		free(prompt);
+		return 1;
+	}
+	if (!json)
+		o.on_piece = print_piece;
+	struct intake_gen_result res;
+	int rc = intake_client_generate(rundir, prompt, len, &o, &res);
+	if (rc) {
+		if (!json && res.n_ids)
+			printf("\n");
+		fprintf(stderr, "unicorn run: %s\n", err_msg());
+		intake_gen_result_free(&res);
+		free(prompt);
+		return 1;
+	}
+	if (json) {
+		json_t *j = json_object();
+		json_object_set_new(j, "prompt_ids", prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT));
+		json_t *ids = json_array();
+		for (uint32_t i = 0; i < res.n_ids; i++)
+			json_array_append_new(ids, json_integer(res.ids[i]));
+		json_object_set_new(j, "ids", ids);
+		json_object_set_new(j, "text", json_stringn(res.text, res.text_len));
+		json_object_set_new(j, "reason", json_string(intake_reason_name(res.reason)));
+		if (res.resubmits)
+			json_object_set_new(j, "resubmits", json_integer(res.resubmits));
+		char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		json_decref(j);
+	} else {
+		printf("\n");
+	}
+	rc = res.reason == MSG_END_ERROR ? 1 : 0;
+	if (rc)
+		fprintf(stderr, "unicorn run: generation ended with an error (see the cluster log)\n");
+	intake_gen_result_free(&res);
+	free(prompt);
+	return rc;
+bad:
+	fprintf(stderr, "unicorn run: bad number '%s'\n", optarg);
+	return 2;
 }

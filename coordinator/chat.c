@@ -1,0 +1,162 @@
+/* chat: Gemma 3 chat template rendering and encoding. */
+#include "coordinator/chat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/err.h"
+
+struct sbuf {
+	char *p;
+	size_t n, cap;
+};
+
+static int sb_add(struct sbuf *b, const char *s, size_t len)
+{
+	if (len > SIZE_MAX / 2 - b->n - 1)
+		return err_set(ERR_RANGE, "chat: text too long");
+	if (b->n + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->n + len + 1)
+			cap *= 2;
+		char *q = realloc(b->p, cap);
+		if (!q)
+			return err_set(ERR_NOMEM, "chat: out of memory");
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, len);
+	b->n += len;
+	b->p[b->n] = 0;
+	return 0;
+}
+
+static int sb_str(struct sbuf *b, const char *s)
+{
+	return sb_add(b, s, strlen(s));
+}
+
+static int is_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Jinja's |trim: strip surrounding whitespace. */
+static int sb_trimmed(struct sbuf *b, const char *s)
+{
+	size_t a = 0, e = strlen(s);
+	while (a < e && is_ws(s[a]))
+		a++;
+	while (e > a && is_ws(s[e - 1]))
+		e--;
+	return sb_add(b, s + a, e - a);
+}
+
+int chat_render(const struct chat_msg *msgs, size_t n, bool add_gen, char **out, size_t *len)
+{
+	if (!out || (n && !msgs))
+		return err_set(ERR_INVAL, "chat: NULL argument");
+	*out = NULL;
+	struct sbuf b = { 0 };
+	int rc = sb_str(&b, "<bos>");
+	size_t i = 0;
+	const char *system = NULL;
+	if (n && msgs[0].role && !strcmp(msgs[0].role, "system")) {
+		system = msgs[0].content ? msgs[0].content : "";
+		i = 1;
+	}
+	bool want_user = true;
+	for (; !rc && i < n; i++) {
+		const char *role = msgs[i].role, *content = msgs[i].content;
+		if (!role || !content) {
+			rc = err_set(ERR_INVAL, "chat: message %zu: missing role or content", i);
+			break;
+		}
+		bool user = !strcmp(role, "user");
+		bool model = !strcmp(role, "model") || !strcmp(role, "assistant");
+		if (!user && !model) {
+			rc = err_set(ERR_INVAL, "chat: message %zu: role '%s' (system only first)", i,
+				     role);
+			break;
+		}
+		if (user != want_user) {
+			rc = err_set(ERR_INVAL, "chat: message %zu: roles must alternate user/model "
+				     "starting with user", i);
+			break;
+		}
+		want_user = !want_user;
+		rc = sb_str(&b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+		if (!rc && user && system) {
+			rc = sb_trimmed(&b, system);
+			if (!rc)
+				rc = sb_str(&b, "\n\n");
+			system = NULL;
+		}
+		if (!rc)
+			rc = sb_trimmed(&b, content);
+		if (!rc)
+			rc = sb_str(&b, "<end_of_turn>\n");
+	}
+	if (!rc && system) /* a system message alone still opens a user turn */
+		rc = err_set(ERR_INVAL, "chat: a system message needs a user message after it");
+	if (!rc && add_gen)
+		rc = sb_str(&b, "<start_of_turn>model\n");
+	if (rc) {
+		free(b.p);
+		return rc;
+	}
+	*out = b.p;
+	if (len)
+		*len = b.n;
+	return 0;
+}
+
+/* Drop a second BOS right after the first (template <bos> + add_bos). */
+static void drop_double_bos(const struct tok *t, struct tok_ids *ids, size_t start)
+{
+	int32_t bos = tok_bos(t);
+	if (bos < 0 || ids->n < start + 2 || ids->ids[start] != bos || ids->ids[start + 1] != bos)
+		return;
+	memmove(ids->ids + start + 1, ids->ids + start + 2,
+		(ids->n - start - 2) * sizeof ids->ids[0]);
+	ids->n--;
+}
+
+int chat_encode(const struct tok *t, const struct chat_msg *msgs, size_t n, bool add_gen,
+		struct tok_ids *out)
+{
+	if (!t || !out)
+		return err_set(ERR_INVAL, "chat: NULL argument");
+	char *text;
+	size_t len;
+	int rc = chat_render(msgs, n, add_gen, &text, &len);
+	if (rc)
+		return rc;
+	/* The template's "<bos>" text is the one BOS (the tokenizer splits it out
+	 * as a special token), so add_bos stays off here whatever the tokenizer's
+	 * default: that is how a double BOS is avoided. */
+	size_t start = out->n;
+	rc = tok_encode(t, text, len, false, out);
+	free(text);
+	if (!rc)
+		drop_double_bos(t, out, start);
+	return rc;
+}
+
+int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct tok_ids *out)
+{
+	size_t start = out->n;
+	int rc = tok_encode(t, text, len, tok_add_bos(t), out);
+	if (!rc)
+		drop_double_bos(t, out, start);
+	return rc;
+}
+
+bool chat_is_stop(const struct tok *t, int32_t id)
+{
+	if (id < 0)
+		return false;
+	if (id == tok_eos(t) || id == tok_eot(t))
+		return true;
+	return tok_is_eog(t, id);
+}

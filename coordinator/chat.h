@@ -1,0 +1,41 @@
+/* chat: the Gemma 3 chat template (../shared/spec/reference.md §2.5).
+ *
+ *   <bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n
+ *   <start_of_turn>model\n{reply}<end_of_turn>\n ... <start_of_turn>model\n
+ *
+ * A leading system message is merged into the first user turn with "\n\n";
+ * "assistant" is spelled "model"; roles must alternate user/model starting
+ * with user; contents are trimmed of surrounding whitespace. <bos> is a token:
+ * chat_encode emits exactly one BOS whatever the tokenizer's add_bos says.
+ * Generation stops at <end_of_turn> and <eos> (chat_is_stop). */
+#ifndef UNICORN_CHAT_H
+#define UNICORN_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/tokenizer.h"
+
+struct chat_msg {
+	const char *role;     /* "system" (first only), "user", "assistant" or "model" */
+	const char *content;
+};
+
+/* Render msgs[n] as template text (starting with "<bos>") into a malloc'ed
+ * NUL-terminated string; add_gen appends "<start_of_turn>model\n". ERR_INVAL
+ * naming the message index for a bad role or broken alternation. */
+int chat_render(const struct chat_msg *msgs, size_t n, bool add_gen, char **out, size_t *len);
+
+/* Render and tokenize: one BOS, then the turns (special tokens as single ids). */
+int chat_encode(const struct tok *t, const struct chat_msg *msgs, size_t n, bool add_gen,
+		struct tok_ids *out);
+
+/* Encode a plain prompt with the tokenizer's add_bos, never giving two BOS
+ * (a prompt that already starts with "<bos>" keeps just that one). */
+int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct tok_ids *out);
+
+/* True for <end_of_turn>, <eos> and the tokenizer's other end-of-generation ids. */
+bool chat_is_stop(const struct tok *t, int32_t id);
+
+#endif

@@ -1,0 +1,505 @@
+/* intake: coordinator.ipc server (long-poll) and client. */
+#include "coordinator/intake.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/bus.h"
+#include "ipc/err.h"
+#include "ipc/rundir.h"
+
+int64_t intake_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct pending {
+	struct bus_pending *p;
+	uint64_t id;
+	uint32_t from;
+	int64_t deadline;
+};
+
+struct intake {
+	struct bus *bus;
+	intake_submit_fn submit;
+	void *arg;
+	struct intake_req reqs[INTAKE_MAX_REQS];
+	struct pending pend[INTAKE_MAX_PENDING];
+	uint32_t n_pend;
+	struct msg in, out;  /* large: kept off the stack */
+};
+
+int intake_open(const char *url, intake_submit_fn submit, void *arg, struct intake **out)
+{
+	struct intake *in = calloc(1, sizeof *in);
+	if (!in)
+		return err_set(ERR_NOMEM, "intake: out of memory");
+	int rc = bus_listen(url, BUS_REP, &in->bus);
+	if (rc) {
+		free(in);
+		return rc;
+	}
+	in->submit = submit;
+	in->arg = arg;
+	*out = in;
+	return 0;
+}
+
+static void req_clear(struct intake_req *r)
+{
+	for (uint32_t i = 0; i < r->n_gen; i++)
+		free(r->pieces[i]);
+	free(r->pieces);
+	free(r->gen);
+	free(r->prompt);
+	free(r->resume);
+	sched_seq_free(&r->seq);
+	memset(r, 0, sizeof *r);
+}
+
+void intake_close(struct intake *in)
+{
+	if (!in)
+		return;
+	for (uint32_t i = 0; i < in->n_pend; i++)
+		bus_pending_drop(in->pend[i].p);
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
+		req_clear(&in->reqs[i]);
+	bus_close(in->bus);
+	free(in);
+}
+
+struct intake_req *intake_at(struct intake *in, uint32_t i)
+{
+	if (i >= INTAKE_MAX_REQS || in->reqs[i].state == INTAKE_FREE)
+		return NULL;
+	return &in->reqs[i];
+}
+
+static struct intake_req *find(struct intake *in, uint64_t id)
+{
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
+		if (in->reqs[i].state != INTAKE_FREE && in->reqs[i].id == id)
+			return &in->reqs[i];
+	return NULL;
+}
+
+/* A free entry, evicting the oldest finished request if needed. */
+static struct intake_req *alloc_req(struct intake *in)
+{
+	struct intake_req *old = NULL;
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+		struct intake_req *r = &in->reqs[i];
+		if (r->state == INTAKE_FREE)
+			return r;
+		if (r->state == INTAKE_DONE && (!old || r->t_done < old->t_done))
+			old = r;
+	}
+	if (old)
+		req_clear(old);
+	return old;
+}
+
+int intake_add_token(struct intake_req *r, uint32_t token, const char *bytes, size_t len)
+{
+	if (r->n_gen >= MSG_MAX_GEN)
+		return err_set(ERR_RANGE, "intake: request %llx: more than %d tokens",
+			       (unsigned long long)r->id, MSG_MAX_GEN);
+	if (r->n_gen == r->cap_gen) {
+		uint32_t cap = r->cap_gen ? r->cap_gen * 2 : 64;
+		uint32_t *g = realloc(r->gen, cap * sizeof *g);
+		if (!g)
+			return err_set(ERR_NOMEM, "intake: out of memory");
+		r->gen = g;
+		char **p = realloc(r->pieces, cap * sizeof *p);
+		if (!p)
+			return err_set(ERR_NOMEM, "intake: out of memory");
+		r->pieces = p;
+		r->cap_gen = cap;
+	}
+	/* piece = held bytes + new bytes, cut at the last complete character */
+	size_t total = r->n_pend + len;
+	char *buf = malloc(total + 1);
+	if (!buf)
+		return err_set(ERR_NOMEM, "intake: out of memory");
+	memcpy(buf, r->pend, r->n_pend);
+	if (len)
+		memcpy(buf + r->n_pend, bytes, len);
+	/* Only the tail can be incomplete; a piece never exceeds MSG_MAX_PIECE. */
+	uint32_t cut = total > MSG_MAX_PIECE + 4 ? (uint32_t)total
+		     : sched_utf8_complete(buf, (uint32_t)total);
+	if (cut > MSG_MAX_PIECE)
+		cut = MSG_MAX_PIECE; /* an absurdly long piece is truncated, never overflows */
+	uint32_t rest = (uint32_t)total - cut;
+	if (rest > sizeof r->pend)
+		rest = 0;
+	memcpy(r->pend, buf + cut, rest);
+	r->n_pend = rest;
+	buf[cut] = 0;
+	/* The wire forbids NUL inside a piece. */
+	for (uint32_t i = 0; i < cut; i++)
+		if (!buf[i])
+			buf[i] = '?';
+	r->gen[r->n_gen] = token;
+	r->pieces[r->n_gen] = buf;
+	r->n_gen++;
+	return 0;
+}
+
+void intake_finish(struct intake_req *r, uint32_t reason)
+{
+	if (r->state == INTAKE_DONE)
+		return;
+	r->state = INTAKE_DONE;
+	r->reason = reason;
+	r->t_done = intake_now_ns();
+}
+
+static void reply_error(struct intake *in, struct bus_pending *p, int code, const char *text)
+{
+	msg_init(&in->out, MSG_ERROR);
+	in->out.u.error.code = code < 0 ? code : ERR_INVAL;
+	in->out.u.error.ref_seq = bus_pending_seq(p);
+	msg_set_str(in->out.u.error.text, sizeof in->out.u.error.text, text);
+	bus_reply(p, &in->out);
+}
+
+static void reply_ack(struct intake *in, struct bus_pending *p, int code, uint64_t value)
+{
+	msg_init(&in->out, MSG_ACK);
+	in->out.u.ack.ack_seq = bus_pending_seq(p);
+	in->out.u.ack.code = code;
+	in->out.u.ack.value = value;
+	bus_reply(p, &in->out);
+}
+
+/* Answer poll pd if possible (or forced at its deadline); true when answered. */
+static bool try_answer(struct intake *in, struct pending *pd, int64_t now)
+{
+	struct intake_req *r = find(in, pd->id);
+	if (!r) {
+		reply_error(in, pd->p, ERR_NOTFOUND, "unknown request (coordinator restarted?): resubmit");
+		return true;
+	}
+	if (pd->from < r->n_gen) {
+		msg_init(&in->out, MSG_GEN_TOKEN);
+		struct msg_gen_token *t = &in->out.u.gen_token;
+		t->request_id = r->id;
+		t->index = pd->from;
+		t->token = r->gen[pd->from];
+		size_t n = strlen(r->pieces[pd->from]);
+		t->n_piece = (uint32_t)n;
+		memcpy(t->piece, r->pieces[pd->from], n + 1);
+		bus_reply(pd->p, &in->out);
+		return true;
+	}
+	if (pd->from > r->n_gen) {
+		reply_error(in, pd->p, ERR_RANGE, "poll: from is beyond the tokens produced");
+		return true;
+	}
+	if (r->state == INTAKE_DONE) {
+		msg_init(&in->out, MSG_GEN_END);
+		in->out.u.gen_end.request_id = r->id;
+		in->out.u.gen_end.n_tokens = r->n_gen;
+		in->out.u.gen_end.reason = r->reason;
+		bus_reply(pd->p, &in->out);
+		return true;
+	}
+	if (now >= pd->deadline) {
+		reply_ack(in, pd->p, ERR_TIMEOUT, r->n_gen);
+		return true;
+	}
+	return false;
+}
+
+static void handle(struct intake *in, struct bus_pending *p, int64_t now)
+{
+	struct msg *m = &in->in;
+	switch (m->type) {
+	case MSG_GEN_REQ: {
+		struct msg_gen_req *g = &m->u.gen_req;
+		struct intake_req *r = find(in, g->request_id);
+		if (r) { /* resend: same answer */
+			r->t_last_poll = now;
+			reply_ack(in, p, 0, r->id);
+			return;
+		}
+		r = alloc_req(in);
+		if (!r) {
+			reply_error(in, p, ERR_RANGE, "coordinator busy: too many requests");
+			return;
+		}
+		memset(r, 0, sizeof *r);
+		r->id = g->request_id;
+		r->sp.temperature = g->temperature;
+		r->sp.top_k = g->top_k;
+		r->sp.top_p = g->top_p;
+		r->sp.seed = g->seed;
+		r->max_tokens = g->max_tokens;
+		r->flags = g->flags;
+		r->t_start = r->t_last_poll = now;
+		err_clear();
+		int rc = in->submit(in->arg, g, r);
+		if (rc) {
+			char text[MSG_MAX_TEXT];
+			snprintf(text, sizeof text, "%s", err_msg());
+			req_clear(r);
+			reply_error(in, p, rc, text);
+			return;
+		}
+		reply_ack(in, p, 0, r->id);
+		return;
+	}
+	case MSG_GEN_POLL: {
+		struct intake_req *r = find(in, m->u.gen_poll.request_id);
+		if (r)
+			r->t_last_poll = now;
+		if (in->n_pend >= INTAKE_MAX_PENDING) {
+			reply_error(in, p, ERR_RANGE, "coordinator busy: too many polls");
+			return;
+		}
+		struct pending *pd = &in->pend[in->n_pend];
+		pd->p = p;
+		pd->id = m->u.gen_poll.request_id;
+		pd->from = m->u.gen_poll.from;
+		pd->deadline = now + (int64_t)m->u.gen_poll.wait_ms * 1000000;
+		if (try_answer(in, pd, now))
+			return;
+		in->n_pend++;
+		return;
+	}
+	case MSG_GEN_CANCEL: {
+		struct intake_req *r = find(in, m->u.gen_cancel.request_id);
+		if (r)
+			intake_finish(r, MSG_END_CANCELLED);
+		reply_ack(in, p, r ? 0 : ERR_NOTFOUND, m->u.gen_cancel.request_id);
+		return;
+	}
+	case MSG_STATUS_REQ:
+	default:
+		reply_error(in, p, ERR_UNSUP, "coordinator.ipc takes GEN_REQ, GEN_POLL, GEN_CANCEL");
+		return;
+	}
+}
+
+int intake_serve(struct intake *in, int timeout_ms)
+{
+	int wait = timeout_ms > 0 ? timeout_ms : 1;
+	for (int i = 0; i < 64; i++) {
+		struct bus_pending *p;
+		int rc = bus_serve(in->bus, wait, &in->in, &p);
+		if (rc == ERR_TIMEOUT)
+			break;
+		if (rc) {
+			fprintf(stderr, "coordinator: intake: %s\n", err_msg());
+			if (rc != ERR_INVAL)
+				break;
+			continue;
+		}
+		wait = 1;
+		handle(in, p, intake_now_ns());
+	}
+	int64_t now = intake_now_ns();
+	for (uint32_t i = 0; i < in->n_pend;) {
+		if (try_answer(in, &in->pend[i], now)) {
+			in->pend[i] = in->pend[--in->n_pend];
+			continue;
+		}
+		struct intake_req *r = find(in, in->pend[i].id);
+		if (r)
+			r->t_last_poll = now; /* a held poll counts as polling */
+		i++;
+	}
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+		struct intake_req *r = &in->reqs[i];
+		if (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) {
+			if (now - r->t_last_poll > (int64_t)INTAKE_ABANDON_MS * 1000000) {
+				fprintf(stderr, "coordinator: request %016llx: not polled for %d ms, "
+					"cancelled\n", (unsigned long long)r->id, INTAKE_ABANDON_MS);
+				intake_finish(r, MSG_END_CANCELLED);
+			}
+		} else if (r->state == INTAKE_DONE && !r->has_slot &&
+			   now - r->t_done > (int64_t)INTAKE_KEEP_DONE_MS * 1000000) {
+			req_clear(r);
+		}
+	}
+	return 0;
+}
+
+/* --- CLI side -------------------------------------------------------- */
+
+const char *intake_reason_name(uint32_t reason)
+{
+	switch (reason) {
+	case MSG_END_STOP: return "stop";
+	case MSG_END_LENGTH: return "length";
+	case MSG_END_CANCELLED: return "cancelled";
+	case MSG_END_ERROR: return "error";
+	case MSG_END_CONTEXT: return "context";
+	default: return "?";
+	}
+}
+
+int intake_client_find(const char *name, char *rundir_out, size_t cap)
+{
+	const char *n = name && *name ? name : RUNDIR_DEFAULT_NAME;
+	if (!rundir_name_valid(n))
+		return err_set(ERR_INVAL, "cluster name '%s': use 1..32 of [A-Za-z0-9_-]", n);
+	int rc = rundir_resolve(n, rundir_out, cap);
+	if (rc)
+		return rc;
+	pid_t pid = 0;
+	rc = rundir_pid_read(rundir_out, &pid);
+	if (rc == ERR_INVAL)
+		return rc;
+	if (rc || pid <= 0)
+		return err_set(ERR_NOTFOUND,
+			       "no cluster '%s' is running; start one with unicorn-up --model PATH%s%s",
+			       n, strcmp(n, RUNDIR_DEFAULT_NAME) ? " --name " : "",
+			       strcmp(n, RUNDIR_DEFAULT_NAME) ? n : "");
+	return 0;
+}
+
+void intake_gen_result_free(struct intake_gen_result *res)
+{
+	free(res->ids);
+	free(res->text);
+	memset(res, 0, sizeof *res);
+}
+
+static int res_add(struct intake_gen_result *res, uint32_t id, const char *piece, size_t n)
+{
+	uint32_t *ids = realloc(res->ids, (res->n_ids + 1) * sizeof *ids);
+	if (!ids)
+		return err_set(ERR_NOMEM, "out of memory");
+	res->ids = ids;
+	res->ids[res->n_ids++] = id;
+	char *t = realloc(res->text, res->text_len + n + 1);
+	if (!t)
+		return err_set(ERR_NOMEM, "out of memory");
+	res->text = t;
+	memcpy(t + res->text_len, piece, n);
+	res->text_len += n;
+	t[res->text_len] = 0;
+	return 0;
+}
+
+int intake_client_generate(const char *rundir, const char *prompt, size_t len,
+			   const struct intake_gen_opts *o, struct intake_gen_result *res)
+{
+	memset(res, 0, sizeof *res);
+	res->text = calloc(1, 1);
+	if (!res->text)
+		return err_set(ERR_NOMEM, "out of memory");
+	if (len < 1 || len > MSG_MAX_PROMPT || memchr(prompt, 0, len))
+		return err_set(ERR_INVAL, "prompt: %zu bytes (1..%d, no NUL)", len, MSG_MAX_PROMPT);
+	char url[BUS_URL_MAX];
+	int rc = rundir_url(rundir, RUNDIR_COORDINATOR, url, sizeof url);
+	if (rc)
+		return rc;
+	struct bus *b;
+	if ((rc = bus_dial(url, BUS_REQ, &b)))
+		return rc;
+	struct msg *m = malloc(sizeof *m), *a = malloc(sizeof *a);
+	if (!m || !a) {
+		rc = err_set(ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	uint64_t id = 0;
+	while (!id)
+		if (getrandom(&id, sizeof id, 0) != sizeof id)
+			id = (uint64_t)intake_now_ns() ^ ((uint64_t)getpid() << 32);
+	int deadline_ms = o->deadline_ms > 0 ? o->deadline_ms : 60000;
+	int64_t give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
+	bool submitted = false;
+	for (;;) {
+		if (intake_now_ns() > give_up) {
+			rc = err_set(ERR_TIMEOUT, "the coordinator made no progress for %d ms "
+				     "(is the cluster healthy? try unicorn status)", deadline_ms);
+			goto out;
+		}
+		if (!submitted) {
+			msg_init(m, MSG_GEN_REQ);
+			struct msg_gen_req *g = &m->u.gen_req;
+			g->request_id = id;
+			g->seed = o->sp.seed;
+			g->max_tokens = o->max_tokens;
+			g->top_k = o->sp.top_k;
+			g->temperature = o->sp.temperature;
+			g->top_p = o->sp.top_p;
+			g->flags = o->flags;
+			g->n_resume = res->n_ids;
+			memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
+			g->n_prompt = (uint32_t)len;
+			memcpy(g->prompt, prompt, len);
+			g->prompt[len] = 0;
+			rc = bus_call(b, m, 3000, a);
+			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
+				usleep(200000);
+				continue; /* coordinator (re)starting */
+			}
+			if (rc)
+				goto out;
+			if (a->type == MSG_ERROR) {
+				rc = err_set(a->u.error.code, "coordinator: %s", a->u.error.text);
+				goto out;
+			}
+			if (a->type != MSG_ACK || a->u.ack.code) {
+				rc = err_set(ERR_INVAL, "coordinator: unexpected answer %s to GEN_REQ",
+					     msg_type_name(a->type));
+				goto out;
+			}
+			submitted = true;
+			give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
+		}
+		msg_init(m, MSG_GEN_POLL);
+		m->u.gen_poll.request_id = id;
+		m->u.gen_poll.from = res->n_ids;
+		m->u.gen_poll.wait_ms = 2000;
+		rc = bus_call(b, m, 4000, a);
+		if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
+			usleep(100000);
+			continue; /* a lost poll is simply repeated (idempotent) */
+		}
+		if (rc)
+			goto out;
+		if (a->type == MSG_GEN_TOKEN) {
+			struct msg_gen_token *t = &a->u.gen_token;
+			if (t->index != res->n_ids)
+				continue;
+			if ((rc = res_add(res, t->token, t->piece, t->n_piece)))
+				goto out;
+			if (o->on_piece && t->n_piece)
+				o->on_piece(o->arg, t->piece, t->n_piece);
+			give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
+		} else if (a->type == MSG_GEN_END) {
+			res->reason = a->u.gen_end.reason;
+			rc = 0;
+			goto out;
+		} else if (a->type == MSG_ACK && a->u.ack.code == ERR_TIMEOUT) {
+			continue; /* alive, nothing new yet */
+		} else if (a->type == MSG_ERROR && a->u.error.code == ERR_NOTFOUND) {
+			/* the coordinator restarted: resubmit with what we have */
+			submitted = false;
+			res->resubmits++;
+		} else if (a->type == MSG_ERROR) {
+			rc = err_set(a->u.error.code, "coordinator: %s", a->u.error.text);
+			goto out;
+		} else {
+			rc = err_set(ERR_INVAL, "coordinator: unexpected %s", msg_type_name(a->type));
+			goto out;
+		}
+	}
+out:
+	free(m);
+	free(a);
+	bus_close(b);
+	return rc;
+}

@@ -1,0 +1,108 @@
+/* intake: the coordinator's side of coordinator.ipc (GEN_REQ / GEN_POLL /
+ * GEN_CANCEL, docs/protocol.md) and the CLI's side (intake_client_generate).
+ *
+ * Server: a table of requests by client-chosen id. GEN_REQ is idempotent (a
+ * resend gets the same ACK). GEN_POLL {from} is held (long-poll) until token
+ * #from exists, the request ended (GEN_END when from == n_tokens), or wait_ms
+ * passed (ACK ERR_TIMEOUT, value = tokens so far). An unknown id gets ERROR
+ * ERR_NOTFOUND: after a coordinator restart that tells the CLI to resubmit
+ * with resume[]. A request not polled for INTAKE_ABANDON_MS is cancelled.
+ * Finished requests are kept a while so late polls still get GEN_END. */
+#ifndef UNICORN_INTAKE_H
+#define UNICORN_INTAKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/sampler.h"
+#include "coordinator/sched.h"
+#include "ipc/msg.h"
+
+#define INTAKE_MAX_REQS 256
+#define INTAKE_MAX_PENDING 64
+#define INTAKE_ABANDON_MS 5000
+#define INTAKE_KEEP_DONE_MS 60000
+
+enum intake_state { INTAKE_FREE = 0, INTAKE_QUEUED, INTAKE_LIVE, INTAKE_DONE };
+
+struct intake_req {
+	int state;                   /* enum intake_state */
+	uint64_t id;
+	struct sampler_params sp;
+	uint32_t max_tokens, flags;
+	uint32_t *prompt;            /* prompt token ids (template applied) */
+	uint32_t n_prompt;
+	uint32_t *resume;            /* tokens the client already had */
+	uint32_t n_resume;
+	uint32_t *gen;               /* generated tokens (resumed ones first) */
+	char **pieces;               /* text of each (may be "") */
+	uint32_t n_gen, cap_gen;
+	char pend[8];                /* bytes of an unfinished UTF-8 character */
+	uint32_t n_pend;
+	uint32_t reason;             /* enum msg_end_reason once DONE */
+	uint32_t fails;              /* step failures (recompute attempts) */
+	bool has_slot;
+	uint32_t slot;
+	struct sched_seq seq;
+	int64_t t_start, t_first, t_last_poll, t_done; /* ns, CLOCK_MONOTONIC */
+};
+
+struct intake;
+
+/* Called for a new GEN_REQ: tokenize g into r->prompt (and place r: slot or
+ * queue, setting r->state). Return 0 or ERR_* with err_set (the client gets
+ * ERROR with that text, and r is dropped). */
+typedef int (*intake_submit_fn)(void *arg, const struct msg_gen_req *g, struct intake_req *r);
+
+int intake_open(const char *url, intake_submit_fn submit, void *arg, struct intake **out);
+void intake_close(struct intake *in);
+
+/* Receive every request that arrives within timeout_ms (the first wait only),
+ * answer pending polls that can be answered, expire abandoned/old requests
+ * (calling intake_finish with CANCELLED). */
+int intake_serve(struct intake *in, int timeout_ms);
+/* Iterate: requests by table index (NULL for free entries), i < INTAKE_MAX_REQS. */
+struct intake_req *intake_at(struct intake *in, uint32_t i);
+
+/* Append a generated token whose text is bytes[len] (partial UTF-8 is held
+ * until complete). */
+int intake_add_token(struct intake_req *r, uint32_t token, const char *bytes, size_t len);
+void intake_finish(struct intake_req *r, uint32_t reason);
+
+int64_t intake_now_ns(void);
+
+/* --- CLI side -------------------------------------------------------- */
+
+struct intake_gen_opts {
+	uint32_t max_tokens;
+	struct sampler_params sp;
+	uint32_t flags;              /* MSG_GEN_CHAT */
+	int deadline_ms;             /* give up after this long without progress */
+	/* Called with each piece as it arrives (may be NULL). */
+	void (*on_piece)(void *arg, const char *piece, size_t len);
+	void *arg;
+};
+
+struct intake_gen_result {
+	uint32_t *ids;
+	uint32_t n_ids;
+	char *text;                  /* NUL-terminated */
+	size_t text_len;
+	uint32_t reason;             /* enum msg_end_reason */
+	uint32_t resubmits;          /* times the request was resubmitted */
+};
+
+/* Generate over coordinator.ipc of the cluster in rundir: submit, poll to the
+ * end, resubmit with resume[] when the coordinator restarted. */
+int intake_client_generate(const char *rundir, const char *prompt, size_t len,
+			   const struct intake_gen_opts *o, struct intake_gen_result *res);
+void intake_gen_result_free(struct intake_gen_result *res);
+
+/* "no cluster 'NAME' is running" check: 0 if the supervisor pid is alive,
+ * else ERR_NOTFOUND with that message. rundir_out gets the directory. */
+int intake_client_find(const char *name, char *rundir_out, size_t cap);
+
+const char *intake_reason_name(uint32_t reason);
+
+#endif

@@ -1,0 +1,264 @@
+/* sched: slots, queue, chunk history and replay, split step plans. */
+#include "coordinator/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipc/err.h"
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t c = *cap ? *cap : 64;
+	while (c < need) {
+		if (c > UINT32_MAX / 2)
+			return err_set(ERR_RANGE, "sched: too many entries");
+		c *= 2;
+	}
+	void *q = realloc(*p, (size_t)c * elem);
+	if (!q)
+		return err_set(ERR_NOMEM, "sched: out of memory");
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_prompt,
+		   const uint32_t *resume, uint32_t n_resume, uint32_t chunk_max)
+{
+	memset(s, 0, sizeof *s);
+	if (!prompt || n_prompt == 0)
+		return err_set(ERR_INVAL, "sched: prompt: empty");
+	if (n_resume && !resume)
+		return err_set(ERR_INVAL, "sched: resume: NULL");
+	if (chunk_max < 1 || chunk_max > MSG_MAX_TOKENS)
+		return err_set(ERR_INVAL, "sched: chunk_max: %u not in 1..%d", chunk_max,
+			       MSG_MAX_TOKENS);
+	if (n_prompt > MSG_MAX_POS || n_resume > MSG_MAX_POS - n_prompt)
+		return err_set(ERR_RANGE, "sched: prompt + resume: too many tokens");
+	s->chunk_max = chunk_max;
+	int rc = grow((void **)&s->tokens, &s->cap_tok, n_prompt + n_resume + 1,
+		      sizeof *s->tokens);
+	if (rc)
+		return rc;
+	memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
+	if (n_resume)
+		memcpy(s->tokens + n_prompt, resume, (size_t)n_resume * sizeof *resume);
+	s->n_prompt = n_prompt;
+	s->n_tok = n_prompt + n_resume;
+	return 0;
+}
+
+void sched_seq_free(struct sched_seq *s)
+{
+	free(s->tokens);
+	free(s->chunks);
+	memset(s, 0, sizeof *s);
+}
+
+int sched_seq_push(struct sched_seq *s, uint32_t token)
+{
+	if (s->n_tok >= MSG_MAX_POS)
+		return err_set(ERR_RANGE, "sched: sequence: position cap reached");
+	int rc = grow((void **)&s->tokens, &s->cap_tok, s->n_tok + 1, sizeof *s->tokens);
+	if (rc)
+		return rc;
+	s->tokens[s->n_tok++] = token;
+	return 0;
+}
+
+bool sched_seq_next(const struct sched_seq *s, struct sched_chunk *c)
+{
+	if (s->replaying && s->replay_idx < s->n_chunks) {
+		*c = s->chunks[s->replay_idx];
+		return true;
+	}
+	if (s->n_fed >= s->n_tok)
+		return false;
+	c->pos0 = s->n_fed;
+	if (s->n_fed < s->n_prompt) {
+		/* prompt: full chunks; the last one ends at the prompt's end */
+		uint32_t left = s->n_prompt - s->n_fed;
+		c->n = left < s->chunk_max ? left : s->chunk_max;
+	} else {
+		c->n = 1; /* generated tokens go one at a time, as decode fed them */
+	}
+	return true;
+}
+
+int sched_seq_advance(struct sched_seq *s, const struct sched_chunk *c)
+{
+	if (c->pos0 != s->n_fed || c->n == 0 || c->n > s->n_tok - s->n_fed)
+		return err_set(ERR_STATE, "sched: chunk [%u, +%u) does not follow %u of %u",
+			       c->pos0, c->n, s->n_fed, s->n_tok);
+	if (s->replaying) {
+		s->replay_idx++;
+		if (s->replay_idx >= s->n_chunks)
+			s->replaying = false;
+	} else {
+		int rc = grow((void **)&s->chunks, &s->cap_chunks, s->n_chunks + 1,
+			      sizeof *s->chunks);
+		if (rc)
+			return rc;
+		s->chunks[s->n_chunks++] = *c;
+	}
+	s->n_fed += c->n;
+	return 0;
+}
+
+bool sched_seq_chunk_samples(const struct sched_seq *s, const struct sched_chunk *c)
+{
+	return c->pos0 + c->n == s->n_tok;
+}
+
+void sched_seq_replay(struct sched_seq *s)
+{
+	s->n_fed = 0;
+	s->replay_idx = 0;
+	s->replaying = s->n_chunks > 0;
+}
+
+int sched_init(struct sched *s, uint32_t max_seqs, uint32_t queue_cap)
+{
+	memset(s, 0, sizeof *s);
+	if (max_seqs < 1 || max_seqs > SCHED_MAX_SEQS)
+		return err_set(ERR_INVAL, "sched: max_seqs: %u not in 1..%d", max_seqs,
+			       SCHED_MAX_SEQS);
+	if (queue_cap > SCHED_MAX_QUEUE)
+		return err_set(ERR_INVAL, "sched: queue: %u > %d", queue_cap, SCHED_MAX_QUEUE);
+	s->max_seqs = max_seqs;
+	s->q_cap = queue_cap;
+	return 0;
+}
+
+int sched_slot_alloc(struct sched *s, uint32_t *slot)
+{
+	for (uint32_t i = 0; i < s->max_seqs; i++)
+		if (!s->used[i]) {
+			s->used[i] = true;
+			*slot = i;
+			return 0;
+		}
+	return ERR_STATE;
+}
+
+void sched_slot_free(struct sched *s, uint32_t slot)
+{
+	if (slot < SCHED_MAX_SEQS)
+		s->used[slot] = false;
+}
+
+uint32_t sched_live(const struct sched *s)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < s->max_seqs; i++)
+		n += s->used[i];
+	return n;
+}
+
+int sched_queue_push(struct sched *s, uint64_t id)
+{
+	if (s->q_len >= s->q_cap)
+		return err_set(ERR_RANGE, "sched: queue full (%u waiting)", s->q_len);
+	s->queue[(s->q_head + s->q_len) % SCHED_MAX_QUEUE] = id;
+	s->q_len++;
+	return 0;
+}
+
+int sched_queue_pop(struct sched *s, uint64_t *id)
+{
+	if (!s->q_len)
+		return ERR_NOTFOUND;
+	*id = s->queue[s->q_head];
+	s->q_head = (s->q_head + 1) % SCHED_MAX_QUEUE;
+	s->q_len--;
+	return 0;
+}
+
+uint32_t sched_queue_pos(const struct sched *s, uint64_t id)
+{
+	for (uint32_t i = 0; i < s->q_len; i++)
+		if (s->queue[(s->q_head + i) % SCHED_MAX_QUEUE] == id)
+			return i + 1;
+	return 0;
+}
+
+bool sched_queue_remove(struct sched *s, uint64_t id)
+{
+	uint32_t pos = sched_queue_pos(s, id);
+	if (!pos)
+		return false;
+	for (uint32_t i = pos - 1; i + 1 < s->q_len; i++)
+		s->queue[(s->q_head + i) % SCHED_MAX_QUEUE] =
+			s->queue[(s->q_head + i + 1) % SCHED_MAX_QUEUE];
+	s->q_len--;
+	return true;
+}
+
+static int add_round(struct sched_round *out, uint32_t cap, uint32_t *n, struct sched_op gpu,
+		     struct sched_op npu)
+{
+	if (*n >= cap)
+		return err_set(ERR_RANGE, "sched: plan: more than %u rounds", cap);
+	out[*n].gpu = gpu;
+	out[*n].npu = npu;
+	(*n)++;
+	return 0;
+}
+
+#define OP(k, w, l) ((struct sched_op){ .kind = (k), .who = (w), .layer = (uint16_t)(l) })
+#define NOP OP(SCHED_OP_NONE, 0, 0)
+
+int sched_split_plan(uint32_t n_layers, uint32_t n_seqs, const bool *head,
+		     struct sched_round *out, uint32_t cap, uint32_t *n_rounds)
+{
+	if (n_layers < 1 || n_layers > MSG_MAX_LAYERS)
+		return err_set(ERR_INVAL, "sched: plan: n_layers %u", n_layers);
+	if (n_seqs < 1 || n_seqs > 2 || !head)
+		return err_set(ERR_INVAL, "sched: plan: n_seqs %u", n_seqs);
+	uint32_t n = 0;
+	int rc = 0;
+	if (n_seqs == 1) {
+		rc = add_round(out, cap, &n, OP(SCHED_OP_EMBED, 0, 0), NOP);
+		for (uint32_t l = 0; !rc && l < n_layers; l++) {
+			rc = add_round(out, cap, &n, NOP, OP(SCHED_OP_ATTN, 0, l));
+			if (!rc)
+				rc = add_round(out, cap, &n, OP(SCHED_OP_FFN, 0, l), NOP);
+		}
+	} else {
+		/* A's attention starts while B embeds; then per layer the two
+		 * sequences swap devices, so the gpu and npu both stay busy. */
+		rc = add_round(out, cap, &n, OP(SCHED_OP_EMBED, 0, 0), NOP);
+		if (!rc)
+			rc = add_round(out, cap, &n, OP(SCHED_OP_EMBED, 1, 0),
+				       OP(SCHED_OP_ATTN, 0, 0));
+		for (uint32_t l = 0; !rc && l < n_layers; l++) {
+			rc = add_round(out, cap, &n, OP(SCHED_OP_FFN, 0, l), OP(SCHED_OP_ATTN, 1, l));
+			if (!rc)
+				rc = add_round(out, cap, &n, OP(SCHED_OP_FFN, 1, l),
+					       l + 1 < n_layers ? OP(SCHED_OP_ATTN, 0, l + 1) : NOP);
+		}
+	}
+	for (uint32_t w = 0; !rc && w < n_seqs; w++)
+		if (head[w])
+			rc = add_round(out, cap, &n, OP(SCHED_OP_HEAD, w, 0), NOP);
+	if (rc)
+		return rc;
+	*n_rounds = n;
+	return 0;
+}
+
+uint32_t sched_utf8_complete(const char *s, uint32_t n)
+{
+	/* Look back at most 3 bytes for the lead byte of a sequence. */
+	for (uint32_t back = 1; back <= 4 && back <= n; back++) {
+		unsigned char c = (unsigned char)s[n - back];
+		if ((c & 0xC0) == 0x80)
+			continue; /* continuation: keep looking for the lead */
+		uint32_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+			      : (c & 0xF8) == 0xF0 ? 4 : 1;
+		return need > back ? n - back : n;
+	}
+	return n; /* only continuation bytes: invalid, let them through */
+}

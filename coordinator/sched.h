@@ -1,0 +1,100 @@
+/* sched: the coordinator's bookkeeping that needs no processes.
+ *
+ *  - slots: each live sequence owns one slot (activation-region slot and KV
+ *    slot in every worker), lowest free first; max_seqs of them.
+ *  - a bounded FIFO of waiting request ids (full -> the request is refused).
+ *  - per sequence: every token (prompt, then generated/resumed) and the chunks
+ *    it was fed in. Prompt tokens go in chunks of up to chunk_max, every later
+ *    token alone (as decode feeds it). After a worker restart the sequence is
+ *    replayed from position 0 with exactly the recorded chunks, so the rebuilt
+ *    KV cache, and every later token, is bit-identical. A coordinator restart
+ *    (prompt + resume[]) produces the same chunks by the same rule.
+ *  - the split-placement step plan: rounds of at most one gpu op and one npu
+ *    op; with two sequences A and B the attention of one overlaps the FFN of
+ *    the other. */
+#ifndef UNICORN_SCHED_H
+#define UNICORN_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipc/msg.h"
+
+#define SCHED_MAX_SEQS MSG_MAX_SLOTS
+#define SCHED_MAX_QUEUE 256
+
+struct sched_chunk {
+	uint32_t pos0, n;
+};
+
+struct sched_seq {
+	uint32_t *tokens;            /* prompt then generated tokens */
+	uint32_t n_tok, cap_tok;
+	uint32_t n_prompt;
+	uint32_t n_fed;              /* tokens whose KV the workers hold */
+	struct sched_chunk *chunks;  /* chunks fed so far, in order */
+	uint32_t n_chunks, cap_chunks;
+	uint32_t replay_idx;         /* next recorded chunk while replaying */
+	bool replaying;
+	uint32_t chunk_max;          /* 1..MSG_MAX_TOKENS */
+};
+
+/* prompt[n_prompt] (>= 1) then resume[n_resume] (already generated). */
+int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_prompt,
+		   const uint32_t *resume, uint32_t n_resume, uint32_t chunk_max);
+void sched_seq_free(struct sched_seq *s);
+/* Append a generated token (fed by a later chunk). */
+int sched_seq_push(struct sched_seq *s, uint32_t token);
+/* Next chunk to feed; false when every token is fed (time to sample). */
+bool sched_seq_next(const struct sched_seq *s, struct sched_chunk *c);
+/* Record that c (from sched_seq_next) ran. */
+int sched_seq_advance(struct sched_seq *s, const struct sched_chunk *c);
+/* True when the chunk c ends at the last token: its head output is sampled. */
+bool sched_seq_chunk_samples(const struct sched_seq *s, const struct sched_chunk *c);
+/* Forget the workers' state: replay the recorded chunks from position 0. */
+void sched_seq_replay(struct sched_seq *s);
+
+struct sched {
+	uint32_t max_seqs;
+	bool used[SCHED_MAX_SEQS];
+	uint64_t queue[SCHED_MAX_QUEUE];
+	uint32_t q_head, q_len, q_cap;
+};
+
+int sched_init(struct sched *s, uint32_t max_seqs, uint32_t queue_cap);
+/* Lowest free slot; ERR_STATE when all are taken. */
+int sched_slot_alloc(struct sched *s, uint32_t *slot);
+void sched_slot_free(struct sched *s, uint32_t slot);
+uint32_t sched_live(const struct sched *s);
+/* ERR_RANGE when the queue is full. */
+int sched_queue_push(struct sched *s, uint64_t id);
+/* ERR_NOTFOUND when empty. */
+int sched_queue_pop(struct sched *s, uint64_t *id);
+/* Remove id (cancelled while waiting); true if it was there. */
+bool sched_queue_remove(struct sched *s, uint64_t id);
+/* 1-based position of id in the queue, 0 if absent. */
+uint32_t sched_queue_pos(const struct sched *s, uint64_t id);
+
+/* Split-placement plan for one or two sequences (who 0 = A, 1 = B). */
+enum sched_op_kind {
+	SCHED_OP_NONE = 0, SCHED_OP_EMBED, SCHED_OP_ATTN, SCHED_OP_FFN, SCHED_OP_HEAD,
+};
+struct sched_op {
+	uint8_t kind;       /* enum sched_op_kind */
+	uint8_t who;        /* 0 or 1 */
+	uint16_t layer;
+};
+struct sched_round {
+	struct sched_op gpu, npu;
+};
+#define SCHED_MAX_ROUNDS (2 * MSG_MAX_LAYERS + 4)
+/* head[who]: whether that sequence's step ends in a head. */
+int sched_split_plan(uint32_t n_layers, uint32_t n_seqs, const bool *head,
+		     struct sched_round *out, uint32_t cap, uint32_t *n_rounds);
+
+/* Length of the longest prefix of s[n] that does not end inside a UTF-8
+ * sequence (bytes after it wait for the next token). Invalid bytes count as
+ * complete, so nothing is held forever. */
+uint32_t sched_utf8_complete(const char *s, uint32_t n);
+
+#endif

@@ -1,0 +1,806 @@
+/* unicorn-coordinator: tokenizer, chat template, scheduler, sampling and
+ * recompute for a cluster (docs/cluster.md, docs/coordinator.md).
+ *
+ * Single-threaded loop: serve coordinator.ipc (long-polls), admit queued
+ * requests into free slots, run one step for every live sequence (fused: RUN;
+ * split: EMBED / STAGE attn (npu) / STAGE ffn (gpu) / HEAD, two sequences
+ * pipelined), sample, detokenize, and on a worker failure re-handshake and
+ * replay every live sequence with its recorded chunks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coordinator/chat.h"
+#include "coordinator/intake.h"
+#include "coordinator/sampler.h"
+#include "coordinator/sched.h"
+#include "coordinator/tokenizer.h"
+#include "ipc/attach.h"
+#include "ipc/bus.h"
+#include "ipc/ctl.h"
+#include "ipc/err.h"
+#include "ipc/rundir.h"
+
+#define STEP_TIMEOUT_MS_DEFAULT 10000  /* one message without DONE = worker dead */
+#define RECOVER_MS 30000               /* give up on a dead worker after this */
+#define MAX_FAILS 3                    /* step failures before a request errors */
+#define QUEUE_CAP 16
+
+struct wlink {
+	const char *name;
+	enum msg_role role;
+	struct bus *b;
+	uint32_t pid;
+	bool up;
+	uint32_t wait_seq;     /* seq of the message whose DONE we wait for */
+	int64_t t_sent;
+	int64_t busy_ns;       /* wall time with a message outstanding */
+	uint64_t steps;
+	uint32_t restarts;
+};
+
+struct coord {
+	const char *rundir;
+	bool split;
+	uint32_t max_seqs;
+	int step_timeout_ms;
+	struct tok *tok;
+	struct attach *att;
+	uint32_t n_layer, n_ctx;
+	struct sched sched;
+	struct intake *in;
+	struct wlink gpu, npu;
+	struct ctl *ctl;
+	struct msg m, d;       /* scratch messages (large) */
+	/* stats for busy ratios: wall time spent in steps, per placement */
+	int64_t step_wall_ns;
+	uint64_t n_steps, n_decode_steps;
+	int64_t decode_wall_ns;
+	uint64_t n_pipelined;
+};
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static void heartbeat(struct coord *c)
+{
+	if (c->ctl)
+		ctl_heartbeat(c->ctl);
+}
+
+static bool stopping(struct coord *c)
+{
+	return g_stop || (c->ctl && ctl_shutdown_requested(c->ctl));
+}
+
+static void fill_status(void *arg, struct msg_status *st)
+{
+	struct coord *c = arg;
+	msg_set_str(st->backend, sizeof st->backend, c->split ? "split" : "fused");
+	msg_set_str(st->device, sizeof st->device, "coordinator");
+	st->busy_ns = (uint64_t)c->step_wall_ns;
+	st->steps = c->n_steps;
+}
+
+/* --- worker links ----------------------------------------------------- */
+
+static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
+{
+	m->seq = 0;
+	int rc = bus_send(w->b, m);
+	if (rc)
+		return err_prefix(rc, "%s worker", w->name);
+	w->wait_seq = m->seq;
+	w->t_sent = intake_now_ns();
+	(void)c;
+	return 0;
+}
+
+/* Wait for the DONE answering w->wait_seq; stale answers are dropped. */
+static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_done *done)
+{
+	int64_t deadline = intake_now_ns() + (int64_t)timeout_ms * 1000000;
+	for (;;) {
+		int64_t left = (deadline - intake_now_ns()) / 1000000;
+		if (left <= 0)
+			return err_set(ERR_TIMEOUT, "%s worker: no DONE within %d ms", w->name,
+				       timeout_ms);
+		int rc = bus_recv(w->b, left > 500 ? 500 : (int)left, &c->d);
+		heartbeat(c);
+		if (rc == ERR_TIMEOUT)
+			continue;
+		if (rc)
+			return err_prefix(rc, "%s worker", w->name);
+		if (c->d.type == MSG_DONE && c->d.u.done.ref_seq == w->wait_seq) {
+			w->busy_ns += intake_now_ns() - w->t_sent;
+			w->steps++;
+			*done = c->d.u.done;
+			if (done->status < 0)
+				return err_set(done->status, "%s worker: step failed (%s)", w->name,
+					       err_name(done->status));
+			return 0;
+		}
+		if (c->d.type == MSG_ERROR && c->d.u.error.ref_seq == w->wait_seq) {
+			w->busy_ns += intake_now_ns() - w->t_sent;
+			return err_set(c->d.u.error.code < 0 ? c->d.u.error.code : ERR_INVAL,
+				       "%s worker: %s", w->name, c->d.u.error.text);
+		}
+		/* anything else is an answer to a message we gave up on */
+	}
+}
+
+/* HELLO until WELCOME (or the deadline). Notes a new pid as a restart. */
+static int wl_handshake(struct coord *c, struct wlink *w, int64_t deadline)
+{
+	while (!stopping(c)) {
+		msg_init(&c->m, MSG_HELLO);
+		c->m.u.hello.role = MSG_ROLE_COORDINATOR;
+		c->m.u.hello.pid = (uint32_t)getpid();
+		c->m.u.hello.version = MSG_VERSION;
+		c->m.seq = 0;
+		int rc = bus_send(w->b, &c->m);
+		if (!rc) {
+			uint32_t seq = c->m.seq;
+			int64_t until = intake_now_ns() + 1000000000;
+			while (intake_now_ns() < until) {
+				rc = bus_recv(w->b, 200, &c->d);
+				heartbeat(c);
+				if (rc)
+					continue;
+				if (c->d.type == MSG_WELCOME) {
+					(void)seq;
+					if (c->d.u.hello.version != MSG_VERSION) {
+						return err_set(ERR_UNSUP, "%s worker: protocol version "
+							       "%u, ours %u", w->name,
+							       c->d.u.hello.version, MSG_VERSION);
+					}
+					if (w->pid && w->pid != c->d.u.hello.pid) {
+						w->restarts++;
+						fprintf(stderr, "coordinator: %s worker restarted "
+							"(pid %u -> %u)\n", w->name, w->pid,
+							c->d.u.hello.pid);
+					}
+					w->pid = c->d.u.hello.pid;
+					w->up = true;
+					return 0;
+				}
+			}
+		} else {
+			usleep(100000);
+			heartbeat(c);
+		}
+		if (deadline && intake_now_ns() > deadline)
+			return err_set(ERR_TIMEOUT, "%s worker: no WELCOME", w->name);
+	}
+	return err_set(ERR_STATE, "shutting down");
+}
+
+static int wl_reset(struct coord *c, struct wlink *w, uint32_t slot, bool all)
+{
+	msg_init(&c->m, MSG_RESET_SEQ);
+	c->m.u.reset_seq.seq_id = all ? 0 : slot;
+	c->m.u.reset_seq.flags = all ? MSG_RESET_ALL : 0;
+	struct msg_done done;
+	int64_t busy = w->busy_ns; /* resets are not step work: keep ratios honest */
+	uint64_t steps = w->steps;
+	int rc = wl_send(c, w, &c->m);
+	if (!rc)
+		rc = wl_wait(c, w, c->step_timeout_ms, &done);
+	w->busy_ns = busy;
+	w->steps = steps;
+	return rc;
+}
+
+static struct wlink *links(struct coord *c, int i)
+{
+	if (i == 0)
+		return &c->gpu;
+	return c->split && i == 1 ? &c->npu : NULL;
+}
+
+/* Text of token after prev: decode(prev, token) minus decode(prev), so the
+ * tokenizer's leading-space strip (it applies only to the first token of a
+ * decode) never eats the space of a generated token. */
+static int detok(struct coord *c, int32_t prev, int32_t token, char **text, size_t *len)
+{
+	*text = NULL;
+	*len = 0;
+	char *a = NULL, *b = NULL;
+	size_t la = 0, lb = 0;
+	int32_t two[2] = { prev, token };
+	if (prev >= 0 && !tok_decode(c->tok, two, 1, TOK_DECODE_SKIP_SPECIAL, &a, &la) && la &&
+	    !tok_decode(c->tok, two, 2, TOK_DECODE_SKIP_SPECIAL, &b, &lb) && lb >= la &&
+	    !memcmp(a, b, la)) {
+		memmove(b, b + la, lb - la + 1);
+		free(a);
+		*text = b;
+		*len = lb - la;
+		return 0;
+	}
+	free(a);
+	free(b);
+	return tok_decode(c->tok, &token, 1, TOK_DECODE_SKIP_SPECIAL, text, len);
+}
+
+/* --- requests ---------------------------------------------------------- */
+
+static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
+{
+	struct coord *c = arg;
+	int rc = sampler_check(&r->sp);
+	if (rc)
+		return rc;
+	struct tok_ids ids = { 0 };
+	if (g->flags & MSG_GEN_CHAT) {
+		struct chat_msg cm = { "user", g->prompt };
+		rc = chat_encode(c->tok, &cm, 1, true, &ids);
+	} else {
+		rc = chat_encode_plain(c->tok, g->prompt, g->n_prompt, &ids);
+	}
+	if (rc)
+		return rc;
+	if (ids.n == 0 || ids.n + g->n_resume >= c->n_ctx) {
+		tok_ids_free(&ids);
+		return err_set(ERR_RANGE, "prompt: %zu tokens + %u resumed do not fit the context "
+			       "of %u", ids.n, g->n_resume, c->n_ctx);
+	}
+	r->prompt = malloc(ids.n * sizeof *r->prompt);
+	r->resume = malloc((g->n_resume + 1) * sizeof *r->resume);
+	if (!r->prompt || !r->resume) {
+		tok_ids_free(&ids);
+		return err_set(ERR_NOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < ids.n; i++) {
+		if (ids.ids[i] < 0) {
+			tok_ids_free(&ids);
+			return err_set(ERR_INVAL, "prompt: bad token id");
+		}
+		r->prompt[i] = (uint32_t)ids.ids[i];
+	}
+	r->n_prompt = (uint32_t)ids.n;
+	tok_ids_free(&ids);
+	for (uint32_t i = 0; i < g->n_resume; i++) {
+		if (g->resume[i] >= tok_n_vocab(c->tok))
+			return err_set(ERR_INVAL, "resume[%u]: token %u out of the vocabulary", i,
+				       g->resume[i]);
+		r->resume[i] = g->resume[i];
+	}
+	r->n_resume = g->n_resume;
+	/* Re-run the detokenizer over the resumed tokens so the held UTF-8
+	 * bytes (and the pieces of late polls) match the first run. */
+	for (uint32_t i = 0; i < r->n_resume; i++) {
+		int32_t prev = (int32_t)(i ? r->resume[i - 1] : r->prompt[r->n_prompt - 1]);
+		char *text = NULL;
+		size_t len = 0;
+		if (detok(c, prev, (int32_t)r->resume[i], &text, &len))
+			len = 0;
+		rc = intake_add_token(r, r->resume[i], text ? text : "", len);
+		free(text);
+		if (rc)
+			return rc;
+	}
+	if (r->n_resume >= r->max_tokens) {
+		intake_finish(r, MSG_END_LENGTH);
+		return 0;
+	}
+	rc = sched_queue_push(&c->sched, r->id);
+	if (rc)
+		return err_set(ERR_RANGE, "coordinator busy: %u requests running and %u waiting; "
+			       "try again later", c->sched.max_seqs, c->sched.q_cap);
+	r->state = INTAKE_QUEUED;
+	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens%s%s, %u resumed\n",
+		(unsigned long long)r->id, r->n_prompt,
+		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "", "", r->n_resume);
+	return 0;
+}
+
+static struct intake_req *find_req(struct coord *c, uint64_t id)
+{
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+		struct intake_req *r = intake_at(c->in, i);
+		if (r && r->id == id)
+			return r;
+	}
+	return NULL;
+}
+
+static void release(struct coord *c, struct intake_req *r)
+{
+	if (!r->has_slot)
+		return;
+	sched_slot_free(&c->sched, r->slot);
+	r->has_slot = false;
+	double ms = (double)(intake_now_ns() - r->t_start) / 1e6;
+	fprintf(stderr, "coordinator: request %016llx: %s after %u tokens, %.1f ms\n",
+		(unsigned long long)r->id, intake_reason_name(r->reason), r->n_gen, ms);
+}
+
+/* Admit queued requests into free slots. */
+static void admit(struct coord *c)
+{
+	while (sched_live(&c->sched) < c->sched.max_seqs) {
+		uint64_t id;
+		if (sched_queue_pop(&c->sched, &id))
+			return;
+		struct intake_req *r = find_req(c, id);
+		if (!r || r->state != INTAKE_QUEUED)
+			continue; /* cancelled while waiting */
+		uint32_t slot;
+		if (sched_slot_alloc(&c->sched, &slot))
+			return;
+		int rc = sched_seq_init(&r->seq, r->prompt, r->n_prompt, r->resume, r->n_resume,
+					MSG_MAX_TOKENS);
+		if (rc) {
+			fprintf(stderr, "coordinator: %s\n", err_msg());
+			sched_slot_free(&c->sched, slot);
+			intake_finish(r, MSG_END_ERROR);
+			continue;
+		}
+		r->slot = slot;
+		r->has_slot = true;
+		r->state = INTAKE_LIVE;
+		/* A fresh sequence in this slot: the workers forget the old KV. */
+		for (int i = 0; i < 2; i++) {
+			struct wlink *w = links(c, i);
+			if (w && w->up && wl_reset(c, w, slot, false))
+				fprintf(stderr, "coordinator: reset slot %u: %s\n", slot, err_msg());
+		}
+	}
+}
+
+/* Handle the head output of a chunk that ended at the last token. */
+static int take_token(struct coord *c, struct intake_req *r, const struct msg_done *done)
+{
+	uint32_t token = done->token;
+	if (r->sp.temperature > 0.0f) {
+		uint32_t *ids;
+		float *logits;
+		int rc = attach_head(c->att, r->slot, &ids, &logits);
+		if (rc)
+			return rc;
+		uint32_t k = done->k ? done->k : 1;
+		if (k > MSG_MAX_TOPK)
+			return err_set(ERR_RANGE, "DONE: k %u", k);
+		uint32_t id_copy[MSG_MAX_TOPK];
+		float lg_copy[MSG_MAX_TOPK];
+		memcpy(id_copy, ids, k * sizeof *ids);
+		memcpy(lg_copy, logits, k * sizeof *logits);
+		if ((rc = sampler_pick(&r->sp, id_copy, lg_copy, k, r->n_gen, &token)))
+			return rc;
+	}
+	if (token >= tok_n_vocab(c->tok))
+		return err_set(ERR_RANGE, "head: token %u out of the vocabulary", token);
+	if (!r->t_first)
+		r->t_first = intake_now_ns();
+	if (chat_is_stop(c->tok, (int32_t)token)) {
+		intake_finish(r, MSG_END_STOP);
+		return 0;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	if (detok(c, (int32_t)r->seq.tokens[r->seq.n_tok - 1], (int32_t)token, &text, &len))
+		len = 0;
+	int rc = intake_add_token(r, token, text ? text : "", len);
+	free(text);
+	if (!rc)
+		rc = sched_seq_push(&r->seq, token);
+	if (rc)
+		return rc;
+	if (r->n_gen >= r->max_tokens)
+		intake_finish(r, MSG_END_LENGTH);
+	else if (r->seq.n_tok >= c->n_ctx)
+		intake_finish(r, MSG_END_CONTEXT);
+	return 0;
+}
+
+static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
+{
+	if (r->sp.temperature > 0.0f) {
+		*k = MSG_MAX_TOPK;
+		return MSG_HEAD_TOPK;
+	}
+	*k = 1;
+	return MSG_HEAD_ARGMAX;
+}
+
+/* Fused: one RUN per chunk. */
+static int step_fused(struct coord *c, struct intake_req *r)
+{
+	struct sched_chunk ch;
+	if (!sched_seq_next(&r->seq, &ch))
+		return err_set(ERR_STATE, "request %016llx: nothing to feed",
+			       (unsigned long long)r->id);
+	bool samples = sched_seq_chunk_samples(&r->seq, &ch);
+	msg_init(&c->m, MSG_RUN);
+	struct msg_run *run = &c->m.u.run;
+	run->seq_id = r->slot;
+	run->slot = r->slot;
+	run->n = ch.n;
+	run->pos0 = ch.pos0;
+	run->mode = samples ? head_mode(r, &run->k) : MSG_HEAD_ARGMAX;
+	if (!samples)
+		run->k = 1;
+	memcpy(run->tokens, r->seq.tokens + ch.pos0, ch.n * sizeof run->tokens[0]);
+	struct msg_done done;
+	int rc = wl_send(c, &c->gpu, &c->m);
+	if (!rc)
+		rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
+	if (rc)
+		return rc;
+	if ((rc = sched_seq_advance(&r->seq, &ch)))
+		return rc;
+	return samples && !r->seq.replaying ? take_token(c, r, &done) : 0;
+}
+
+static int send_op(struct coord *c, struct wlink *w, const struct sched_op *op,
+		   struct intake_req *r, const struct sched_chunk *ch)
+{
+	switch (op->kind) {
+	case SCHED_OP_EMBED:
+		msg_init(&c->m, MSG_EMBED);
+		c->m.u.embed.seq_id = r->slot;
+		c->m.u.embed.slot = r->slot;
+		c->m.u.embed.n = ch->n;
+		memcpy(c->m.u.embed.tokens, r->seq.tokens + ch->pos0, ch->n * sizeof(uint32_t));
+		break;
+	case SCHED_OP_ATTN:
+	case SCHED_OP_FFN:
+		msg_init(&c->m, MSG_STAGE);
+		c->m.u.stage.seq_id = r->slot;
+		c->m.u.stage.slot = r->slot;
+		c->m.u.stage.stage = op->kind == SCHED_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN;
+		c->m.u.stage.layer = op->layer;
+		c->m.u.stage.n_layers = 1;
+		c->m.u.stage.n = ch->n;
+		c->m.u.stage.pos0 = ch->pos0;
+		break;
+	case SCHED_OP_HEAD:
+		msg_init(&c->m, MSG_HEAD);
+		c->m.u.head.seq_id = r->slot;
+		c->m.u.head.slot = r->slot;
+		c->m.u.head.n = ch->n;
+		c->m.u.head.mode = head_mode(r, &c->m.u.head.k);
+		break;
+	default:
+		return 0;
+	}
+	return wl_send(c, w, &c->m);
+}
+
+/* Split: one chunk each for one or two sequences, pipelined. */
+static int step_split(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	struct sched_chunk ch[2];
+	bool head[2] = { false, false };
+	for (uint32_t i = 0; i < n; i++) {
+		if (!sched_seq_next(&rs[i]->seq, &ch[i]))
+			return err_set(ERR_STATE, "nothing to feed");
+		head[i] = sched_seq_chunk_samples(&rs[i]->seq, &ch[i]);
+	}
+	static struct sched_round plan[SCHED_MAX_ROUNDS];
+	uint32_t n_rounds;
+	int rc = sched_split_plan(c->n_layer, n, head, plan, SCHED_MAX_ROUNDS, &n_rounds);
+	if (rc)
+		return rc;
+	struct msg_done done[2], d;
+	for (uint32_t k = 0; k < n_rounds; k++) {
+		const struct sched_round *rd = &plan[k];
+		bool g = rd->gpu.kind != SCHED_OP_NONE, p = rd->npu.kind != SCHED_OP_NONE;
+		if (g && (rc = send_op(c, &c->gpu, &rd->gpu, rs[rd->gpu.who], &ch[rd->gpu.who])))
+			return rc;
+		if (p && (rc = send_op(c, &c->npu, &rd->npu, rs[rd->npu.who], &ch[rd->npu.who])))
+			return rc;
+		if (g && p)
+			c->n_pipelined++;
+		if (g) {
+			if ((rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &d)))
+				return rc;
+			if (rd->gpu.kind == SCHED_OP_HEAD)
+				done[rd->gpu.who] = d;
+		}
+		if (p && (rc = wl_wait(c, &c->npu, c->step_timeout_ms, &d)))
+			return rc;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if ((rc = sched_seq_advance(&rs[i]->seq, &ch[i])))
+			return rc;
+		if (head[i] && !rs[i]->seq.replaying && (rc = take_token(c, rs[i], &done[i])))
+			return rc;
+	}
+	return 0;
+}
+
+/* A worker failed: handshake again (a new pid = restarted), reset the
+ * survivors and replay every live sequence from position 0. */
+static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
+{
+	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
+	int64_t deadline = intake_now_ns() + (int64_t)RECOVER_MS * 1000000;
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(c, i);
+		if (!w)
+			continue;
+		w->up = false;
+		int rc = wl_handshake(c, w, deadline);
+		if (rc)
+			return rc;
+		if ((rc = wl_reset(c, w, 0, true)))
+			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
+	}
+	for (uint32_t i = 0; i < n_live; i++) {
+		sched_seq_replay(&live[i]->seq);
+		live[i]->fails++;
+	}
+	fprintf(stderr, "coordinator: workers back; replaying %u sequence%s\n", n_live,
+		n_live == 1 ? "" : "s");
+	return 0;
+}
+
+/* A worker refused a slot it does not serve (it keeps fewer sequences than
+ * --max-seqs): use fewer slots from now on and put a request that had not
+ * started back in the queue instead of failing it. */
+static bool requeue_refused(struct coord *c, struct intake_req *r, int rc)
+{
+	if (rc != ERR_RANGE || r->slot == 0 || r->seq.n_chunks != 0 || r->seq.replaying)
+		return false;
+	if (c->sched.max_seqs > r->slot) {
+		fprintf(stderr, "coordinator: a worker refused slot %u (%s); using %u slot%s\n",
+			r->slot, err_msg(), r->slot, r->slot == 1 ? "" : "s");
+		c->sched.max_seqs = r->slot;
+	}
+	sched_slot_free(&c->sched, r->slot);
+	r->has_slot = false;
+	sched_seq_free(&r->seq);
+	if (sched_queue_push(&c->sched, r->id))
+		return false;
+	r->state = INTAKE_QUEUED;
+	return true;
+}
+
+static void run_live(struct coord *c)
+{
+	struct intake_req *live[SCHED_MAX_SEQS];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS && n < SCHED_MAX_SEQS; i++) {
+		struct intake_req *r = intake_at(c->in, i);
+		if (r && r->has_slot && r->state == INTAKE_LIVE)
+			live[n++] = r;
+	}
+	if (!n)
+		return;
+	int64_t t0 = intake_now_ns();
+	int rc = 0;
+	bool decode = true;
+	for (uint32_t i = 0; i < n; i++)
+		decode = decode && live[i]->seq.n_fed >= live[i]->seq.n_prompt &&
+			 !live[i]->seq.replaying;
+	if (!c->split) {
+		for (uint32_t i = 0; i < n && !rc; i++) {
+			rc = step_fused(c, live[i]);
+			heartbeat(c);
+			if (rc == ERR_RANGE && requeue_refused(c, live[i], rc)) {
+				rc = 0;
+			} else if (rc == ERR_RANGE || rc == ERR_INVAL) {
+				/* refused (e.g. a slot the worker does not serve): only
+				 * this request fails */
+				fprintf(stderr, "coordinator: request %016llx: %s\n",
+					(unsigned long long)live[i]->id, err_msg());
+				intake_finish(live[i], MSG_END_ERROR);
+				rc = 0;
+			}
+		}
+	} else {
+		for (uint32_t i = 0; i < n && !rc; i += 2) {
+			rc = step_split(c, live + i, n - i >= 2 ? 2 : 1);
+			heartbeat(c);
+		}
+	}
+	int64_t dt = intake_now_ns() - t0;
+	c->step_wall_ns += dt;
+	c->n_steps++;
+	if (decode) {
+		c->decode_wall_ns += dt;
+		c->n_decode_steps++;
+	}
+	if (!rc)
+		return;
+	if (rc == ERR_RANGE || rc == ERR_INVAL) {
+		/* a bad answer, not a dead worker: fail the requests, keep going */
+		fprintf(stderr, "coordinator: %s\n", err_msg());
+		bool requeued = false;
+		for (uint32_t i = 0; i < n; i++)
+			requeued |= requeue_refused(c, live[i], rc);
+		/* a refused slot is retried with fewer slots; the others of the
+		 * round simply rerun their chunk (same positions, same values) */
+		if (!requeued)
+			for (uint32_t i = 0; i < n; i++)
+				intake_finish(live[i], MSG_END_ERROR);
+		return;
+	}
+	if (recover(c, live, n)) {
+		fprintf(stderr, "coordinator: giving up: %s\n", err_msg());
+		for (uint32_t i = 0; i < n; i++)
+			intake_finish(live[i], MSG_END_ERROR);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (live[i]->fails > MAX_FAILS) {
+			fprintf(stderr, "coordinator: request %016llx: failed %u times, giving up\n",
+				(unsigned long long)live[i]->id, live[i]->fails);
+			intake_finish(live[i], MSG_END_ERROR);
+		}
+}
+
+static void report_busy(struct coord *c)
+{
+	if (!c->n_steps)
+		return;
+	double wall = (double)c->step_wall_ns;
+	fprintf(stderr, "coordinator: %s: %llu rounds, %.3f ms/round (decode %.3f ms over %llu), "
+		"busy gpu %.0f%%", c->split ? "split" : "fused", (unsigned long long)c->n_steps,
+		wall / 1e6 / (double)c->n_steps,
+		c->n_decode_steps ? (double)c->decode_wall_ns / 1e6 / (double)c->n_decode_steps : 0.0,
+		(unsigned long long)c->n_decode_steps, 100.0 * (double)c->gpu.busy_ns / wall);
+	if (c->split)
+		fprintf(stderr, ", npu %.0f%%, %llu overlapped pairs",
+			100.0 * (double)c->npu.busy_ns / wall, (unsigned long long)c->n_pipelined);
+	fprintf(stderr, "\n");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
+		"                           [--max-seqs N] [--step-timeout-ms MS]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static struct coord c;
+	const char *model = NULL, *placement = "fused";
+	c.max_seqs = 4;
+	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
+	static const struct option opts[] = {
+		{ "rundir", required_argument, 0, 'r' },
+		{ "model", required_argument, 0, 'm' },
+		{ "placement", required_argument, 0, 'p' },
+		{ "max-seqs", required_argument, 0, 's' },
+		{ "step-timeout-ms", required_argument, 0, 't' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int o;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'r': c.rundir = optarg; break;
+		case 'm': model = optarg; break;
+		case 'p': placement = optarg; break;
+		case 's': c.max_seqs = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 't': c.step_timeout_ms = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!c.rundir || !model || (strcmp(placement, "split") && strcmp(placement, "fused")) ||
+	    c.max_seqs < 1 || c.max_seqs > MSG_MAX_SLOTS || c.step_timeout_ms < 100) {
+		usage(stderr);
+		return 2;
+	}
+	c.split = !strcmp(placement, "split");
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	char ready[RUNDIR_PATH_MAX], url[BUS_URL_MAX];
+	if (rundir_check(c.rundir) || rundir_path(c.rundir, "ready", ready, sizeof ready)) {
+		fprintf(stderr, "coordinator: %s\n", err_msg());
+		return 2;
+	}
+	unlink(ready);
+	if (ctl_start(c.rundir, MSG_ROLE_COORDINATOR, fill_status, &c, 0, &c.ctl)) {
+		fprintf(stderr, "coordinator: control link: %s\n", err_msg());
+		return 1;
+	}
+	if (tok_load(model, &c.tok)) {
+		fprintf(stderr, "coordinator: tokenizer: %s\n", err_msg());
+		return 2;
+	}
+	/* The loader may still be copying a big model: wait, heartbeating. */
+	while (!stopping(&c)) {
+		heartbeat(&c);
+		int rc = attach_open(c.rundir, 1000, &c.att);
+		if (!rc)
+			break;
+		if (rc != ERR_TIMEOUT && rc != ERR_NOTFOUND && rc != ERR_IO) {
+			fprintf(stderr, "coordinator: attach: %s\n", err_msg());
+			return 1;
+		}
+	}
+	if (stopping(&c))
+		return 0;
+	c.n_layer = c.att->model->cfg.n_layer;
+	c.n_ctx = c.att->model->cfg.n_ctx;
+	if (c.n_ctx > MSG_MAX_POS)
+		c.n_ctx = MSG_MAX_POS;
+	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
+		fprintf(stderr, "coordinator: %s\n", err_msg());
+		return 2;
+	}
+	c.gpu.name = "gpu";
+	c.gpu.role = MSG_ROLE_GPU_WORKER;
+	c.npu.name = "npu";
+	c.npu.role = MSG_ROLE_NPU_WORKER;
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(&c, i);
+		if (!w)
+			continue;
+		if (rundir_url(c.rundir, i == 0 ? RUNDIR_GPU : RUNDIR_NPU, url, sizeof url) ||
+		    bus_dial(url, BUS_PAIR, &w->b)) {
+			fprintf(stderr, "coordinator: %s\n", err_msg());
+			return 1;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(&c, i);
+		if (w && wl_handshake(&c, w, 0)) {
+			fprintf(stderr, "coordinator: %s\n", err_msg());
+			return stopping(&c) ? 0 : 1;
+		}
+		if (w && wl_reset(&c, w, 0, true))
+			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
+	}
+	if (rundir_url(c.rundir, RUNDIR_COORDINATOR, url, sizeof url) ||
+	    intake_open(url, submit, &c, &c.in)) {
+		fprintf(stderr, "coordinator: intake: %s\n", err_msg());
+		return 1;
+	}
+	/* ready holds the model path: the CLI loads the same tokenizer from it
+	 * (unicorn run --json prints the prompt ids). */
+	int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		char path[4096];
+		const char *abs = realpath(model, path) ? path : model;
+		if (write(fd, abs, strlen(abs)) < 0 || write(fd, "\n", 1) < 0)
+			fprintf(stderr, "coordinator: %s: %s\n", ready, strerror(errno));
+		close(fd);
+	}
+	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
+		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
+
+	uint64_t reported = 0;
+	while (!stopping(&c)) {
+		heartbeat(&c);
+		bool busy = sched_live(&c.sched) > 0 || c.sched.q_len > 0;
+		intake_serve(c.in, busy ? 0 : 20);
+		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+			struct intake_req *r = intake_at(c.in, i);
+			if (r && r->state == INTAKE_DONE && r->has_slot)
+				release(&c, r);
+		}
+		admit(&c);
+		run_live(&c);
+		if (!sched_live(&c.sched) && c.n_steps != reported) {
+			report_busy(&c);
+			reported = c.n_steps;
+		}
+	}
+	fprintf(stderr, "coordinator: shutting down\n");
+	unlink(ready);
+	intake_close(c.in);
+	for (int i = 0; i < 2; i++)
+		if (links(&c, i))
+			bus_close(links(&c, i)->b);
+	attach_close(c.att);
+	tok_free(c.tok);
+	ctl_stop(c.ctl);
+	return 0;
+}

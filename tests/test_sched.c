@@ -1,0 +1,235 @@
+/* Scheduler logic tests: chunking, replay with identical chunks, resume
+ * chunking, slots, queue bounds, split pipeline plans, UTF-8 holding. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "coordinator/sched.h"
+#include "ipc/err.h"
+
+static uint32_t seqtok[1000];
+
+static void fill(void)
+{
+	for (uint32_t i = 0; i < 1000; i++)
+		seqtok[i] = 100 + i;
+}
+
+/* Feed everything, pushing a new token after each sampling chunk until
+ * n_total tokens; record the chunks. */
+static uint32_t run_to(struct sched_seq *s, uint32_t n_total, struct sched_chunk *log, uint32_t cap)
+{
+	uint32_t n = 0;
+	struct sched_chunk c;
+	while (sched_seq_next(s, &c)) {
+		cr_assert_lt(n, cap);
+		bool samples = sched_seq_chunk_samples(s, &c);
+		cr_assert_eq(sched_seq_advance(s, &c), 0);
+		log[n++] = c;
+		if (samples && s->n_tok < n_total)
+			cr_assert_eq(sched_seq_push(s, 5000 + s->n_tok), 0);
+	}
+	return n;
+}
+
+Test(sched, prompt_chunks_then_single_tokens)
+{
+	fill();
+	struct sched_seq s;
+	cr_assert_eq(sched_seq_init(&s, seqtok, 600, NULL, 0, 256), 0);
+	struct sched_chunk log[64];
+	uint32_t n = run_to(&s, 603, log, 64);
+	cr_assert_eq(n, 3 + 3);
+	cr_assert_eq(log[0].pos0, 0);
+	cr_assert_eq(log[0].n, 256);
+	cr_assert_eq(log[1].pos0, 256);
+	cr_assert_eq(log[1].n, 256);
+	cr_assert_eq(log[2].pos0, 512);
+	cr_assert_eq(log[2].n, 88);
+	for (uint32_t i = 3; i < 6; i++) {
+		cr_assert_eq(log[i].n, 1);
+		cr_assert_eq(log[i].pos0, 600 + i - 3);
+	}
+	cr_assert_eq(s.n_tok, 603);
+	sched_seq_free(&s);
+}
+
+Test(sched, replay_uses_recorded_chunks)
+{
+	fill();
+	struct sched_seq s;
+	cr_assert_eq(sched_seq_init(&s, seqtok, 300, NULL, 0, 128), 0);
+	struct sched_chunk log[64], again[64];
+	uint32_t n = run_to(&s, 310, log, 64);
+	/* one more generated token is pending (not fed yet) */
+	cr_assert_eq(sched_seq_push(&s, 7), 0);
+	struct sched_chunk c;
+	cr_assert(sched_seq_next(&s, &c));
+	/* the worker died: replay */
+	sched_seq_replay(&s);
+	uint32_t m = 0;
+	while (sched_seq_next(&s, &c) && s.replaying) {
+		cr_assert(!sched_seq_chunk_samples(&s, &c), "replayed chunks never sample");
+		cr_assert_eq(sched_seq_advance(&s, &c), 0);
+		again[m++] = c;
+	}
+	cr_assert_eq(m, n);
+	cr_assert_eq(memcmp(log, again, n * sizeof log[0]), 0);
+	/* then the pending token, alone, and it samples */
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 310);
+	cr_assert_eq(c.n, 1);
+	cr_assert(sched_seq_chunk_samples(&s, &c));
+	sched_seq_free(&s);
+}
+
+Test(sched, resume_chunks_match_original)
+{
+	fill();
+	struct sched_seq a, b;
+	cr_assert_eq(sched_seq_init(&a, seqtok, 200, NULL, 0, 64), 0);
+	struct sched_chunk la[64], lb[64];
+	uint32_t na = run_to(&a, 210, la, 64);
+	/* a coordinator restart: prompt + the 10 generated tokens as resume[] */
+	cr_assert_eq(sched_seq_init(&b, seqtok, 200, a.tokens + 200, 10, 64), 0);
+	uint32_t nb = run_to(&b, 210, lb, 64);
+	/* the original also fed its last token? no: it stops after sampling #10 */
+	cr_assert_eq(na, nb + 0);
+	cr_assert_eq(memcmp(la, lb, na * sizeof la[0]), 0);
+	cr_assert_eq(memcmp(a.tokens, b.tokens, 210 * sizeof(uint32_t)), 0);
+	sched_seq_free(&a);
+	sched_seq_free(&b);
+}
+
+Test(sched, seq_rejects_bad_input)
+{
+	struct sched_seq s;
+	uint32_t t[2] = { 1, 2 };
+	cr_assert_eq(sched_seq_init(&s, t, 0, NULL, 0, 16), ERR_INVAL);
+	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 0, 0), ERR_INVAL);
+	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 0, MSG_MAX_TOKENS + 1), ERR_INVAL);
+	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 1, 16), ERR_INVAL);
+	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 0, 16), 0);
+	struct sched_chunk bad = { 1, 1 };
+	cr_assert_eq(sched_seq_advance(&s, &bad), ERR_STATE);
+	bad = (struct sched_chunk){ 0, 3 };
+	cr_assert_eq(sched_seq_advance(&s, &bad), ERR_STATE);
+	sched_seq_free(&s);
+}
+
+Test(sched, slots_lowest_free)
+{
+	struct sched s;
+	cr_assert_eq(sched_init(&s, 3, 2), 0);
+	uint32_t a, b, c, d;
+	cr_assert_eq(sched_slot_alloc(&s, &a), 0);
+	cr_assert_eq(sched_slot_alloc(&s, &b), 0);
+	cr_assert_eq(sched_slot_alloc(&s, &c), 0);
+	cr_assert_eq(a, 0);
+	cr_assert_eq(b, 1);
+	cr_assert_eq(c, 2);
+	cr_assert_eq(sched_slot_alloc(&s, &d), ERR_STATE);
+	cr_assert_eq(sched_live(&s), 3);
+	sched_slot_free(&s, 1);
+	cr_assert_eq(sched_slot_alloc(&s, &d), 0);
+	cr_assert_eq(d, 1);
+	cr_assert_eq(sched_init(&s, 0, 2), ERR_INVAL);
+	cr_assert_eq(sched_init(&s, SCHED_MAX_SEQS + 1, 2), ERR_INVAL);
+}
+
+Test(sched, queue_bounded_fifo)
+{
+	struct sched s;
+	cr_assert_eq(sched_init(&s, 1, 3), 0);
+	cr_assert_eq(sched_queue_push(&s, 11), 0);
+	cr_assert_eq(sched_queue_push(&s, 12), 0);
+	cr_assert_eq(sched_queue_push(&s, 13), 0);
+	cr_assert_eq(sched_queue_push(&s, 14), ERR_RANGE);
+	cr_assert_eq(sched_queue_pos(&s, 13), 3);
+	cr_assert(sched_queue_remove(&s, 12));
+	cr_assert(!sched_queue_remove(&s, 12));
+	uint64_t id;
+	cr_assert_eq(sched_queue_pop(&s, &id), 0);
+	cr_assert_eq(id, 11);
+	cr_assert_eq(sched_queue_push(&s, 15), 0);
+	cr_assert_eq(sched_queue_pop(&s, &id), 0);
+	cr_assert_eq(id, 13);
+	cr_assert_eq(sched_queue_pop(&s, &id), 0);
+	cr_assert_eq(id, 15);
+	cr_assert_eq(sched_queue_pop(&s, &id), ERR_NOTFOUND);
+	/* wrap around many times */
+	for (uint64_t i = 0; i < 1000; i++) {
+		cr_assert_eq(sched_queue_push(&s, i + 1), 0);
+		cr_assert_eq(sched_queue_pop(&s, &id), 0);
+		cr_assert_eq(id, i + 1);
+	}
+}
+
+/* Every plan: each device runs one op per round, the two ops of a round
+ * belong to different sequences, and each sequence's ops come in the order
+ * embed, attn0, ffn0, attn1, ..., head. */
+static void check_plan(uint32_t L, uint32_t n_seqs, bool h0, bool h1)
+{
+	struct sched_round r[SCHED_MAX_ROUNDS];
+	bool head[2] = { h0, h1 };
+	uint32_t n;
+	cr_assert_eq(sched_split_plan(L, n_seqs, head, r, SCHED_MAX_ROUNDS, &n), 0);
+	uint32_t next[2] = { 0, 0 }; /* 0 embed, 1+2l attn l, 2+2l ffn l, 1+2L head */
+	uint32_t overlapped = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct sched_op *ops[2] = { &r[k].gpu, &r[k].npu };
+		if (ops[0]->kind && ops[1]->kind) {
+			overlapped++;
+			cr_assert_neq(ops[0]->who, ops[1]->who, "round %u: one sequence on both", k);
+		}
+		cr_assert(ops[0]->kind != SCHED_OP_ATTN, "attention runs on the npu");
+		cr_assert(ops[1]->kind == SCHED_OP_NONE || ops[1]->kind == SCHED_OP_ATTN);
+		for (int d = 0; d < 2; d++) {
+			const struct sched_op *o = ops[d];
+			if (!o->kind)
+				continue;
+			cr_assert_lt(o->who, n_seqs);
+			uint32_t want = next[o->who], got;
+			switch (o->kind) {
+			case SCHED_OP_EMBED: got = 0; break;
+			case SCHED_OP_ATTN: got = 1 + 2u * o->layer; break;
+			case SCHED_OP_FFN: got = 2 + 2u * o->layer; break;
+			default: got = 1 + 2 * L; break;
+			}
+			cr_assert_eq(got, want, "round %u: seq %u op %u, expected %u", k, o->who,
+				     got, want);
+			next[o->who]++;
+		}
+	}
+	cr_assert_eq(next[0], 1 + 2 * L + h0);
+	if (n_seqs == 2) {
+		cr_assert_eq(next[1], 1 + 2 * L + h1);
+		cr_assert_eq(overlapped, 2 * L, "attention and FFN overlap on every layer");
+	}
+}
+
+Test(sched, split_plans)
+{
+	check_plan(1, 1, true, false);
+	check_plan(6, 1, false, false);
+	check_plan(6, 2, true, true);
+	check_plan(1, 2, false, true);
+	check_plan(MSG_MAX_LAYERS, 2, true, false);
+	struct sched_round r[4];
+	bool h[2] = { true, true };
+	uint32_t n;
+	cr_assert_eq(sched_split_plan(6, 2, h, r, 4, &n), ERR_RANGE);
+	cr_assert_eq(sched_split_plan(0, 1, h, r, 4, &n), ERR_INVAL);
+	cr_assert_eq(sched_split_plan(6, 3, h, r, 4, &n), ERR_INVAL);
+}
+
+Test(sched, utf8_holds_partial)
+{
+	cr_assert_eq(sched_utf8_complete("abc", 3), 3);
+	cr_assert_eq(sched_utf8_complete("a\xe2\x82", 3), 1);     /* 3-byte char, 2 present */
+	cr_assert_eq(sched_utf8_complete("a\xe2\x82\xac", 4), 4); /* euro sign complete */
+	cr_assert_eq(sched_utf8_complete("\xf0\x9f\x98", 3), 0);
+	cr_assert_eq(sched_utf8_complete("\xf0\x9f\x98\x80", 4), 4);
+	cr_assert_eq(sched_utf8_complete("\xc3", 1), 0);
+	cr_assert_eq(sched_utf8_complete("\x80\x80\x80\x80\x80", 5), 5); /* invalid: let through */
+	cr_assert_eq(sched_utf8_complete("", 0), 0);
+}
