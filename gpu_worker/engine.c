@@ -50,6 +50,7 @@ struct engine {
 	struct vk_ctx *vk;
 	struct gemma3_config cfg;
 	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
+	uint32_t max_seqs, seq;     /* KV-cache slots and the selected one */
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
 	struct vk_buf *output_norm;
@@ -322,12 +323,23 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->max_ctx = o->max_ctx ? o->max_ctx : (c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096);
 	e->max_batch = o->max_batch ? o->max_batch : 32;
 	e->n_split = o->n_split ? o->n_split : 16;
+	e->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
-	if (e->max_batch > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24)) {
-		rc = err_set(ERR_INVAL, "engine: options: max_batch <= 4096, n_split <= 256, max_ctx <= 2^24");
+	if (e->max_batch > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24) || e->max_seqs > 256 ||
+	    (uint64_t)e->max_seqs * e->max_ctx > (1u << 24)) {
+		rc = err_set(ERR_INVAL, "engine: options: max_batch <= 4096, n_split <= 256, max_ctx <= 2^24, "
+			     "max_seqs <= 256 and max_seqs * max_ctx <= 2^24");
+		goto fail;
+	}
+	/* one KV buffer per layer holds every sequence's rows (seq * max_ctx + pos) */
+	uint64_t kv_bytes = (uint64_t)e->max_seqs * e->max_ctx * c->n_head_kv * c->head_dim * 4;
+	if (kv_bytes > VK_MAX_BUFFER_BYTES) {
+		rc = err_set(ERR_RANGE, "engine: KV cache of %u sequences x %u positions needs %llu MiB per layer "
+			     "(limit %llu MiB): lower max_seqs or max_ctx", e->max_seqs, e->max_ctx,
+			     (unsigned long long)(kv_bytes >> 20), (unsigned long long)(VK_MAX_BUFFER_BYTES >> 20));
 		goto fail;
 	}
 	rc = vk_create(o->device, &e->vk);
@@ -361,7 +373,6 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
 		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
-	uint64_t kv_bytes = (uint64_t)e->max_ctx * c->n_head_kv * c->head_dim * F;
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
 		if (!rc)
@@ -431,6 +442,21 @@ void engine_destroy(struct engine *e)
 		free(e->cbs[m]);
 	free(e->L);
 	free(e);
+}
+
+int engine_seq_select(struct engine *e, uint32_t seq)
+{
+	if (seq >= e->max_seqs)
+		return err_set(ERR_RANGE, "engine: sequence %u out of range (max_seqs %u)", seq, e->max_seqs);
+	e->seq = seq;
+	return 0;
+}
+
+int engine_seq_reset(struct engine *e, uint32_t seq)
+{
+	if (seq >= e->max_seqs)
+		return err_set(ERR_RANGE, "engine: sequence %u out of range (max_seqs %u)", seq, e->max_seqs);
+	return 0;
 }
 
 int engine_reset(struct engine *e)
@@ -644,6 +670,7 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 	s->pos0 = pos0;
 	s->n = n;
 	s->k = k;
+	s->kv_base = e->seq * e->max_ctx;
 	if (tokens) {
 		for (uint32_t i = 0; i < n; i++)
 			if (tokens[i] >= e->cfg.n_vocab)

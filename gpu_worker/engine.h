@@ -16,6 +16,7 @@ struct engine_opts {
 	const char *device;   /* NULL = first discrete GPU else first device; index or name substring */
 	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) */
 	uint32_t max_batch;   /* tokens per submission (prefill chunk); 0 = 32 */
+	uint32_t max_seqs;    /* sequences with their own KV cache (engine_seq_select); 0 = 1 */
 	uint32_t n_split;     /* attention splits over the KV length; 0 = 16 */
 };
 
@@ -53,7 +54,7 @@ struct engine_step {
 	uint32_t pos0;      /* position of tokens[0] */
 	uint32_t n;         /* tokens in this step */
 	uint32_t k;         /* top-k size */
-	uint32_t pad;
+	uint32_t kv_base;   /* first KV-cache row of the selected sequence (seq * max_ctx) */
 	uint32_t tokens[];  /* max_batch entries */
 };
 
@@ -89,6 +90,14 @@ int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t p
 		uint32_t *ids, float *vals);
 /* Forget every sequence (zeroes the KV cache). */
 int engine_reset(struct engine *e);
+/* Make seq (< max_seqs) the sequence whose KV cache later forward/argmax/topk/
+ * stage calls read and extend. Sequences are independent: each has its own
+ * positions 0..max_ctx-1. */
+int engine_seq_select(struct engine *e, uint32_t seq);
+/* Forget sequence seq. Its KV rows need no clearing: attention only reads
+ * positions a step has written before, so the next sequence in the slot
+ * overwrites them in order. */
+int engine_seq_reset(struct engine *e, uint32_t seq);
 int engine_timing(struct engine *e, struct engine_timing *t);
 
 /* Profiling: one forward of n tokens at pos0 (argmax mode) recorded with a

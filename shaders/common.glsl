@@ -18,6 +18,7 @@
 #define STEP_POS0 0
 #define STEP_N 1
 #define STEP_K 2
+#define STEP_KV_BASE 3  // first KV-cache row of the selected sequence
 #define STEP_TOKENS 4
 
 float gelu_tanh(float x)

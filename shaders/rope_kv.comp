@@ -57,7 +57,7 @@ void main()
 	if (pos >= p.kv_cap)
 		return;
 	uint kvh = hh - p.n_head;
-	uint ko = pos * (p.n_kv * hd) + kvh * hd;
+	uint ko = (step[STEP_KV_BASE] + pos) * (p.n_kv * hd) + kvh * hd;
 	for (uint i = tid; i < half_d; i += WG) {
 		float inv = pow(p.base, -2.0 * float(i) / float(hd)) * p.freq_scale;
 		float th = float(pos) * inv;

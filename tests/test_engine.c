@@ -176,3 +176,40 @@ Test(engine, topk_and_errors, .timeout = 120)
 	free(lg);
 	fx_close(&x);
 }
+
+/* Two sequences interleaved token by token in one engine (separate KV slots)
+ * give exactly the logits each gives alone; a bad slot is refused. */
+Test(engine, sequences_are_independent, .timeout = 120)
+{
+	struct fx x;
+	memset(&x, 0, sizeof x);
+	cr_assert_eq(golden_load("q4_0", &x.g), 0, "%s", err_msg());
+	cr_assert_eq(model_open(x.g.model_path, &x.m), 0, "%s", err_msg());
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 8, .n_split = 4, .max_seqs = 2 };
+	cr_assert_eq(engine_create(x.m, &o, &x.e), 0, "%s", err_msg());
+	size_t V = x.g.n_vocab;
+	enum { N = 12 };
+	const uint32_t *ta = x.g.tokens, *tb = x.g.tokens + 20; /* different prompts, both past the window */
+	float *alone = malloc(2 * N * V * sizeof *alone), *mixed = malloc(2 * N * V * sizeof *mixed);
+	cr_assert(alone && mixed);
+	for (uint32_t s = 0; s < 2; s++) {
+		cr_assert_eq(engine_reset(x.e), 0);
+		cr_assert_eq(engine_seq_select(x.e, 0), 0);
+		for (uint32_t t = 0; t < N; t++)
+			cr_assert_eq(engine_forward(x.e, (s ? tb : ta) + t, 1, t, alone + (s * N + t) * V, false), 0,
+				     "%s", err_msg());
+	}
+	cr_assert_eq(engine_reset(x.e), 0);
+	for (uint32_t t = 0; t < N; t++)
+		for (uint32_t s = 0; s < 2; s++) {
+			cr_assert_eq(engine_seq_select(x.e, s), 0);
+			cr_assert_eq(engine_forward(x.e, (s ? tb : ta) + t, 1, t, mixed + (s * N + t) * V, false), 0,
+				     "%s", err_msg());
+		}
+	cr_assert_eq(memcmp(alone, mixed, 2 * N * V * sizeof *alone), 0, "interleaved sequences differ");
+	cr_assert_eq(engine_seq_select(x.e, 2), ERR_RANGE);
+	cr_assert_eq(engine_seq_reset(x.e, 1), 0);
+	free(alone);
+	free(mixed);
+	fx_close(&x);
+}
