@@ -19,13 +19,6 @@
 #include "ipc/err.h"
 #include "ipc/rundir.h"
 
-/* The engine's multi-sequence API is being added (engine_seq_select /
- * engine_seq_reset). Weak references let this file build and run before it
- * exists: without it only slot 0 is served. TODO: call them directly (and
- * set engine_opts.max_seqs) once gpu_worker/engine.h declares them. */
-extern int engine_seq_select(struct engine *e, uint32_t seq) __attribute__((weak));
-extern int engine_seq_reset(struct engine *e, uint32_t seq) __attribute__((weak));
-
 struct wslot {
 	bool bound;
 	uint32_t seq_id;
@@ -91,11 +84,6 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		rc = err_set(ERR_INVAL, "worker: --max-seqs %u exceeds %d slots", w->max_seqs, MSG_MAX_SLOTS);
 		goto fail;
 	}
-	if (w->max_seqs > 1 && !engine_seq_select) {
-		fprintf(stderr, "worker: this engine keeps one sequence; serving slot 0 only (--max-seqs %u ignored)\n",
-			w->max_seqs);
-		w->max_seqs = 1;
-	}
 	rc = attach_open(o->rundir, o->attach_timeout_ms ? o->attach_timeout_ms : WORKER_ATTACH_TIMEOUT_MS, &w->att);
 	if (rc)
 		goto fail;
@@ -105,7 +93,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
 	w->max_ctx = c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
-	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = o->max_batch };
+	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = o->max_batch,
+				  .max_seqs = w->max_seqs };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -208,11 +197,7 @@ static void seq_advance(struct worker *w, uint32_t seq_id, uint32_t slot, uint32
 
 static int select_slot(struct worker *w, uint32_t slot)
 {
-	if (engine_seq_select)
-		return engine_seq_select(w->e, slot);
-	if (slot != 0)
-		return err_set(ERR_UNSUP, "worker: engine without multi-sequence support: only slot 0");
-	return 0;
+	return engine_seq_select(w->e, slot);
 }
 
 static int check_tokens(const struct worker *w, const uint32_t *t, uint32_t n)
@@ -365,13 +350,12 @@ static int do_reset(struct worker *w, const struct msg_reset_seq *m)
 			continue;
 		ws->bound = false;
 		ws->pos_next = 0;
-		if (engine_seq_reset && !(m->flags & MSG_RESET_ALL)) {
+		if (!(m->flags & MSG_RESET_ALL)) {
 			int r = engine_seq_reset(w->e, s);
 			rc = rc ? rc : r;
 		}
 	}
-	/* without per-sequence reset, or for "all": zero the whole KV cache */
-	if (m->flags & MSG_RESET_ALL || !engine_seq_reset) {
+	if (m->flags & MSG_RESET_ALL) {
 		int r = engine_reset(w->e);
 		rc = rc ? rc : r;
 	}
