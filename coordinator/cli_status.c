@@ -1,9 +1,130 @@
-/* PLACEHOLDER being written now; replaced by the real command. */
+/* unicorn status: the processes of a running cluster.
+ *
+ * The supervisor keeps RUNDIR/status.json current (rewritten every second
+ * with each child's pid, restarts and the STATUS it pulled over the child's
+ * control link). This command first asks the supervisor itself (STATUS_REQ on
+ * control.ipc) so a stale file of a dead cluster is never shown as live. */
 #include "coordinator/cli.h"
+
+#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "ipc/bus.h"
+#include "ipc/err.h"
+#include "ipc/progress.h"
+#include "ipc/rundir.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: unicorn status [--name N] [--json]\n"
+		   "Show the processes of cluster N (default \"default\"): pid, role, backend, device,\n"
+		   "memory, uptime, restarts, how weights are shared and imported, and the endpoint.\n");
+}
+
+static const char *str(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "-";
+}
+
+static void bytes(json_t *o, const char *k, char *buf, size_t n)
+{
+	json_t *v = json_object_get(o, k);
+	if (!json_is_integer(v))
+		snprintf(buf, n, "-");
+	else
+		progress_fmt_bytes(buf, n, (double)json_integer_value(v));
+}
+
 int cli_status(int argc, char **argv)
 {
-	(void)argc; (void)argv;
-	fprintf(stderr, "unicorn status: not built yet\n");
-	return 1;
+	static const struct option lo[] = {
+		{ "name", required_argument, 0, 'n' }, { "json", no_argument, 0, 'j' },
+		{ "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 },
+	};
+	const char *name = RUNDIR_DEFAULT_NAME;
+	int as_json = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'n': name = optarg; break;
+		case 'j': as_json = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "unicorn status: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	char dir[RUNDIR_PATH_MAX], url[BUS_URL_MAX + 1], path[RUNDIR_PATH_MAX];
+	if (rundir_resolve(name, dir, sizeof dir) || rundir_url(dir, RUNDIR_CONTROL, url, sizeof url) ||
+	    rundir_path(dir, "status.json", path, sizeof path)) {
+		fprintf(stderr, "unicorn status: %s\n", err_msg());
+		return 2;
+	}
+	pid_t pid = 0;
+	if (rundir_pid_read(dir, &pid) || !pid) {
+		fprintf(stderr, "unicorn status: no cluster named '%s' is running (no live supervisor in %s)\n",
+			name, dir);
+		return 1;
+	}
+	static struct msg req, rep;
+	struct bus *b;
+	int ok = 0;
+	if (rundir_check(dir) == 0 && bus_dial(url, BUS_REQ, &b) == 0) {
+		for (int i = 0; i < 10 && !ok; i++) {
+			msg_init(&req, MSG_STATUS_REQ);
+			ok = bus_call(b, &req, 500, &rep) == 0 && rep.type == MSG_STATUS;
+		}
+		bus_close(b);
+	}
+	if (!ok) {
+		fprintf(stderr, "unicorn status: the supervisor (pid %d) does not answer on %s\n", (int)pid, url);
+		return 1;
+	}
+	json_error_t je;
+	json_t *root = json_load_file(path, 0, &je);
+	if (!json_is_object(root)) {
+		fprintf(stderr, "unicorn status: %s: %s\n", path, root ? "not an object" : je.text);
+		json_decref(root);
+		return 1;
+	}
+	json_object_set_new(root, "restarts", json_integer(rep.u.status.restarts));
+	if (as_json) {
+		json_dumpf(root, stdout, JSON_INDENT(2));
+		printf("\n");
+		json_decref(root);
+		return 0;
+	}
+	char up[32];
+	progress_fmt_time(up, sizeof up, rep.u.status.uptime_ns / 1e9);
+	printf("cluster %s: supervisor pid %d, up %s, %s, %u restart%s\n", name, (int)pid, up,
+	       rep.u.status.steps ? "ready" : "starting", rep.u.status.restarts,
+	       rep.u.status.restarts == 1 ? "" : "s");
+	printf("model %s, placement %s\n", str(root, "model"), str(root, "placement"));
+	printf("endpoint %s (no HTTP yet: use `unicorn run --name %s`)\n\n", str(root, "endpoint"), name);
+	printf("%-12s %8s %8s %4s  %-7s %-28s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
+	       "RST", "BACKEND", "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
+	json_t *procs = json_object_get(root, "processes");
+	size_t i;
+	json_t *p;
+	json_array_foreach(procs, i, p) {
+		char w[32], kv[32], sc[32], t[32];
+		bytes(p, "weights_bytes", w, sizeof w);
+		bytes(p, "kv_bytes", kv, sizeof kv);
+		bytes(p, "scratch_bytes", sc, sizeof sc);
+		json_int_t ppid = json_integer_value(json_object_get(p, "pid"));
+		progress_fmt_time(t, sizeof t, json_number_value(json_object_get(p, "uptime_s")));
+		char pidbuf[16];
+		snprintf(pidbuf, sizeof pidbuf, ppid ? "%lld" : "down", (long long)ppid);
+		printf("%-12s %8s %8s %4lld  %-7.7s %-28.28s %10s %10s %10s  %-7s %-9s\n", str(p, "name"),
+		       pidbuf, ppid ? t : "-", (long long)json_integer_value(json_object_get(p, "restarts")),
+		       str(p, "backend"), str(p, "device"), w, kv, sc, str(p, "share_path"), str(p, "import"));
+	}
+	json_decref(root);
+	return 0;
 }

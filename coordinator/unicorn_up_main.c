@@ -1,0 +1,460 @@
+/* unicorn-up: start a model as a cluster of processes and keep it running
+ * (docs/cluster.md). The supervision mechanism is coordinator/supervisor.c;
+ * this file is options, the runtime dir, the control socket and the main loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "coordinator/supervisor.h"
+#include "ipc/bus.h"
+#include "ipc/ctl.h"
+#include "ipc/err.h"
+#include "ipc/rundir.h"
+
+#define GRACE_MS 5000
+#define READY_FILE "ready"
+#define STATUS_FILE "status.json"
+#define LOG_FILE "unicorn.log"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: unicorn-up --model PATH [options]\n"
+		"Run a model as a cluster of processes (loader, workers, coordinator) and supervise it.\n"
+		"\n"
+		"  --model PATH            GGUF file or Hugging Face directory (required)\n"
+		"  --placement split|fused fused: the GPU worker runs whole layers (default);\n"
+		"                          split: attention on the NPU worker, FFN on the GPU worker\n"
+		"  --attn-backend vulkan|xrt  attention backend of the NPU worker (split; default vulkan)\n"
+		"  --vk-device D           Vulkan device index or name substring for the workers\n"
+		"  --max-seqs N            concurrent sequences (1..%d)\n"
+		"  --name N                cluster name (default \"default\"; [A-Za-z0-9_-]{1,32})\n"
+		"  -d, --detach            run in the background once the cluster is ready\n"
+		"                          (log: RUNDIR/" LOG_FILE ")\n"
+		"  -h, --help              this text\n"
+		"\n"
+		"Stop it with `unicorn down --name N`; see it with `unicorn status --name N`.\n",
+		MSG_MAX_SLOTS);
+}
+
+struct up_opts {
+	char model[PATH_MAX];
+	const char *placement, *attn_backend, *vk_device, *name, *max_seqs;
+	int detach;
+};
+
+static int parse(int argc, char **argv, struct up_opts *o)
+{
+	static const struct option lo[] = {
+		{ "model", required_argument, 0, 'm' },     { "placement", required_argument, 0, 'p' },
+		{ "attn-backend", required_argument, 0, 'a' }, { "vk-device", required_argument, 0, 'v' },
+		{ "max-seqs", required_argument, 0, 's' },  { "name", required_argument, 0, 'n' },
+		{ "detach", no_argument, 0, 'd' },          { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *model = NULL;
+	o->placement = "fused";
+	o->attn_backend = "vulkan";
+	o->name = RUNDIR_DEFAULT_NAME;
+	int c;
+	while ((c = getopt_long(argc, argv, "dh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'm': model = optarg; break;
+		case 'p': o->placement = optarg; break;
+		case 'a': o->attn_backend = optarg; break;
+		case 'v': o->vk_device = optarg; break;
+		case 's': o->max_seqs = optarg; break;
+		case 'n': o->name = optarg; break;
+		case 'd': o->detach = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "unicorn-up: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!model) {
+		fprintf(stderr, "unicorn-up: --model PATH is required (try --help)\n");
+		return 2;
+	}
+	struct stat sb;
+	if (stat(model, &sb) || !realpath(model, o->model)) {
+		fprintf(stderr, "unicorn-up: --model %s: %s\n", model, strerror(errno));
+		return 2;
+	}
+	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split")) {
+		fprintf(stderr, "unicorn-up: --placement '%s': must be split or fused\n", o->placement);
+		return 2;
+	}
+	if (strcmp(o->attn_backend, "vulkan") && strcmp(o->attn_backend, "xrt")) {
+		fprintf(stderr, "unicorn-up: --attn-backend '%s': must be vulkan or xrt\n", o->attn_backend);
+		return 2;
+	}
+	if (o->max_seqs) {
+		char *end;
+		long v = strtol(o->max_seqs, &end, 10);
+		if (*end || end == o->max_seqs || v < 1 || v > MSG_MAX_SLOTS) {
+			fprintf(stderr, "unicorn-up: --max-seqs '%s': must be 1..%d\n", o->max_seqs,
+				MSG_MAX_SLOTS);
+			return 2;
+		}
+	}
+	if (!rundir_name_valid(o->name)) {
+		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
+			o->name, RUNDIR_NAME_MAX);
+		return 2;
+	}
+	return 0;
+}
+
+/* Executables live next to ours (bin/). */
+static int sibling(const char *name, char *out, size_t cap)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return err_set(ERR_IO, "/proc/self/exe: %s", strerror(errno));
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	*slash = 0;
+	int k = snprintf(out, cap, "%s/%s", self, name);
+	if (k < 0 || (size_t)k >= cap)
+		return err_set(ERR_RANGE, "%s/%s: path too long", self, name);
+	if (access(out, X_OK))
+		return err_set(ERR_NOTFOUND, "%s: %s (it is built with unicorn-up: `make`)", out,
+			       strerror(errno));
+	return 0;
+}
+
+/* Sockets and files a previous (crashed) cluster of this name may have left. */
+static const char *const run_files[] = {
+	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
+	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", READY_FILE,
+	STATUS_FILE,
+};
+
+static void remove_run_files(const char *dir)
+{
+	char p[RUNDIR_PATH_MAX];
+	for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++)
+		if (rundir_path(dir, run_files[i], p, sizeof p) == 0)
+			unlink(p);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void write_status(const char *dir, struct supervisor *s, const struct up_opts *o,
+			 uint64_t start_ns, bool is_ready)
+{
+	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8], coord[RUNDIR_PATH_MAX];
+	if (rundir_path(dir, STATUS_FILE, path, sizeof path) ||
+	    rundir_path(dir, RUNDIR_COORDINATOR, coord, sizeof coord))
+		return;
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	json_t *procs = sup_status_table(s);
+	json_t *root = json_pack("{s:s, s:i, s:s, s:s, s:s, s:f, s:b, s:i, s:o}", "name", o->name,
+				 "supervisor_pid", (int)getpid(), "model", o->model, "placement",
+				 o->placement, "endpoint", coord, "uptime_s",
+				 (now_ns() - start_ns) / 1e9, "ready", is_ready, "restarts",
+				 (int)sup_total_restarts(s), "processes", procs ? procs : json_array());
+	if (!root)
+		return;
+	if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0)
+		rename(tmp, path);
+	json_decref(root);
+}
+
+int main(int argc, char **argv)
+{
+	struct up_opts o = { 0 };
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc;
+
+	char dir[RUNDIR_PATH_MAX];
+	if ((rc = rundir_resolve(o.name, dir, sizeof dir)) ||
+	    (rc = rundir_create(dir))) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
+		return 1;
+	}
+	pid_t other = 0;
+	rc = rundir_pid_read(dir, &other);
+	if (rc == 0 && other > 0 && other != getpid()) {
+		fprintf(stderr,
+			"unicorn-up: a cluster named '%s' is already running (pid %d, %s);\n"
+			"  stop it with `unicorn down --name %s` or pick another --name\n",
+			o.name, (int)other, dir, o.name);
+		return 1;
+	}
+
+	char b_loader[PATH_MAX], b_gpu[PATH_MAX], b_npu[PATH_MAX], b_coord[PATH_MAX];
+	if ((rc = sibling("unicorn-loader", b_loader, sizeof b_loader)) ||
+	    (rc = sibling("unicorn-gpu-worker", b_gpu, sizeof b_gpu)) ||
+	    (!strcmp(o.placement, "split") && (rc = sibling("unicorn-npu-worker", b_npu, sizeof b_npu))) ||
+	    (rc = sibling("unicorn-coordinator", b_coord, sizeof b_coord))) {
+		fprintf(stderr, "unicorn-up: missing binary: %s\n", err_msg());
+		return 1;
+	}
+
+	/* -d: the foreground process waits for the daemon to report ready (or its
+	 * failure) over a pipe, so errors still reach the terminal. Forked before
+	 * any nng use. */
+	int notify = -1;
+	int log_fd = STDERR_FILENO;
+	if (o.detach) {
+		int p[2];
+		if (pipe2(p, O_CLOEXEC)) {
+			perror("unicorn-up: pipe");
+			return 1;
+		}
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("unicorn-up: fork");
+			return 1;
+		}
+		if (pid > 0) {
+			close(p[1]);
+			char buf[1024];
+			size_t len = 0;
+			ssize_t r;
+			while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) != 0) {
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r < 0)
+					break;
+				len += (size_t)r;
+			}
+			buf[len] = 0;
+			if (len > 1 && buf[0] == '0') {
+				printf("%s", buf + 1);
+				return 0;
+			}
+			fprintf(stderr, "%s", len > 1 ? buf + 1 : "unicorn-up: the background supervisor died before the cluster was ready\n");
+			return len > 1 && buf[0] == '2' ? 2 : 1;
+		}
+		close(p[0]);
+		notify = p[1];
+		setsid();
+		char lp[RUNDIR_PATH_MAX];
+		if (rundir_path(dir, LOG_FILE, lp, sizeof lp) == 0)
+			log_fd = open(lp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (log_fd < 0) {
+			dprintf(notify, "1unicorn-up: %s: %s\n", lp, strerror(errno));
+			return 1;
+		}
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(log_fd, 2);
+			close(null);
+		}
+	}
+
+	/* Signals become readable events; nng's threads (created later) inherit
+	 * the blocked mask, so only the signalfd sees them. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		perror("unicorn-up: signalfd");
+		return 1;
+	}
+
+	remove_run_files(dir);
+	if ((rc = rundir_pid_write(dir))) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
+		if (notify >= 0)
+			dprintf(notify, "1unicorn-up: %s\n", err_msg());
+		return 1;
+	}
+	char url[BUS_URL_MAX + 1];
+	struct bus *control = NULL;
+	if ((rc = rundir_url(dir, RUNDIR_CONTROL, url, sizeof url)) ||
+	    (rc = bus_listen(url, BUS_REP, &control))) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
+		if (notify >= 0)
+			dprintf(notify, "1unicorn-up: %s\n", err_msg());
+		rundir_pid_remove(dir);
+		return 1;
+	}
+
+	struct sup_opts so = { .rundir = dir, .log_fd = log_fd, .wake_fd = sfd };
+	struct supervisor *s;
+	if ((rc = sup_create(&so, &s))) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
+		return 1;
+	}
+	char f_loader[RUNDIR_PATH_MAX], f_gpu[RUNDIR_PATH_MAX], f_npu[RUNDIR_PATH_MAX];
+	rundir_path(dir, RUNDIR_LOADER_SOCK, f_loader, sizeof f_loader);
+	rundir_path(dir, RUNDIR_GPU, f_gpu, sizeof f_gpu);
+	rundir_path(dir, RUNDIR_NPU, f_npu, sizeof f_npu);
+	struct sup_child_spec sp;
+	int k;
+#define ARG(x) (sp.argv[k++] = (x))
+	memset(&sp, 0, sizeof sp);
+	k = 0;
+	snprintf(sp.name, sizeof sp.name, "loader");
+	sp.role = MSG_ROLE_LOADER;
+	ARG(b_loader); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
+	sp.ready_file = f_loader;
+	rc = sup_add(s, &sp);
+	if (!rc && !strcmp(o.placement, "split")) {
+		memset(&sp, 0, sizeof sp);
+		k = 0;
+		snprintf(sp.name, sizeof sp.name, "npu");
+		sp.role = MSG_ROLE_NPU_WORKER;
+		ARG(b_npu); ARG("--rundir"); ARG(dir); ARG("--attn-backend"); ARG(o.attn_backend);
+		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
+		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		sp.ready_file = f_npu;
+		rc = sup_add(s, &sp);
+	}
+	if (!rc) {
+		memset(&sp, 0, sizeof sp);
+		k = 0;
+		snprintf(sp.name, sizeof sp.name, "gpu");
+		sp.role = MSG_ROLE_GPU_WORKER;
+		ARG(b_gpu); ARG("--rundir"); ARG(dir);
+		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
+		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		sp.ready_file = f_gpu;
+		rc = sup_add(s, &sp);
+	}
+	if (!rc) {
+		memset(&sp, 0, sizeof sp);
+		k = 0;
+		snprintf(sp.name, sizeof sp.name, "coordinator");
+		sp.role = MSG_ROLE_COORDINATOR;
+		ARG(b_coord); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
+		ARG("--placement"); ARG(o.placement);
+		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		rc = sup_add(s, &sp);
+	}
+#undef ARG
+	if (!rc)
+		rc = sup_start(s);
+	int exit_code = 0;
+	if (rc) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
+		if (notify >= 0)
+			dprintf(notify, "1unicorn-up: %s\n", err_msg());
+		exit_code = 1;
+		goto stop;
+	}
+
+	char ready_path[RUNDIR_PATH_MAX];
+	rundir_path(dir, READY_FILE, ready_path, sizeof ready_path);
+	uint64_t start_ns = now_ns(), next_status = 0;
+	bool is_ready = false;
+	static struct msg req, rep; /* large */
+	for (;;) {
+		int ev = sup_step(s, 30);
+		if (ev == SUP_FATAL) {
+			dprintf(log_fd, "unicorn-up: stopping the cluster: %s\n", sup_fatal_msg(s));
+			if (notify >= 0)
+				dprintf(notify, "2unicorn-up: the cluster could not start: %s\n", sup_fatal_msg(s));
+			exit_code = 2;
+			break;
+		}
+		if (ev == SUP_WAKE) {
+			struct signalfd_siginfo si;
+			bool stop = false;
+			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+				if (si.ssi_signo != SIGCHLD)
+					stop = true;
+			if (stop) {
+				dprintf(log_fd, "[unicorn-up] signal received: stopping the cluster\n");
+				break;
+			}
+		}
+		struct bus_pending *pend;
+		if (bus_serve(control, 20, &req, &pend) == 0) {
+			bool stop = false;
+			if (req.type == MSG_STATUS_REQ) {
+				msg_init(&rep, MSG_STATUS);
+				rep.u.status.role = MSG_ROLE_SUPERVISOR;
+				rep.u.status.pid = (uint32_t)getpid();
+				msg_set_str(rep.u.status.backend, sizeof rep.u.status.backend, "-");
+				msg_set_str(rep.u.status.device, sizeof rep.u.status.device, "-");
+				rep.u.status.uptime_ns = now_ns() - start_ns;
+				rep.u.status.restarts = sup_total_restarts(s);
+				rep.u.status.steps = is_ready; /* supervisor STATUS: steps = 1 once ready */
+			} else if (req.type == MSG_SHUTDOWN) {
+				msg_init(&rep, MSG_ACK);
+				rep.u.ack.ack_seq = req.seq;
+				stop = true;
+			} else if (req.type == MSG_PING) {
+				msg_init(&rep, MSG_PONG);
+				rep.u.ping.nonce = req.u.ping.nonce;
+			} else {
+				msg_init(&rep, MSG_ERROR);
+				rep.u.error.code = ERR_INVAL;
+				rep.u.error.ref_seq = req.seq;
+				msg_set_str(rep.u.error.text, sizeof rep.u.error.text,
+					    "control.ipc serves STATUS_REQ, PING and SHUTDOWN");
+			}
+			bus_reply(pend, &rep);
+			if (stop) {
+				dprintf(log_fd, "[unicorn-up] shutdown requested: stopping the cluster\n");
+				break;
+			}
+		}
+		if (!is_ready && access(ready_path, F_OK) == 0) {
+			is_ready = true;
+			next_status = 0; /* show the ready table at once */
+			char line[PATH_MAX + 256];
+			snprintf(line, sizeof line,
+				 "unicorn: ready \xe2\x80\x94 model %s, placement %s, try: unicorn run --name %s \"Hello\"\n",
+				 o.model, o.placement, o.name);
+			dprintf(log_fd, "%s", line);
+			if (notify >= 0) {
+				dprintf(notify, "0%s", line);
+				close(notify);
+				notify = -1;
+			}
+		}
+		uint64_t now = now_ns();
+		if (now >= next_status) {
+			write_status(dir, s, &o, start_ns, is_ready);
+			next_status = now + 1000000000u;
+		}
+	}
+stop:
+	sup_stop(s, GRACE_MS);
+	sup_destroy(s);
+	bus_close(control);
+	remove_run_files(dir);
+	rundir_pid_remove(dir);
+	rmdir(dir); /* only succeeds when nothing (a -d log) is left */
+	if (notify >= 0) {
+		dprintf(notify, "1unicorn-up: the cluster stopped before it was ready\n");
+		close(notify);
+	}
+	dprintf(log_fd, "[unicorn-up] stopped\n");
+	return exit_code;
+}

@@ -1,0 +1,293 @@
+/* supervisor: the supervision mechanism with real child processes: /bin/sh
+ * one-liners, and this test binary re-executed as a ctl-speaking child (the
+ * constructor below takes over before Criterion starts when
+ * UNICORN_TEST_CTL_CHILD is set). */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator/supervisor.h"
+#include "ipc/ctl.h"
+#include "ipc/err.h"
+
+/* ---- the ctl child: heartbeats until SHUTDOWN, then exits 0 ---- */
+__attribute__((constructor)) static void ctl_child(void)
+{
+	const char *dir = getenv("UNICORN_TEST_CTL_CHILD");
+	if (!dir)
+		return;
+	struct ctl *c;
+	if (ctl_start(dir, MSG_ROLE_GPU_WORKER, NULL, NULL, 0, &c)) {
+		fprintf(stderr, "ctl child: %s\n", err_msg());
+		_exit(1);
+	}
+	fprintf(stderr, "ctl child %d up\n", (int)getpid());
+	while (!ctl_shutdown_requested(c)) {
+		ctl_heartbeat(c);
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "ctl child %d: shutdown\n", (int)getpid());
+	ctl_stop(c);
+	_exit(0);
+}
+
+static char tmp[64], logpath[128];
+static int log_fd = -1;
+
+static void setup(void)
+{
+	snprintf(tmp, sizeof tmp, "/tmp/unicorn-sup-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(logpath, sizeof logpath, "%s/log", tmp);
+	log_fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	cr_assert_geq(log_fd, 0);
+}
+
+static void teardown(void)
+{
+	close(log_fd);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	if (system(cmd)) {}
+}
+
+TestSuite(supervisor, .init = setup, .fini = teardown, .timeout = 30);
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_log(void)
+{
+	static char buf[65536];
+	FILE *f = fopen(logpath, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	return buf;
+}
+
+static int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static struct supervisor *make(uint32_t min_ms, uint32_t max_ms, uint32_t reset_ms)
+{
+	struct sup_opts o = { .rundir = tmp, .log_fd = log_fd, .wake_fd = -1, .backoff_min_ms = min_ms,
+			      .backoff_max_ms = max_ms, .reset_ms = reset_ms, .ping_ms = 100, .pong_ms = 700 };
+	struct supervisor *s;
+	cr_assert_eq(sup_create(&o, &s), 0, "%s", err_msg());
+	return s;
+}
+
+static void add_sh(struct supervisor *s, const char *name, const char *script, const char *ready)
+{
+	struct sup_child_spec sp = { 0 };
+	snprintf(sp.name, sizeof sp.name, "%s", name);
+	sp.argv[0] = "/bin/sh";
+	sp.argv[1] = "-c";
+	sp.argv[2] = script;
+	sp.ready_file = ready;
+	cr_assert_eq(sup_add(s, &sp), 0, "%s", err_msg());
+}
+
+static void run_for(struct supervisor *s, double seconds)
+{
+	double end = now_s() + seconds;
+	while (now_s() < end)
+		cr_assert_geq(sup_step(s, 20), 0, "%s", err_msg());
+}
+
+Test(supervisor, restart_with_backoff_and_prefixes)
+{
+	int fds0 = count_fds();
+	struct supervisor *s = make(50, 200, 10000);
+	add_sh(s, "flaky", "echo hello from $$; echo partial-line-no-newline >&2; exit 1", NULL);
+	cr_assert_eq(sup_start(s), 0, "%s", err_msg());
+	run_for(s, 1.3);
+	struct sup_child_info ci;
+	cr_assert_eq(sup_info(s, 0, &ci), 0);
+	/* delays 50, 100, 200, 200, 200, ...: about 6 restarts in 1.3 s */
+	cr_assert_geq(ci.restarts, 3, "restarts %u", ci.restarts);
+	cr_assert_leq(ci.restarts, 9, "restarts %u (backoff not applied?)", ci.restarts);
+	cr_assert_eq(ci.last_exit, 1);
+	sup_stop(s, 1000);
+	sup_destroy(s);
+	cr_assert_eq(count_fds(), fds0, "descriptors leaked");
+	const char *log = read_log();
+	cr_assert_not_null(strstr(log, "[flaky] hello from "), "%s", log);
+	cr_assert_not_null(strstr(log, "[flaky] partial-line-no-newline\n"), "%s", log);
+	const char *a = strstr(log, "restarting in 50 ms");
+	cr_assert_not_null(a, "%s", log);
+	const char *b = strstr(a, "restarting in 100 ms");
+	cr_assert_not_null(b, "doubling: %s", log);
+	const char *c = strstr(b, "restarting in 200 ms");
+	cr_assert_not_null(c, "doubling: %s", log);
+	cr_assert_not_null(strstr(c + 1, "restarting in 200 ms"), "capped at max: %s", log);
+	cr_assert_null(strstr(log, "restarting in 400 ms"), "cap exceeded: %s", log);
+}
+
+Test(supervisor, backoff_resets_after_long_uptime)
+{
+	struct supervisor *s = make(50, 2000, 150);
+	add_sh(s, "slow", "sleep 0.25; exit 1", NULL);
+	cr_assert_eq(sup_start(s), 0);
+	run_for(s, 1.2);
+	sup_stop(s, 1000);
+	sup_destroy(s);
+	const char *log = read_log();
+	cr_assert_null(strstr(log, "restarting in 100 ms"), "backoff must reset: %s", log);
+	const char *a = strstr(log, "restarting in 50 ms");
+	cr_assert_not_null(a);
+	cr_assert_not_null(strstr(a + 1, "restarting in 50 ms"), "%s", log);
+}
+
+Test(supervisor, exit2_is_fatal)
+{
+	struct supervisor *s = make(50, 200, 10000);
+	add_sh(s, "first", "exec sleep 100", NULL);
+	add_sh(s, "loader", "echo 'model.gguf: bad magic' >&2; exit 2", NULL);
+	cr_assert_eq(sup_start(s), 0);
+	int ev = SUP_IDLE;
+	double end = now_s() + 5;
+	while (ev != SUP_FATAL && now_s() < end)
+		ev = sup_step(s, 20);
+	cr_assert_eq(ev, SUP_FATAL);
+	cr_assert_not_null(strstr(sup_fatal_msg(s), "loader"), "%s", sup_fatal_msg(s));
+	cr_assert_not_null(strstr(sup_fatal_msg(s), "bad magic"), "%s", sup_fatal_msg(s));
+	run_for(s, 0.3);
+	struct sup_child_info ci;
+	sup_info(s, 1, &ci);
+	cr_assert_eq(ci.restarts, 0, "a fatal child is never restarted");
+	cr_assert_eq(ci.pid, 0);
+	sup_info(s, 0, &ci);
+	pid_t first = ci.pid;
+	cr_assert_gt(first, 0);
+	double t0 = now_s();
+	sup_stop(s, 1000);
+	cr_assert_lt(now_s() - t0, 1.5);
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.pid, 0);
+	cr_assert_eq(kill(first, 0), -1, "child still exists after sup_stop");
+	sup_destroy(s);
+}
+
+Test(supervisor, missing_binary_is_fatal)
+{
+	struct supervisor *s = make(50, 200, 10000);
+	struct sup_child_spec sp = { 0 };
+	snprintf(sp.name, sizeof sp.name, "ghost");
+	sp.argv[0] = "/nonexistent/unicorn-ghost";
+	cr_assert_eq(sup_add(s, &sp), 0);
+	cr_assert_eq(sup_start(s), 0);
+	int ev = SUP_IDLE;
+	double end = now_s() + 5;
+	while (ev != SUP_FATAL && now_s() < end)
+		ev = sup_step(s, 20);
+	cr_assert_eq(ev, SUP_FATAL);
+	cr_assert_not_null(strstr(sup_fatal_msg(s), "/nonexistent/unicorn-ghost"), "%s", sup_fatal_msg(s));
+	sup_destroy(s);
+}
+
+Test(supervisor, start_order_waits_for_ready_file)
+{
+	char fa[128], fb[128], sa[256], sb[256];
+	snprintf(fa, sizeof fa, "%s/a.ready", tmp);
+	snprintf(fb, sizeof fb, "%s/b.ready", tmp);
+	snprintf(sa, sizeof sa, "sleep 0.4; touch %s; exec sleep 100", fa);
+	snprintf(sb, sizeof sb, "test -e %s || echo 'started too early'; exec sleep 100", fa);
+	struct supervisor *s = make(50, 200, 10000);
+	add_sh(s, "a", sa, fa);
+	add_sh(s, "b", sb, NULL);
+	cr_assert_eq(sup_start(s), 0);
+	struct sup_child_info ci;
+	double end = now_s() + 5;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 1, &ci);
+		if (ci.pid)
+			cr_assert_eq(access(fa, F_OK), 0, "b started before a was ready");
+	} while (!ci.pid && now_s() < end);
+	cr_assert_gt(ci.pid, 0);
+	run_for(s, 0.2);
+	sup_stop(s, 1000);
+	sup_destroy(s);
+	cr_assert_null(strstr(read_log(), "started too early"));
+}
+
+Test(supervisor, watchdog_replaces_stopped_child, .timeout = 40)
+{
+	setenv("UNICORN_TEST_CTL_CHILD", tmp, 1);
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	cr_assert_gt(n, 0);
+	self[n] = 0;
+	struct supervisor *s = make(50, 200, 10000);
+	struct sup_child_spec sp = { 0 };
+	snprintf(sp.name, sizeof sp.name, "gpu");
+	sp.role = MSG_ROLE_GPU_WORKER;
+	sp.argv[0] = self;
+	cr_assert_eq(sup_add(s, &sp), 0, "%s", err_msg());
+	cr_assert_eq(sup_start(s), 0);
+	/* Wait for the child's STATUS (its control link works). */
+	struct sup_child_info ci;
+	double end = now_s() + 10;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 0, &ci);
+	} while (!ci.have_status && now_s() < end);
+	cr_assert(ci.have_status, "no STATUS over the control link: %s", read_log());
+	cr_assert_eq(ci.status.pid, (uint32_t)ci.pid);
+	cr_assert_eq(ci.status.role, MSG_ROLE_GPU_WORKER);
+	run_for(s, 0.5); /* answers pings: no kill */
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.watchdog_kills, 0);
+	cr_assert_eq(ci.restarts, 0);
+	pid_t old = ci.pid;
+	cr_assert_eq(kill(old, SIGSTOP), 0);
+	double t0 = now_s();
+	end = t0 + 6;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 0, &ci);
+	} while ((ci.pid == old || ci.pid == 0) && now_s() < end);
+	double took = now_s() - t0;
+	cr_assert_neq(ci.pid, old, "stopped child not replaced: %s", read_log());
+	cr_assert_gt(ci.pid, 0);
+	cr_assert_eq(ci.watchdog_kills, 1);
+	cr_assert_eq(ci.restarts, 1);
+	cr_assert_geq(took, 0.6, "killed before the PONG deadline (%.2f s)", took);
+	cr_assert_lt(took, 3.0, "took %.2f s", took);
+	cr_assert_eq(kill(old, 0), -1, "the stopped child must be gone");
+	/* Graceful stop goes through SHUTDOWN on the control link: exit 0. */
+	end = now_s() + 10;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 0, &ci);
+	} while (!ci.have_status && now_s() < end);
+	double ts = now_s();
+	sup_stop(s, 3000);
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.last_exit, 0, "SHUTDOWN should end it with status 0 (got %d)", ci.last_exit);
+	cr_assert_lt(now_s() - ts, 0.6, "SHUTDOWN path should beat the SIGTERM fallback");
+	sup_destroy(s);
+	cr_assert_not_null(strstr(read_log(), "[gpu] ctl child"));
+}
