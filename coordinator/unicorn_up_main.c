@@ -38,7 +38,8 @@ static void usage(FILE *f)
 		"                          split: attention on the NPU worker, FFN on the GPU worker\n"
 		"  --attn-backend vulkan|xrt  attention backend of the NPU worker (split; default vulkan)\n"
 		"  --vk-device D           Vulkan device index or name substring for the workers\n"
-		"  --max-seqs N            concurrent sequences (1..%d)\n"
+		"  --max-seqs N            concurrent sequences (1..%d, default 4): every\n"
+		"                          worker keeps a KV cache for each\n"
 		"  --name N                cluster name (default \"default\"; [A-Za-z0-9_-]{1,32})\n"
 		"  -d, --detach            run in the background once the cluster is ready\n"
 		"                          (log: RUNDIR/" LOG_FILE ")\n"
@@ -102,7 +103,9 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: --attn-backend '%s': must be vulkan or xrt\n", o->attn_backend);
 		return 2;
 	}
-	if (o->max_seqs) {
+	if (!o->max_seqs)
+		o->max_seqs = "4"; /* the same count goes to every process */
+	{
 		char *end;
 		long v = strtol(o->max_seqs, &end, 10);
 		if (*end || end == o->max_seqs || v < 1 || v > MSG_MAX_SLOTS) {
