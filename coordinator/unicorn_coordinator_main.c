@@ -40,6 +40,7 @@ struct wlink {
 	uint32_t wait_seq;     /* seq of the message whose DONE we wait for */
 	int64_t t_sent;
 	int64_t busy_ns;       /* wall time with a message outstanding */
+	int64_t work_ns;       /* the worker's own time in those steps (DONE.gpu_ns) */
 	uint64_t steps;
 	uint32_t restarts;
 };
@@ -122,6 +123,7 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 			return err_prefix(rc, "%s worker", w->name);
 		if (c->d.type == MSG_DONE && c->d.u.done.ref_seq == w->wait_seq) {
 			w->busy_ns += intake_now_ns() - w->t_sent;
+			w->work_ns += (int64_t)c->d.u.done.gpu_ns;
 			w->steps++;
 			*done = c->d.u.done;
 			if (done->status < 0)
@@ -190,12 +192,13 @@ static int wl_reset(struct coord *c, struct wlink *w, uint32_t slot, bool all)
 	c->m.u.reset_seq.seq_id = all ? 0 : slot;
 	c->m.u.reset_seq.flags = all ? MSG_RESET_ALL : 0;
 	struct msg_done done;
-	int64_t busy = w->busy_ns; /* resets are not step work: keep ratios honest */
+	int64_t busy = w->busy_ns, work = w->work_ns; /* resets are not step work: keep ratios honest */
 	uint64_t steps = w->steps;
 	int rc = wl_send(c, w, &c->m);
 	if (!rc)
 		rc = wl_wait(c, w, c->step_timeout_ms, &done);
 	w->busy_ns = busy;
+	w->work_ns = work;
 	w->steps = steps;
 	return rc;
 }
@@ -640,19 +643,29 @@ static void run_live(struct coord *c)
 		}
 }
 
+/* One line per idle point: rounds, time per round, and per worker the share
+ * of the wall time it spent working (its own step time from DONE) and the
+ * handoff cost per message (round trip minus the worker's time). */
 static void report_busy(struct coord *c)
 {
 	if (!c->n_steps)
 		return;
 	double wall = (double)c->step_wall_ns;
-	fprintf(stderr, "coordinator: %s: %llu rounds, %.3f ms/round (decode %.3f ms over %llu), "
-		"busy gpu %.0f%%", c->split ? "split" : "fused", (unsigned long long)c->n_steps,
+	fprintf(stderr, "coordinator: %s: %llu rounds, %.3f ms/round (decode %.3f ms over %llu)",
+		c->split ? "split" : "fused", (unsigned long long)c->n_steps,
 		wall / 1e6 / (double)c->n_steps,
 		c->n_decode_steps ? (double)c->decode_wall_ns / 1e6 / (double)c->n_decode_steps : 0.0,
-		(unsigned long long)c->n_decode_steps, 100.0 * (double)c->gpu.busy_ns / wall);
+		(unsigned long long)c->n_decode_steps);
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(c, i);
+		if (!w || !w->steps)
+			continue;
+		fprintf(stderr, ", %s busy %.0f%% handoff %.1f us/msg", w->name,
+			100.0 * (double)w->work_ns / wall,
+			(double)(w->busy_ns - w->work_ns) / 1e3 / (double)w->steps);
+	}
 	if (c->split)
-		fprintf(stderr, ", npu %.0f%%, %llu overlapped pairs",
-			100.0 * (double)c->npu.busy_ns / wall, (unsigned long long)c->n_pipelined);
+		fprintf(stderr, ", %llu overlapped pairs", (unsigned long long)c->n_pipelined);
 	fprintf(stderr, "\n");
 }
 
