@@ -70,6 +70,8 @@ struct engine {
 	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_argmax, s_topk;
 	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
+	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
+	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	bool timed;                    /* last submission wrote timestamps */
 	uint32_t n_ts;
 };
@@ -369,6 +371,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->ff, VK_BUF_DEVICE, B * c->n_ff * F },
 		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
 		{ &e->res, VK_BUF_HOST, 2 * ENGINE_TOPK_MAX * 4 },
+		{ &e->hio, VK_BUF_HOST, B * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
@@ -386,6 +389,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = sets_create(e);
 	if (!rc)
 		rc = vk_cmd_alloc(e->vk, &e->once);
+	if (!rc && !(e->stage_cbs = calloc((size_t)c->n_layer * 3, sizeof *e->stage_cbs)))
+		rc = err_set(ERR_NOMEM, "engine: out of memory");
 	if (rc)
 		goto fail;
 	e->n_ts = 2 * c->n_layer + 3;
@@ -408,6 +413,8 @@ void engine_destroy(struct engine *e)
 			for (uint32_t n = 0; e->cbs[m] && n <= e->max_batch; n++)
 				vk_cmd_free(e->vk, e->cbs[m][n]);
 		vk_cmd_free(e->vk, e->once);
+		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 3; i++)
+			vk_cmd_free(e->vk, e->stage_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
 			for (int i = 0; i < 3; i++)
@@ -422,7 +429,7 @@ void engine_destroy(struct engine *e)
 		}
 		ew_free(e, &e->embd);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->res, e->dummy };
+					e->logits, e->res, e->hio, e->dummy };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -440,6 +447,7 @@ void engine_destroy(struct engine *e)
 	}
 	for (uint32_t m = 0; m < N_MODES; m++)
 		free(e->cbs[m]);
+	free(e->stage_cbs);
 	free(e->L);
 	free(e);
 }
@@ -842,6 +850,68 @@ int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint
 	else
 		rec_ffn(e, e->once, layer, n, true, false);
 	return once_submit(e);
+}
+
+/* Record: hidden rows hio -> h, the stages of layers [layer, layer+n_layers), h -> hio. */
+static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uint32_t layer, uint32_t n_layers,
+			enum engine_stage stage, uint32_t n)
+{
+	int rc = vk_cmd_begin(cb, one_time);
+	if (rc)
+		return rc;
+	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
+	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
+	vk_cmd_barrier(cb);
+	for (uint32_t l = layer; l < layer + n_layers; l++) {
+		if (stage != ENGINE_STAGE_FFN)
+			rec_attn(e, cb, l, n, true, false);
+		if (stage != ENGINE_STAGE_ATTN)
+			rec_ffn(e, cb, l, n, true, false);
+	}
+	vkCmdCopyBuffer(cb, e->h->buf, e->hio->buf, 1, &region);
+	vk_cmd_barrier(cb);
+	VkResult r = vkEndCommandBuffer(cb);
+	return r == VK_SUCCESS ? 0 : err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
+}
+
+int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+		    uint32_t pos0, const float *in, float *out)
+{
+	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN && stage != ENGINE_STAGE_BOTH)
+		return err_set(ERR_INVAL, "engine: stage_io: stage %d unknown", (int)stage);
+	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
+		return err_set(ERR_INVAL, "engine: stage_io: layers [%u, %u) outside the model's %u", layer,
+			       layer + n_layers, e->cfg.n_layer);
+	int rc = step_write(e, NULL, n, pos0, 0);
+	if (rc)
+		return rc;
+	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
+	memcpy(e->hio->map, in, bytes);
+	VkCommandBuffer cb = e->once;
+	if (n == 1 && n_layers == 1) { /* decode: replay the recorded buffer of this layer and stage */
+		VkCommandBuffer *slot = &e->stage_cbs[layer * 3 + (uint32_t)stage];
+		if (!*slot) {
+			rc = vk_cmd_alloc(e->vk, slot);
+			if (!rc)
+				rc = rec_stage_io(e, *slot, false, layer, 1, stage, 1);
+			if (rc) {
+				vk_cmd_free(e->vk, *slot);
+				*slot = VK_NULL_HANDLE;
+				return rc;
+			}
+		}
+		cb = *slot;
+	} else {
+		vkResetCommandBuffer(cb, 0);
+		rc = rec_stage_io(e, cb, true, layer, n_layers, stage, n);
+		if (rc)
+			return rc;
+	}
+	e->timed = false;
+	rc = vk_submit_wait(e->vk, cb);
+	if (!rc)
+		memcpy(out, e->hio->map, bytes);
+	return rc;
 }
 
 int engine_head(struct engine *e, uint32_t n, float *logits)

@@ -60,7 +60,7 @@ struct engine_step {
 
 #define ENGINE_TOPK_MAX 64
 
-enum engine_stage { ENGINE_STAGE_ATTN = 0, ENGINE_STAGE_FFN = 1 };
+enum engine_stage { ENGINE_STAGE_ATTN = 0, ENGINE_STAGE_FFN = 1, ENGINE_STAGE_BOTH = 2 };
 
 /* GPU time of the last engine_forward/argmax/topk submission, in ns. */
 /* Threads per matvec row for rows of ncols elements (workgroup of wg threads). */
@@ -124,6 +124,13 @@ int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n);
 int engine_hidden_set(struct engine *e, const float *h, uint32_t n);
 int engine_hidden_get(struct engine *e, float *h, uint32_t n);
 int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, uint32_t pos0);
+/* The split placement's step in one submission: copy the n hidden rows in[]
+ * to the device, run the attention stage, the FFN stage or both (stage) of
+ * layers [layer, layer + n_layers) at positions pos0.., and copy the rows back
+ * to out[] (may equal in). Single-token, single-layer calls replay a command
+ * buffer recorded once. */
+int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+		    uint32_t pos0, const float *in, float *out);
 /* Final norm + logits of the last of n hidden rows. */
 int engine_head(struct engine *e, uint32_t n, float *logits);
 

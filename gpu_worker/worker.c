@@ -243,17 +243,11 @@ static int do_stage(struct worker *w, const struct msg_stage *m)
 	for (uint32_t done = 0; !rc && done < m->n;) {
 		uint32_t c = m->n - done < w->max_batch ? m->n - done : w->max_batch;
 		float *h;
+		enum engine_stage st = m->stage == MSG_STAGE_ATTN ? ENGINE_STAGE_ATTN :
+				       m->stage == MSG_STAGE_FFN ? ENGINE_STAGE_FFN : ENGINE_STAGE_BOTH;
 		rc = attach_hidden(w->att, m->slot, done, c, &h);
 		if (!rc)
-			rc = engine_hidden_set(w->e, h, c);
-		for (uint32_t l = m->layer; !rc && l < m->layer + m->n_layers; l++) {
-			if (m->stage != MSG_STAGE_FFN)
-				rc = engine_stage(w->e, l, ENGINE_STAGE_ATTN, c, m->pos0 + done);
-			if (!rc && m->stage != MSG_STAGE_ATTN)
-				rc = engine_stage(w->e, l, ENGINE_STAGE_FFN, c, m->pos0 + done);
-		}
-		if (!rc)
-			rc = engine_hidden_get(w->e, h, c);
+			rc = engine_stage_io(w->e, m->layer, m->n_layers, st, c, m->pos0 + done, h, h);
 		done += c;
 	}
 	if (!rc && kv)

@@ -144,6 +144,35 @@ Test(engine, stages_equal_fused, .timeout = 120)
 		if (!(isinf(a[i]) && isinf(b[i])))
 			cr_assert(fabsf(a[i] - b[i]) < 1e-3f, "logit %zu: %g vs %g", i, a[i], b[i]);
 	cr_assert_eq(engine_stage(x.e, 99, ENGINE_STAGE_FFN, 1, 0), ERR_INVAL);
+
+	/* engine_stage_io (one submission per call, the split workers' path): the
+	 * prompt as one multi-layer call, then one decode token layer by layer
+	 * (replayed command buffers) must match the fused forward. */
+	float *c = malloc(V * sizeof *c);
+	cr_assert_eq(engine_reset(x.e), 0);
+	cr_assert_eq(engine_forward(x.e, x.g.tokens, n + 1, 0, a, false), 0, "%s", err_msg());
+	cr_assert_eq(engine_reset(x.e), 0);
+	cr_assert_eq(engine_embed(x.e, x.g.tokens, n), 0, "%s", err_msg());
+	cr_assert_eq(engine_hidden_get(x.e, h, n), 0, "%s", err_msg());
+	cr_assert_eq(engine_stage_io(x.e, 0, x.m->cfg.n_layer, ENGINE_STAGE_BOTH, n, 0, h, h), 0, "%s", err_msg());
+	cr_assert_eq(engine_embed(x.e, x.g.tokens + n, 1), 0, "%s", err_msg());
+	cr_assert_eq(engine_hidden_get(x.e, h, 1), 0, "%s", err_msg());
+	for (int rep = 0; rep < 2; rep++) /* the second pass replays the recorded buffers */
+		for (uint32_t l = 0; l < x.m->cfg.n_layer; l++) {
+			if (rep == 1 && l == 0) {
+				cr_assert_eq(engine_embed(x.e, x.g.tokens + n, 1), 0, "%s", err_msg());
+				cr_assert_eq(engine_hidden_get(x.e, h, 1), 0, "%s", err_msg());
+			}
+			cr_assert_eq(engine_stage_io(x.e, l, 1, ENGINE_STAGE_ATTN, 1, n, h, h), 0, "%s", err_msg());
+			cr_assert_eq(engine_stage_io(x.e, l, 1, ENGINE_STAGE_FFN, 1, n, h, h), 0, "%s", err_msg());
+		}
+	cr_assert_eq(engine_hidden_set(x.e, h, 1), 0, "%s", err_msg());
+	cr_assert_eq(engine_head(x.e, 1, c), 0, "%s", err_msg());
+	for (size_t i = 0; i < V; i++)
+		if (!(isinf(a[i]) && isinf(c[i])))
+			cr_assert(fabsf(a[i] - c[i]) < 1e-3f, "stage_io logit %zu: %g vs %g", i, a[i], c[i]);
+	cr_assert_eq(engine_stage_io(x.e, 5, 2, ENGINE_STAGE_FFN, 1, 0, h, h), ERR_INVAL);
+	free(c);
 	free(h);
 	free(a);
 	free(b);
