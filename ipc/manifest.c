@@ -9,37 +9,9 @@
 #include <unistd.h>
 
 #include "ipc/err.h"
+#include "ipc/le.h"
 #include "ipc/shm.h"
 #include "loader/quant.h"
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-static void put_f32(uint8_t *p, float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	put_le(p, u, 4);
-}
-
-static float get_f32(const uint8_t *p)
-{
-	uint32_t u = (uint32_t)get_le(p, 4);
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
 
 /* ---- planner ---- */
 
@@ -149,9 +121,9 @@ static void write_config(uint8_t *p, const struct gemma3_config *c)
 	const float f[6] = { c->eps, c->rope_base_global, c->rope_base_local, c->rope_scale_global,
 			     c->query_pre_attn_scalar, c->final_softcap };
 	for (int i = 0; i < 10; i++)
-		put_le(p + 4 * i, u[i], 4);
+		le_put(p + 4 * i, u[i], 4);
 	for (int i = 0; i < 6; i++)
-		put_f32(p + 40 + 4 * i, f[i]);
+		le_put_f32(p + 40 + 4 * i, f[i]);
 	for (int i = 0; i < MODEL_MAX_LAYERS; i++)
 		p[64 + i] = c->layer_global[i] ? 1 : 0;
 }
@@ -170,27 +142,27 @@ int manifest_write(const struct model *m, const struct manifest_plan *plan, void
 		return err_set(ERR_RANGE, "manifest: write: %zu bytes do not fit %zu", need, cap);
 	uint8_t *p = buf;
 	memset(p, 0, need);
-	put_le(p, MANIFEST_MAGIC, 4);
-	put_le(p + 4, MANIFEST_VERSION, 4);
-	put_le(p + 8, plan->n_regions, 4);
-	put_le(p + 12, m->n_tensors, 4);
-	put_le(p + 16, (uint32_t)m->format, 4);
+	le_put(p, MANIFEST_MAGIC, 4);
+	le_put(p + 4, MANIFEST_VERSION, 4);
+	le_put(p + 8, plan->n_regions, 4);
+	le_put(p + 12, m->n_tensors, 4);
+	le_put(p + 16, (uint32_t)m->format, 4);
 	write_config(p + MANIFEST_HDR_SIZE, &m->cfg);
 	uint8_t *q = p + MANIFEST_HDR_SIZE + MANIFEST_CFG_SIZE;
 	for (uint32_t r = 0; r < plan->n_regions; r++, q += 8)
-		put_le(q, plan->region_size[r], 8);
+		le_put(q, plan->region_size[r], 8);
 	for (size_t i = 0; i < m->n_tensors; i++, q += MANIFEST_TENSOR_SIZE) {
 		const struct model_tensor *t = &m->tensors[i];
 		size_t nl = strnlen(t->name, sizeof t->name - 1);
 		memcpy(q, t->name, nl);
-		put_le(q + 96, t->type, 4);
-		put_le(q + 100, t->n_dims, 4);
+		le_put(q + 96, t->type, 4);
+		le_put(q + 100, t->n_dims, 4);
 		for (int d = 0; d < 4; d++)
-			put_le(q + 104 + 8 * d, t->ne[d], 8);
-		put_le(q + 136, plan->region[i], 4);
-		put_le(q + 144, plan->offset[i], 8);
-		put_le(q + 152, t->nbytes, 8);
-		put_f32(q + 160, t->norm_offset);
+			le_put(q + 104 + 8 * d, t->ne[d], 8);
+		le_put(q + 136, plan->region[i], 4);
+		le_put(q + 144, plan->offset[i], 8);
+		le_put(q + 152, t->nbytes, 8);
+		le_put_f32(q + 160, t->norm_offset);
 	}
 	*len = need;
 	return 0;
@@ -205,9 +177,9 @@ static int read_config(const char *name, const uint8_t *p, struct gemma3_config 
 	float *f[6] = { &c->eps, &c->rope_base_global, &c->rope_base_local, &c->rope_scale_global,
 			&c->query_pre_attn_scalar, &c->final_softcap };
 	for (int i = 0; i < 10; i++)
-		*u[i] = (uint32_t)get_le(p + 4 * i, 4);
+		*u[i] = (uint32_t)le_get(p + 4 * i, 4);
 	for (int i = 0; i < 6; i++)
-		*f[i] = get_f32(p + 40 + 4 * i);
+		*f[i] = le_get_f32(p + 40 + 4 * i);
 	for (int i = 0; i < MODEL_MAX_LAYERS; i++) {
 		if (p[64 + i] > 1)
 			return err_set(ERR_INVAL, "%s: config: layer_global[%d] = %u (must be 0 or 1)", name, i,
@@ -230,8 +202,8 @@ static int read_tensor(const char *name, size_t idx, const uint8_t *q,
 		if (q[i])
 			return err_set(ERR_INVAL, "%s: tensor %s: bytes after the name's NUL not 0", name,
 				       t->name);
-	t->type = (uint32_t)get_le(q + 96, 4);
-	t->n_dims = (uint32_t)get_le(q + 100, 4);
+	t->type = (uint32_t)le_get(q + 96, 4);
+	t->n_dims = (uint32_t)le_get(q + 100, 4);
 	const struct quant_type_info *qi = quant_type_info(t->type);
 	if (!qi)
 		return err_set(ERR_UNSUP, "%s: tensor %s: type %u not supported", name, t->name, t->type);
@@ -240,7 +212,7 @@ static int read_tensor(const char *name, size_t idx, const uint8_t *q,
 			       t->n_dims);
 	uint64_t nel = 1;
 	for (uint32_t d = 0; d < 4; d++) {
-		t->ne[d] = get_le(q + 104 + 8 * d, 8);
+		t->ne[d] = le_get(q + 104 + 8 * d, 8);
 		if (!t->ne[d] || (d >= t->n_dims && t->ne[d] != 1))
 			return err_set(ERR_INVAL, "%s: tensor %s: ne[%u] = %" PRIu64 " invalid", name, t->name,
 				       d, t->ne[d]);
@@ -250,11 +222,11 @@ static int read_tensor(const char *name, size_t idx, const uint8_t *q,
 	if (t->ne[0] % qi->block_elems)
 		return err_set(ERR_INVAL, "%s: tensor %s: row of %" PRIu64 " not a multiple of the %s block",
 			       name, t->name, t->ne[0], qi->name);
-	uint32_t region = (uint32_t)get_le(q + 136, 4);
-	uint64_t off = get_le(q + 144, 8);
-	t->nbytes = get_le(q + 152, 8);
-	t->norm_offset = get_f32(q + 160);
-	if (get_le(q + 140, 4) || get_le(q + 164, 4))
+	uint32_t region = (uint32_t)le_get(q + 136, 4);
+	uint64_t off = le_get(q + 144, 8);
+	t->nbytes = le_get(q + 152, 8);
+	t->norm_offset = le_get_f32(q + 160);
+	if (le_get(q + 140, 4) || le_get(q + 164, 4))
 		return err_set(ERR_INVAL, "%s: tensor %s: reserved fields not 0", name, t->name);
 	uint64_t want;
 	int rc = quant_row_bytes(t->type, nel, &want);
@@ -310,14 +282,14 @@ int manifest_load(const void *buf, size_t len, const struct manifest_region *reg
 	const uint8_t *p = buf;
 	if (len < MANIFEST_HDR_SIZE + MANIFEST_CFG_SIZE)
 		return err_set(ERR_INVAL, "%s: %zu bytes is shorter than header + config", name, len);
-	if (get_le(p, 4) != MANIFEST_MAGIC)
+	if (le_get(p, 4) != MANIFEST_MAGIC)
 		return err_set(ERR_INVAL, "%s: bad magic (want \"UMAN\")", name);
-	if (get_le(p + 4, 4) != MANIFEST_VERSION)
+	if (le_get(p + 4, 4) != MANIFEST_VERSION)
 		return err_set(ERR_INVAL, "%s: version %u unsupported (we read %d)", name,
-			       (unsigned)get_le(p + 4, 4), MANIFEST_VERSION);
-	uint32_t nr = (uint32_t)get_le(p + 8, 4), nt = (uint32_t)get_le(p + 12, 4);
-	uint32_t format = (uint32_t)get_le(p + 16, 4);
-	if (get_le(p + 20, 4) || get_le(p + 24, 4) || get_le(p + 28, 4))
+			       (unsigned)le_get(p + 4, 4), MANIFEST_VERSION);
+	uint32_t nr = (uint32_t)le_get(p + 8, 4), nt = (uint32_t)le_get(p + 12, 4);
+	uint32_t format = (uint32_t)le_get(p + 16, 4);
+	if (le_get(p + 20, 4) || le_get(p + 24, 4) || le_get(p + 28, 4))
 		return err_set(ERR_INVAL, "%s: header reserved fields not 0", name);
 	if (!nr || nr > MANIFEST_MAX_REGIONS || nr != n_regions)
 		return err_set(ERR_RANGE, "%s: n_regions %u (cap %d), %u regions given", name, nr,
@@ -335,9 +307,9 @@ int manifest_load(const void *buf, size_t len, const struct manifest_region *reg
 		return err_set(ERR_INVAL, "%s: %zu bytes, counts imply %zu", name, len, need);
 	const uint8_t *q = p + MANIFEST_HDR_SIZE + MANIFEST_CFG_SIZE;
 	for (uint32_t r = 0; r < nr; r++, q += 8)
-		if (get_le(q, 8) != regions[r].size)
+		if (le_get(q, 8) != regions[r].size)
 			return err_set(ERR_RANGE, "%s: region %u: manifest says %" PRIu64 " bytes, mapping has %"
-				       PRIu64, name, r, get_le(q, 8), regions[r].size);
+				       PRIu64, name, r, le_get(q, 8), regions[r].size);
 
 	struct model *m = calloc(1, sizeof *m);
 	if (!m)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ipc/err.h"
+#include "ipc/le.h"
 
 struct cur {
 	uint8_t *p;
@@ -15,20 +16,6 @@ struct cur {
 	int bad;     /* ran past len, or a count exceeded its cap */
 	const char *why;
 };
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
 
 static int room(struct cur *c, size_t n)
 {
@@ -46,9 +33,9 @@ static void c_u32(struct cur *c, uint32_t *v)
 	if (!room(c, 4))
 		return;
 	if (c->dec)
-		*v = (uint32_t)get_le(c->p + c->off, 4);
+		*v = (uint32_t)le_get(c->p + c->off, 4);
 	else
-		put_le(c->p + c->off, *v, 4);
+		le_put(c->p + c->off, *v, 4);
 	c->off += 4;
 }
 
@@ -65,9 +52,9 @@ static void c_u64(struct cur *c, uint64_t *v)
 	if (!room(c, 8))
 		return;
 	if (c->dec)
-		*v = get_le(c->p + c->off, 8);
+		*v = le_get(c->p + c->off, 8);
 	else
-		put_le(c->p + c->off, *v, 8);
+		le_put(c->p + c->off, *v, 8);
 	c->off += 8;
 }
 
@@ -473,13 +460,13 @@ int msg_encode(const struct msg *m, void *buf, size_t cap, size_t *len)
 		return err_set(ERR_RANGE, "msg: %s: %zu bytes do not fit a %zu-byte buffer",
 			       msg_type_name(m->type), MSG_HDR_SIZE + plen, cap);
 	uint8_t *p = buf;
-	put_le(p + 0, MSG_MAGIC, 4);
-	put_le(p + 4, MSG_VERSION, 2);
-	put_le(p + 6, m->type, 2);
-	put_le(p + 8, m->seq, 4);
-	put_le(p + 12, plen, 4);
-	put_le(p + 16, 0, 4);
-	put_le(p + 20, 0, 4);
+	le_put(p + 0, MSG_MAGIC, 4);
+	le_put(p + 4, MSG_VERSION, 2);
+	le_put(p + 6, m->type, 2);
+	le_put(p + 8, m->seq, 4);
+	le_put(p + 12, plen, 4);
+	le_put(p + 16, 0, 4);
+	le_put(p + 20, 0, 4);
 	struct cur c = { .p = p + MSG_HDR_SIZE, .len = plen, .dec = 0 };
 	/* Encoding only reads m; the cursor API is shared with the decoder. */
 	codec(&c, (struct msg *)m);
@@ -496,14 +483,14 @@ int msg_decode(const void *buf, size_t len, struct msg *out)
 	memset(out, 0, offsetof(struct msg, u) + sizeof out->u.hello);
 	if (len < MSG_HDR_SIZE)
 		return BAD("%zu bytes is shorter than the %d-byte header", len, MSG_HDR_SIZE);
-	if (get_le(p, 4) != MSG_MAGIC)
-		return BAD("bad magic 0x%08x (want \"UNIC\")", (unsigned)get_le(p, 4));
-	uint32_t version = (uint32_t)get_le(p + 4, 2);
+	if (le_get(p, 4) != MSG_MAGIC)
+		return BAD("bad magic 0x%08x (want \"UNIC\")", (unsigned)le_get(p, 4));
+	uint32_t version = (uint32_t)le_get(p + 4, 2);
 	if (version != MSG_VERSION)
 		return BAD("version %u unsupported (we speak %d)", version, MSG_VERSION);
-	uint16_t type = (uint16_t)get_le(p + 6, 2);
-	uint32_t plen = (uint32_t)get_le(p + 12, 4);
-	if (get_le(p + 16, 4) || get_le(p + 20, 4))
+	uint16_t type = (uint16_t)le_get(p + 6, 2);
+	uint32_t plen = (uint32_t)le_get(p + 12, 4);
+	if (le_get(p + 16, 4) || le_get(p + 20, 4))
 		return BAD("header flags/reserved not 0");
 	if (!strcmp(msg_type_name(type), "?"))
 		return BAD("type %u unknown", type);
@@ -513,7 +500,7 @@ int msg_decode(const void *buf, size_t len, struct msg *out)
 		return BAD("%s: header says %u payload bytes, message has %zu", msg_type_name(type), plen,
 			   len - MSG_HDR_SIZE);
 	out->type = type;
-	out->seq = (uint32_t)get_le(p + 8, 4);
+	out->seq = (uint32_t)le_get(p + 8, 4);
 	struct cur c = { .p = (uint8_t *)p + MSG_HDR_SIZE, .len = plen, .dec = 1 };
 	codec(&c, out);
 	if (c.bad)

@@ -4,16 +4,14 @@
 #include "loader/hf_config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ipc/err.h"
+#include "ipc/readfile.h"
 
 /* Gemma3TextConfig defaults (transformers). */
 #define DEF_N_HEAD 8
@@ -326,40 +324,12 @@ out:
 int hf_config_load(const char *path, struct gemma3_config *cfg)
 {
 	memset(cfg, 0, sizeof *cfg);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: open: %s", path,
-			       strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return err_set(ERR_IO, "%s: not a readable regular file", path);
-	}
-	if ((uint64_t)st.st_size > HF_CONFIG_MAX_BYTES) {
-		close(fd);
-		return err_set(ERR_RANGE, "%s: %lld bytes (at most %u)", path, (long long)st.st_size,
-			       HF_CONFIG_MAX_BYTES);
-	}
-	size_t n = (size_t)st.st_size, got = 0;
-	char *buf = malloc(n + 1);
-	if (!buf) {
-		close(fd);
-		return err_set(ERR_NOMEM, "%s: out of memory", path);
-	}
-	while (got < n) {
-		ssize_t r = read(fd, buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			close(fd);
-			free(buf);
-			return err_set(ERR_IO, "%s: read: %s", path, strerror(e));
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	int rc = hf_config_parse(buf, n, path, cfg);
+	char *buf;
+	size_t n;
+	int rc = readfile(path, HF_CONFIG_MAX_BYTES, &buf, &n);
+	if (rc)
+		return rc;
+	rc = hf_config_parse(buf, n, path, cfg);
 	free(buf);
 	return rc;
 }

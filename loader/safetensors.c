@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ipc/err.h"
+#include "ipc/readfile.h"
 #include "loader/quant.h"
 
 static const struct {
@@ -517,55 +518,13 @@ out:
 	return 0;
 }
 
-static int read_small_file(const char *path, size_t cap, char **text, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: open: %s", path,
-			       strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return err_set(ERR_IO, "%s: not a readable regular file", path);
-	}
-	if ((uint64_t)st.st_size > cap) {
-		close(fd);
-		return err_set(ERR_RANGE, "%s: %lld bytes (at most %zu)", path, (long long)st.st_size,
-			       cap);
-	}
-	size_t n = (size_t)st.st_size;
-	char *buf = malloc(n + 1);
-	if (!buf) {
-		close(fd);
-		return err_set(ERR_NOMEM, "%s: out of memory", path);
-	}
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(fd, buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			close(fd);
-			free(buf);
-			return err_set(ERR_IO, "%s: read: %s", path, strerror(e));
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	buf[n] = 0;
-	*text = buf;
-	*len = n;
-	return 0;
-}
-
 int safetensors_set_open(const char *path, struct safetensors_set **out)
 {
 	*out = NULL;
 	if (ends_with(path, ".json")) {
 		char *text = NULL;
 		size_t len = 0;
-		int rc = read_small_file(path, SAFETENSORS_MAX_HEADER, &text, &len);
+		int rc = readfile(path, SAFETENSORS_MAX_HEADER, &text, &len);
 		if (rc)
 			return rc;
 		char *dir = strdup(path);
