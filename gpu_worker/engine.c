@@ -56,11 +56,12 @@ struct engine {
 	struct vk_buf *output_norm;
 	struct elayer *L;
 	/* activations [max_batch][...] */
-	struct vk_buf *step, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *res, *dummy;
+	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
 	bool use_mvs, use_mm;
+	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target 32-element blocks per thread */          /* the subgroup matvec / tiled mat-mat kernels are usable */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
@@ -192,6 +193,8 @@ static int pipes_create(struct engine *e)
 	e->use_mm = !old && lim->maxComputeWorkGroupInvocations >= 256 && lim->maxComputeWorkGroupSize[0] >= 256 &&
 		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
 	const uint32_t wg_mvs[1] = { WG_MVS };
+	const char *bar_env = getenv("UNICORN_VK_BARRIER");
+	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 2;
 	for (int i = 0; i < 7 && !rc; i++) {
@@ -274,20 +277,20 @@ static int sets_create(struct engine *e)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
-	int rc = mkset(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, e->embd.buf, e->step, e->h, d, d, d);
+	int rc = mkset(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, e->embd.buf, e->stepd, e->h, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, e->embd.buf, e->xb, e->logits, d, d, d);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logits, e->res, d, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logits, e->res, e->step, d, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logits, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mkset(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], l->qkv[i].buf, e->xb, e->qkv, d, d, d);
-		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->step);
-		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->step, d);
+		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd);
+		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, d);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
 		if (!rc) rc = mkset(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, l->wo.buf, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
@@ -361,6 +364,9 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	const uint64_t B = e->max_batch, F = 4;
 	struct { struct vk_buf **b; enum vk_buf_kind k; uint64_t bytes; } bufs[] = {
 		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + B * 4 },
+		/* device copy of the step buffer, refreshed at the start of each submission:
+		 * kernels would otherwise read host memory over PCIe (microseconds each) */
+		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + B * 4 },
 		{ &e->h, VK_BUF_DEVICE, B * c->n_embd * F },
 		{ &e->xb, VK_BUF_DEVICE, B * c->n_embd * F },
 		{ &e->o, VK_BUF_DEVICE, B * c->n_embd * F },
@@ -428,7 +434,7 @@ void engine_destroy(struct engine *e)
 				vk_buf_destroy(e->vk, bs[i]);
 		}
 		ew_free(e, &e->embd);
-		struct vk_buf *bs[] = { e->output_norm, e->step, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
+		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
 					e->logits, e->res, e->hio, e->dummy };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
@@ -546,17 +552,49 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }
 
+/* Compute -> compute dependency between two dispatches of one submission. The
+ * full vk_cmd_barrier (transfer and host stages too) is kept where a transfer or
+ * the host reads next (step copy, logits, the end of a stage). */
+static void bar(const struct engine *e, VkCommandBuffer cb)
+{
+	if (e->full_barriers) {
+		vk_cmd_barrier(cb);
+		return;
+	}
+	VkMemoryBarrier mb = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+	};
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+			     NULL, 0, NULL);
+}
+
+/* Copy the host-written step buffer into its device twin (kernels read stepd). */
+static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
+{
+	VkBufferCopy r = { 0, 0, sizeof(struct engine_step) + (VkDeviceSize)n * 4 };
+	vkCmdCopyBuffer(cb, e->step->buf, e->stepd->buf, 1, &r);
+	vk_cmd_barrier(cb);
+}
+
 static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
 {
 	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, 0 };
 	disp(e, cb, mode == 0 ? "rmsnorm" : mode == 1 ? "rmsnorm+res" : "rmsnorm+res+norm", 0, &e->norm, s, &p, n, 1, 1);
-	vk_cmd_barrier(cb);
+	/* modes 0/1 end a split-placement stage (the host may read h next) */
+	if (mode == 3)
+		bar(e, cb);
+	else
+		vk_cmd_barrier(cb);
 }
 
 static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct elayer *l = &e->L[il];
+	if (!fuse)
+		rec_step_copy(e, cb, n); /* a stage submission: stepd is not fresh */
 	if (pre_norm)
 		rec_norm(e, cb, l->s_attn_norm, 0, n);
 	uint32_t off = 0;
@@ -564,7 +602,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX);
 		off += l->qkv[i].nrows;
 	}
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	bool global = c->layer_global[il];
 	struct rope_push rp = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, c->eps,
@@ -572,19 +610,19 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		global && c->rope_scale_global > 0 ? 1.0f / c->rope_scale_global : 1.0f, e->max_ctx,
 	};
 	disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
 		1.0f / sqrtf(qpas), 32,
 	};
 	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
 	disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	rec_mv(e, cb, "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
 }
 
@@ -603,21 +641,22 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 			rec_mv(e, cb, "mv gate", &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
 			rec_mv(e, cb, "mv up", &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX);
 		}
-		vk_cmd_barrier(cb);
+		bar(e, cb);
 		struct gelu_push gp = { c->n_ff, n };
 		disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
 	}
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	rec_mv(e, cb, "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX);
-	vk_cmd_barrier(cb);
+	bar(e, cb);
 	rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
 }
 
 static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
 	struct rows_push p = { e->embd.ncols, e->embd.nrows, e->embd.row_bytes, sqrtf((float)e->cfg.n_embd) };
+	rec_step_copy(e, cb, n);
 	disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
-	vk_cmd_barrier(cb);
+	vk_cmd_barrier(cb); /* once per step; engine_embed's caller may read h next */
 }
 
 /* logits of rows [n - n_out, n) of xb into logits[0..n_out) */

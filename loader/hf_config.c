@@ -3,7 +3,6 @@
  * only a handful of text keys) load with the values transformers would use. */
 #include "loader/hf_config.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>

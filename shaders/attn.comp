@@ -54,6 +54,7 @@ void main()
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
 	uint tid = gl_LocalInvocationID.x, hd = p.head_dim;
 	uint pos = step[STEP_POS0] + t;
+	uint kv_base = step[STEP_KV_BASE]; // read once: not per key
 	uint kvh = h / (p.n_head / p.n_kv);
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
@@ -77,7 +78,7 @@ void main()
 		uint j = kb + tid;
 		float s = NEG_INF;
 		if (j < k1) {
-			uint ko = (step[STEP_KV_BASE] + j) * kvs + kvh * hd;
+			uint ko = (kv_base + j) * kvs + kvh * hd;
 			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
 				// four independent vec4 loads per step keep several loads in flight
 				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
@@ -104,7 +105,7 @@ void main()
 		for (uint di = 0u; di < MAXD; di++) {
 			uint d = tid + di * WG;
 			if (d < hd) {
-				uint vo = (step[STEP_KV_BASE] + kb) * kvs + kvh * hd + d;
+				uint vo = (kv_base + kb) * kvs + kvh * hd + d;
 				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
 				uint jj = 0u;
 				for (; jj + 4u <= nk; jj += 4u) {

@@ -113,7 +113,22 @@ void main()
 	uint roff2 = live ? (row + p.nrows) * p.row_bytes : 0u;
 	float acc2 = 0.0;
 #endif
-	for (uint c = lane; c < nb; c += p.tpr) {
+	// Two blocks per iteration: both blocks' loads are issued before either is
+	// used, so each thread keeps twice the bytes in flight (decode matvecs are
+	// latency-bound: the whole matrix is only a few memory round trips deep).
+	uint c = lane;
+	for (; c + p.tpr < nb; c += 2u * p.tpr) {
+		uint c2 = c + p.tpr;
+		float a = block_dot(roff, c, xb4 + c * 8u);
+		float b = block_dot(roff, c2, xb4 + c2 * 8u);
+		acc += a + b;
+#ifdef GLU
+		float a2 = block_dot(roff2, c, xb4 + c * 8u);
+		float b2 = block_dot(roff2, c2, xb4 + c2 * 8u);
+		acc2 += a2 + b2;
+#endif
+	}
+	if (c < nb) {
 		acc += block_dot(roff, c, xb4 + c * 8u);
 #ifdef GLU
 		acc2 += block_dot(roff2, c, xb4 + c * 8u);
