@@ -8,6 +8,8 @@
  * workers; the CI box has 2 cores). */
 #include <criterion/criterion.h>
 
+#include "tests/proc.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -47,14 +49,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *bin_dir(void)
-{
-	const char *b = getenv("UNICORN_BIN");
-	if (!b || !*b)
-		cr_skip_test("UNICORN_BIN not set (run through `make test`)");
-	return b;
 }
 
 static void model_path(char *out, size_t n)
@@ -158,7 +152,7 @@ static void wait_ready(struct cluster *c, double timeout)
 
 static void start(struct cluster *c, const char *placement)
 {
-	const char *bin = bin_dir();
+	const char *bin = proc_bin_dir();
 	memset(c, 0, sizeof *c);
 	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	cr_assert_geq(c->lock_fd, 0);
@@ -196,7 +190,7 @@ static void run_begin(struct run *r, const struct cluster *c)
 {
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json --max-tokens %d '" PROMPT "'",
-		 bin_dir(), c->name, N_GEN);
+		 proc_bin_dir(), c->name, N_GEN);
 	memset(r, 0, sizeof *r);
 	r->f = popen(cmd, "r");
 	cr_assert_not_null(r->f);
@@ -300,7 +294,7 @@ static void kill_during_run(struct cluster *c, const char *exe, const struct run
 static void down(struct cluster *c)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", bin_dir(), c->name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir(), c->name);
 	int st = system(cmd);
 	cr_assert_eq(st, 0, "unicorn down failed");
 	int ws;
@@ -321,7 +315,7 @@ static void down(struct cluster *c)
 			cr_assert(e->d_name[0] == '.', "%s left in %s", e->d_name, c->dir);
 		closedir(d);
 	}
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s 2>/dev/null", bin_dir(), c->name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s 2>/dev/null", proc_bin_dir(), c->name);
 	cr_assert_neq(system(cmd), 0, "down without a cluster must fail clearly");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
 	if (system(cmd)) {}
@@ -339,7 +333,7 @@ Test(cluster, fused_reference_kills_watchdog_down)
 	assert_reference(&base);
 
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s >/dev/null", bin_dir(), c.name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s >/dev/null", proc_bin_dir(), c.name);
 	cr_assert_eq(system(cmd), 0, "unicorn status failed");
 
 	kill_during_run(&c, "unicorn-gpu-worker", &base, 2.0);

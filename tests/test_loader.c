@@ -3,6 +3,8 @@
  * exit code and message for a bad model, and that a re-attach after the model
  * file is gone still works (regions live in the loader's memory). */
 #include <criterion/criterion.h>
+
+#include "tests/proc.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,50 +24,13 @@
 
 static char dir[64];
 static pid_t loader_pid = -1;
-
-static const char *bin_dir(void)
-{
-	const char *b = getenv("UNICORN_BIN");
-	return b && *b ? b : "bin";
-}
-
-/* fork+exec (never fork-only: nng) with stderr to errfile; the child dies
- * with the test process so nothing leaks if an assertion aborts the test. */
-static pid_t spawn(char *const argv[], const char *errfile)
-{
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* Wait up to ms for pid; returns its wait status or -1 on timeout. */
-static int wait_ms(pid_t pid, int ms)
-{
-	for (int t = 0; t < ms; t += 10) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			return st;
-		struct timespec ts = { 0, 10000000L };
-		nanosleep(&ts, NULL);
-	}
-	return -1;
-}
-
 static void stop(pid_t *pid)
 {
 	if (*pid <= 0)
 		return;
 	kill(*pid, SIGTERM);
-	if (wait_ms(*pid, 3000) < 0) {
+	if (proc_wait_ms(*pid, 3000) < 0) {
 		kill(*pid, SIGKILL);
 		waitpid(*pid, NULL, 0);
 	}
@@ -90,10 +55,10 @@ static void teardown(void)
 static void start_loader(const char *model)
 {
 	char exe[4096], err[128];
-	snprintf(exe, sizeof exe, "%s/unicorn-loader", bin_dir());
+	snprintf(exe, sizeof exe, "%s/unicorn-loader", proc_bin_dir());
 	snprintf(err, sizeof err, "%s/loader.err", dir);
 	char *argv[] = { exe, "--rundir", dir, "--model", (char *)model, "--quiet", NULL };
-	loader_pid = spawn(argv, err);
+	loader_pid = proc_spawn(argv, err);
 }
 
 /* Every tensor of the attached model equals the file's. */
@@ -149,7 +114,7 @@ Test(loader, tensors_equal_file, .init = setup, .fini = teardown, .timeout = 30)
 	model_close(f);
 	/* SIGTERM is a clean stop */
 	kill(loader_pid, SIGTERM);
-	int st = wait_ms(loader_pid, 5000);
+	int st = proc_wait_ms(loader_pid, 5000);
 	loader_pid = -1;
 	cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "loader stop status %d", st);
 	golden_free(&g);
@@ -173,7 +138,7 @@ Test(loader, bad_model_exits_2, .init = setup, .fini = teardown, .timeout = 30)
 	fputs("GGUF this is not a model", fp);
 	fclose(fp);
 	start_loader(model);
-	int st = wait_ms(loader_pid, 10000);
+	int st = proc_wait_ms(loader_pid, 10000);
 	loader_pid = -1;
 	cr_assert(st >= 0 && WIFEXITED(st), "loader did not exit");
 	cr_assert_eq(WEXITSTATUS(st), 2);
@@ -184,7 +149,7 @@ Test(loader, bad_model_exits_2, .init = setup, .fini = teardown, .timeout = 30)
 	/* and a missing model too */
 	snprintf(model, sizeof model, "%s/missing.gguf", dir);
 	start_loader(model);
-	st = wait_ms(loader_pid, 10000);
+	st = proc_wait_ms(loader_pid, 10000);
 	loader_pid = -1;
 	cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2);
 	read_file(path, err, sizeof err);

@@ -6,6 +6,8 @@
  * get ERROR and the workers keep serving; the xrt backend without an NPU
  * exits 2. Prints the per-layer handoff latency and the fused step time. */
 #include <criterion/criterion.h>
+
+#include "tests/proc.h"
 #include <fcntl.h>
 #include <math.h>
 #include <nng/nng.h>
@@ -34,47 +36,12 @@ static struct bus *gpu, *npu;
 static struct attach *att;
 static struct msg m, r;
 
-static const char *bin_dir(void)
-{
-	const char *b = getenv("UNICORN_BIN");
-	return b && *b ? b : "bin";
-}
-
 static double now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
-
-/* fork+exec only (nng must not run in a fork-only child); children die with us. */
-static pid_t spawn(char *const argv[], const char *errfile)
-{
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int wait_ms(pid_t pid, int ms)
-{
-	for (int t = 0; t < ms; t += 10) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid)
-			return st;
-		struct timespec ts = { 0, 10000000L };
-		nanosleep(&ts, NULL);
-	}
-	return -1;
-}
-
 static void setup(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/unicorn-wrk-XXXXXX");
@@ -95,7 +62,7 @@ static void teardown(void)
 	for (int i = 0; i < 3; i++) {
 		if (pids[i] <= 0)
 			continue;
-		if (wait_ms(pids[i], 3000) < 0) {
+		if (proc_wait_ms(pids[i], 3000) < 0) {
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);
 		}
@@ -109,10 +76,10 @@ static void teardown(void)
 static void start(const char *exe_name, int i, char *extra)
 {
 	char exe[4096], err[128];
-	snprintf(exe, sizeof exe, "%s/%s", bin_dir(), exe_name);
+	snprintf(exe, sizeof exe, "%s/%s", proc_bin_dir(), exe_name);
 	snprintf(err, sizeof err, "%s/%s.err", dir, exe_name);
 	char *argv[] = { exe, "--rundir", dir, extra ? extra : NULL, extra ? "vulkan" : NULL, NULL };
-	pids[i] = spawn(argv, err);
+	pids[i] = proc_spawn(argv, err);
 }
 
 static struct bus *link_to(const char *file, enum msg_role expect)
@@ -140,10 +107,10 @@ static struct bus *link_to(const char *file, enum msg_role expect)
 static void cluster_with(const char *model)
 {
 	char exe[4096], err[128];
-	snprintf(exe, sizeof exe, "%s/unicorn-loader", bin_dir());
+	snprintf(exe, sizeof exe, "%s/unicorn-loader", proc_bin_dir());
 	snprintf(err, sizeof err, "%s/loader.err", dir);
 	char *argv[] = { exe, "--rundir", dir, "--model", (char *)model, "--quiet", NULL };
-	pids[0] = spawn(argv, err);
+	pids[0] = proc_spawn(argv, err);
 	start("unicorn-gpu-worker", 1, NULL);
 	start("unicorn-npu-worker", 2, "--attn-backend");
 	cr_assert_eq(attach_open(dir, 10000, &att), 0, "%s", err_msg());
@@ -383,13 +350,13 @@ Test(worker, bad_messages_get_error, .init = setup, .fini = teardown, .timeout =
 Test(worker, xrt_without_npu_exits_2, .init = setup, .fini = teardown, .timeout = 20)
 {
 	char exe[4096], err[128], dev[128];
-	snprintf(exe, sizeof exe, "%s/unicorn-npu-worker", bin_dir());
+	snprintf(exe, sizeof exe, "%s/unicorn-npu-worker", proc_bin_dir());
 	snprintf(err, sizeof err, "%s/npu.err", dir);
 	snprintf(dev, sizeof dev, "%s/no-such-accel", dir);
 	setenv("UNICORN_NPU_DEVICE", dev, 1);
 	char *argv[] = { exe, "--rundir", dir, "--attn-backend", "xrt", NULL };
-	pids[2] = spawn(argv, err);
-	int st = wait_ms(pids[2], 10000);
+	pids[2] = proc_spawn(argv, err);
+	int st = proc_wait_ms(pids[2], 10000);
 	pids[2] = -1;
 	cr_assert(st >= 0 && WIFEXITED(st), "npu worker did not exit");
 	cr_assert_eq(WEXITSTATUS(st), 2);

@@ -3,13 +3,7 @@
 # Expects bin/ built, .gl/ (Vulkan loader .debs), .devlibs/ (shared libraries
 # the binaries need) and .devdata/ (golden files) carried along; writes to $OUT.
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+. tools/device_env.sh
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 bin/unicorn devices | tee -a "$OUT/gpu.txt"

@@ -3,13 +3,7 @@
 # 1 and 4 concurrent streams, per-worker busy shares and handoff cost (from the
 # coordinator's report). Same carried folders as device_bench.sh; writes $OUT.
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+. tools/device_env.sh
 export XDG_RUNTIME_DIR=/tmp/xdg
 mkdir -p $XDG_RUNTIME_DIR && chmod 700 $XDG_RUNTIME_DIR
 M=/tmp/models/${CLUSTER_MODEL:-1b}-q4_0.gguf

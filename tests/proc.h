@@ -1,0 +1,16 @@
+/* proc: starting and waiting for the project's binaries from tests. */
+#ifndef UNICORN_TESTS_PROC_H
+#define UNICORN_TESTS_PROC_H
+
+#include <sys/types.h>
+
+/* Where the binaries are: $UNICORN_BIN (set by `make test`) or "bin". */
+const char *proc_bin_dir(void);
+/* fork+exec argv (never fork-only: nng must not run in a fork-only child) with
+ * stderr to errfile; the child dies with the test process, so nothing leaks
+ * when an assertion ends a test early. */
+pid_t proc_spawn(char *const argv[], const char *errfile);
+/* Wait up to ms for pid: its wait status, or -1 on timeout. */
+int proc_wait_ms(pid_t pid, int ms);
+
+#endif
