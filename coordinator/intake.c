@@ -436,7 +436,8 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->top_p = o->sp.top_p;
 			g->flags = o->flags;
 			g->n_resume = res->n_ids;
-			memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
+			if (res->n_ids) /* ids is NULL before the first token */
+				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
 			g->n_prompt = (uint32_t)len;
 			memcpy(g->prompt, prompt, len);
 			g->prompt[len] = 0;
