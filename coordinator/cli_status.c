@@ -106,7 +106,12 @@ int cli_status(int argc, char **argv)
 	       rep.u.status.steps ? "ready" : "starting", rep.u.status.restarts,
 	       rep.u.status.restarts == 1 ? "" : "s");
 	printf("model %s, placement %s\n", str(root, "model"), str(root, "placement"));
-	printf("endpoint %s (no HTTP yet: use `unicorn run --name %s`)\n\n", str(root, "endpoint"), name);
+	printf("endpoint %s\n", str(root, "endpoint"));
+	if (json_is_string(json_object_get(root, "url")))
+		printf("url %s/v1 (OpenAI-compatible%s)\n\n", str(root, "url"),
+		       json_is_true(json_object_get(root, "api_key_required")) ? ", API key required" : "");
+	else
+		printf("url - (no HTTP server: use `unicorn run --name %s`)\n\n", name);
 	printf("%-12s %8s %8s %4s  %-7s %-28s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
 	       "RST", "BACKEND", "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
 	json_t *procs = json_object_get(root, "processes");

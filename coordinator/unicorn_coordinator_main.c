@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "coordinator/chat.h"
+#include "coordinator/http.h"
 #include "coordinator/intake.h"
 #include "coordinator/sampler.h"
 #include "coordinator/sched.h"
@@ -26,10 +28,25 @@
 #include "ipc/err.h"
 #include "ipc/rundir.h"
 
+#include <jansson.h>
+
 #define STEP_TIMEOUT_MS_DEFAULT 10000  /* one message without DONE = worker dead */
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
+#define N_REQS (INTAKE_MAX_REQS + HTTP_MAX_JOBS) /* CLI requests, then HTTP ones */
+
+/* An HTTP request: the same request object the CLI path uses (scheduled,
+ * sampled and detokenized by the same code), plus its HTTP job and the
+ * stop-string cutter. */
+struct hreq {
+	struct intake_req r;
+	struct http_job *job;
+	struct oai_stop stop;
+	uint32_t seen;        /* pieces of r fed to the cutter */
+	uint32_t n_done;      /* completion tokens when a stop string ended it */
+	bool used, ended;
+};
 
 struct wlink {
 	const char *name;
@@ -57,6 +74,8 @@ struct coord {
 	struct intake *in;
 	struct wlink gpu, npu;
 	struct ctl *ctl;
+	struct http *http;     /* NULL when HTTP is off */
+	struct hreq hreqs[HTTP_MAX_JOBS];
 	struct msg m, d;       /* scratch messages (large) */
 	/* stats for busy ratios: wall time spent in steps, per placement */
 	int64_t step_wall_ns;
@@ -306,10 +325,21 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	return 0;
 }
 
+/* Request i of every request table (CLI first, then HTTP); NULL if free. */
+static struct intake_req *req_at(struct coord *c, uint32_t i)
+{
+	if (i < INTAKE_MAX_REQS)
+		return intake_at(c->in, i);
+	i -= INTAKE_MAX_REQS;
+	if (i >= HTTP_MAX_JOBS || !c->hreqs[i].used || c->hreqs[i].r.state == INTAKE_FREE)
+		return NULL;
+	return &c->hreqs[i].r;
+}
+
 static struct intake_req *find_req(struct coord *c, uint64_t id)
 {
-	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
-		struct intake_req *r = intake_at(c->in, i);
+	for (uint32_t i = 0; i < N_REQS; i++) {
+		struct intake_req *r = req_at(c, i);
 		if (r && r->id == id)
 			return r;
 	}
@@ -527,6 +557,7 @@ static int step_split(struct coord *c, struct intake_req **rs, uint32_t n)
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 {
 	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
+	http_set_health(c->http, HTTP_DEGRADED); /* /health: 503 while a worker is down */
 	int64_t deadline = intake_now_ns() + (int64_t)RECOVER_MS * 1000000;
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(c, i);
@@ -573,8 +604,8 @@ static void run_live(struct coord *c)
 {
 	struct intake_req *live[SCHED_MAX_SEQS];
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < INTAKE_MAX_REQS && n < SCHED_MAX_SEQS; i++) {
-		struct intake_req *r = intake_at(c->in, i);
+	for (uint32_t i = 0; i < N_REQS && n < SCHED_MAX_SEQS; i++) {
+		struct intake_req *r = req_at(c, i);
 		if (r && r->has_slot && r->state == INTAKE_LIVE)
 			live[n++] = r;
 	}
@@ -643,6 +674,240 @@ static void run_live(struct coord *c)
 		}
 }
 
+/* --- HTTP requests (coordinator/http.h) ------------------------------------ */
+
+static void hreq_clear(struct hreq *q)
+{
+	struct intake_req *r = &q->r;
+	for (uint32_t i = 0; i < r->n_gen; i++)
+		free(r->pieces[i]);
+	free(r->pieces);
+	free(r->gen);
+	free(r->prompt);
+	free(r->resume);
+	sched_seq_free(&r->seq);
+	oai_stop_free(&q->stop);
+	memset(q, 0, sizeof *q);
+}
+
+static void job_fail(struct coord *c, struct http_job *j, int status, const char *type,
+		     const char *param, const char *code, const char *msg)
+{
+	struct oai_err e;
+	oai_err_set(&e, status, type, param, code, "%s", msg);
+	http_job_fail(c->http, j, &e);
+}
+
+static void http_tokenize(struct coord *c, struct http_job *j)
+{
+	struct tok_ids ids = { 0 };
+	size_t len = strlen(j->text);
+	int rc = j->add_special ? chat_encode_plain(c->tok, j->text, len, &ids)
+				: tok_encode(c->tok, j->text, len, false, &ids);
+	if (rc) {
+		job_fail(c, j, 400, "invalid_request_error", "text", NULL, err_msg());
+		return;
+	}
+	json_t *a = json_array();
+	for (size_t i = 0; i < ids.n; i++)
+		json_array_append_new(a, json_integer(ids.ids[i]));
+	tok_ids_free(&ids);
+	json_t *o = json_pack("{s:o}", "tokens", a);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (s)
+		http_job_result(c->http, j, s);
+	else
+		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+static void http_detokenize(struct coord *c, struct http_job *j)
+{
+	for (size_t i = 0; i < j->n_ids; i++)
+		if ((uint32_t)j->ids[i] >= tok_n_vocab(c->tok)) {
+			char m[128];
+			snprintf(m, sizeof m, "tokens[%zu] = %d is out of the vocabulary (0..%u)", i,
+				 j->ids[i], tok_n_vocab(c->tok) - 1);
+			job_fail(c, j, 400, "invalid_request_error", "tokens", NULL, m);
+			return;
+		}
+	char *text = NULL;
+	size_t len = 0;
+	if (tok_decode(c->tok, j->ids, j->n_ids, 0, &text, &len)) {
+		job_fail(c, j, 400, "invalid_request_error", "tokens", NULL, err_msg());
+		return;
+	}
+	json_t *o = json_pack("{s:s%}", "text", text ? text : "", text ? len : 0);
+	free(text);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (s)
+		http_job_result(c->http, j, s);
+	else
+		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* Tokenize a generation request and queue it in the scheduler, exactly as
+ * submit() does for GEN_REQ. true when accepted (the loop keeps its ref). */
+static bool http_submit(struct coord *c, struct http_job *j)
+{
+	struct hreq *q = NULL;
+	for (uint32_t i = 0; i < HTTP_MAX_JOBS && !q; i++)
+		if (!c->hreqs[i].used)
+			q = &c->hreqs[i];
+	if (!q) {
+		job_fail(c, j, 429, "rate_limit_error", NULL, "queue_full",
+			 "too many HTTP requests in flight; try again later");
+		return false;
+	}
+	const struct oai_req *o = &j->req;
+	struct intake_req *r = &q->r;
+	memset(q, 0, sizeof *q);
+	while (!r->id)
+		if (getrandom(&r->id, sizeof r->id, 0) != sizeof r->id)
+			r->id = (uint64_t)intake_now_ns();
+	r->sp.temperature = o->temperature;
+	r->sp.top_k = o->top_k;
+	r->sp.top_p = o->top_p;
+	r->sp.seed = o->seed;
+	if (!o->has_seed && getrandom(&r->sp.seed, sizeof r->sp.seed, 0) != sizeof r->sp.seed)
+		r->sp.seed = (uint64_t)intake_now_ns();
+	r->max_tokens = o->max_tokens;
+	r->flags = o->kind == OAI_CHAT ? MSG_GEN_CHAT : 0;
+	r->t_start = r->t_last_poll = intake_now_ns();
+	if (sampler_check(&r->sp)) {
+		job_fail(c, j, 400, "invalid_request_error", NULL, NULL, err_msg());
+		return false;
+	}
+	struct tok_ids ids = { 0 };
+	int rc;
+	if (o->kind == OAI_CHAT) {
+		struct chat_msg *cm = calloc(o->n_msgs, sizeof *cm);
+		if (!cm) {
+			job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
+			return false;
+		}
+		for (uint32_t i = 0; i < o->n_msgs; i++) {
+			cm[i].role = o->msgs[i].role;
+			cm[i].content = o->msgs[i].content;
+		}
+		rc = chat_encode(c->tok, cm, o->n_msgs, true, &ids);
+		free(cm);
+	} else {
+		rc = chat_encode_plain(c->tok, o->prompt, strlen(o->prompt), &ids);
+	}
+	if (rc) {
+		job_fail(c, j, 400, "invalid_request_error", o->kind == OAI_CHAT ? "messages" : "prompt",
+			 NULL, err_msg());
+		tok_ids_free(&ids);
+		return false;
+	}
+	if (ids.n == 0 || ids.n >= c->n_ctx) {
+		char m[200];
+		snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
+			 "(the prompt must leave room for at least one generated token)", ids.n,
+			 c->n_ctx);
+		job_fail(c, j, 400, "invalid_request_error", o->kind == OAI_CHAT ? "messages" : "prompt",
+			 "context_length_exceeded", m);
+		tok_ids_free(&ids);
+		return false;
+	}
+	r->prompt = malloc(ids.n * sizeof *r->prompt);
+	r->resume = malloc(sizeof *r->resume);
+	if (!r->prompt || !r->resume) {
+		tok_ids_free(&ids);
+		hreq_clear(q);
+		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < ids.n; i++)
+		r->prompt[i] = (uint32_t)ids.ids[i];
+	r->n_prompt = (uint32_t)ids.n;
+	tok_ids_free(&ids);
+	if (sched_queue_push(&c->sched, r->id)) {
+		hreq_clear(q);
+		char m[160];
+		snprintf(m, sizeof m, "coordinator busy: %u requests running and %u waiting; try "
+			 "again later", c->sched.max_seqs, c->sched.q_cap);
+		job_fail(c, j, 429, "rate_limit_error", NULL, "queue_full", m);
+		return false;
+	}
+	r->state = INTAKE_QUEUED;
+	q->used = true;
+	q->job = j;
+	oai_stop_init(&q->stop, j->req.stop, j->req.n_stop);
+	http_job_accept(c->http, j, r->n_prompt);
+	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens (http %s)\n",
+		(unsigned long long)r->id, r->n_prompt, o->kind == OAI_CHAT ? "chat" : "completion");
+	return true;
+}
+
+/* Move new pieces of q to its HTTP job (cutting stop strings), end it, and
+ * cancel it when the client went away. */
+static void http_progress(struct coord *c, struct hreq *q)
+{
+	struct intake_req *r = &q->r;
+	if (!q->ended) {
+		if (r->state != INTAKE_DONE && http_job_gone(c->http, q->job)) {
+			fprintf(stderr, "coordinator: request %016llx: http client went away, "
+				"cancelled\n", (unsigned long long)r->id);
+			intake_finish(r, MSG_END_CANCELLED);
+			sched_queue_remove(&c->sched, r->id);
+		}
+		while (q->seen < r->n_gen && !q->stop.stopped) {
+			const char *piece = r->pieces[q->seen++];
+			char *out = NULL;
+			size_t n = 0;
+			if (!oai_stop_feed(&q->stop, piece, strlen(piece), &out, &n))
+				http_job_emit(c->http, q->job, out, n);
+			free(out);
+			if (q->stop.stopped) {
+				q->n_done = q->seen;
+				intake_finish(r, MSG_END_STOP);
+			}
+		}
+		if (r->state == INTAKE_DONE) {
+			char *out = NULL;
+			size_t n = 0;
+			if (!oai_stop_flush(&q->stop, &out, &n))
+				http_job_emit(c->http, q->job, out, n);
+			free(out);
+			http_job_end(c->http, q->job, oai_finish_reason(r->reason),
+				     q->stop.stopped ? q->n_done : r->n_gen);
+			q->ended = true;
+		}
+	}
+	if (q->ended && !r->has_slot) {
+		http_job_release(c->http, q->job);
+		hreq_clear(q);
+	}
+}
+
+static void http_pump(struct coord *c)
+{
+	if (!c->http)
+		return;
+	struct http_job *j;
+	while ((j = http_take(c->http))) {
+		bool keep = false;
+		if (http_job_gone(c->http, j))
+			;
+		else if (j->kind == HTTP_JOB_TOKENIZE)
+			http_tokenize(c, j);
+		else if (j->kind == HTTP_JOB_DETOKENIZE)
+			http_detokenize(c, j);
+		else
+			keep = http_submit(c, j);
+		if (!keep)
+			http_job_release(c->http, j);
+	}
+	for (uint32_t i = 0; i < HTTP_MAX_JOBS; i++)
+		if (c->hreqs[i].used)
+			http_progress(c, &c->hreqs[i]);
+	bool up = c->gpu.up && (!c->split || c->npu.up);
+	http_set_health(c->http, up ? HTTP_READY : HTTP_DEGRADED);
+}
+
 /* One line per idle point: rounds, time per round, and per worker the share
  * of the wall time it spent working (its own step time from DONE) and the
  * handoff cost per message (round trip minus the worker's time). */
@@ -672,7 +937,11 @@ static void report_busy(struct coord *c)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
-		"                           [--max-seqs N] [--step-timeout-ms MS]\n");
+		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
+		"                           [--host H] [--port P] [--cors ORIGIN] [--no-http]\n"
+		"HTTP (OpenAI-compatible, docs/http.md): default %s:%d; the API key comes from\n"
+		"the environment variable UNICORN_API_KEY (required for a non-loopback --host).\n",
+		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -687,9 +956,15 @@ int main(int argc, char **argv)
 		{ "placement", required_argument, 0, 'p' },
 		{ "max-seqs", required_argument, 0, 's' },
 		{ "step-timeout-ms", required_argument, 0, 't' },
+		{ "host", required_argument, 0, 'H' },
+		{ "port", required_argument, 0, 'P' },
+		{ "cors", required_argument, 0, 'C' },
+		{ "no-http", no_argument, 0, 'N' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
+	const char *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
+	bool no_http = false;
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -698,6 +973,10 @@ int main(int argc, char **argv)
 		case 'p': placement = optarg; break;
 		case 's': c.max_seqs = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': c.step_timeout_ms = atoi(optarg); break;
+		case 'H': host = optarg; break;
+		case 'P': port_arg = optarg; break;
+		case 'C': cors = optarg; break;
+		case 'N': no_http = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -708,6 +987,22 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	c.split = !strcmp(placement, "split");
+	int port = HTTP_DEFAULT_PORT;
+	if (port_arg) {
+		char *end;
+		long v = strtol(port_arg, &end, 10);
+		if (*end || end == port_arg || v < 1 || v > 65535) {
+			fprintf(stderr, "coordinator: --port '%s': must be 1..65535\n", port_arg);
+			return 2;
+		}
+		port = (int)v;
+	}
+	const char *api_key = getenv("UNICORN_API_KEY");
+	if (!no_http && !oai_host_is_loopback(host) && !(api_key && *api_key)) {
+		fprintf(stderr, "coordinator: --host %s is not a loopback address: refusing to serve "
+			"HTTP on it without an API key (unicorn-up --api-key KEY)\n", host);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
@@ -744,6 +1039,37 @@ int main(int argc, char **argv)
 	c.n_ctx = c.att->model->cfg.n_ctx;
 	if (c.n_ctx > MSG_MAX_POS)
 		c.n_ctx = MSG_MAX_POS;
+	if (!no_http) {
+		/* The model's name is its file name without the extension. */
+		char name[256];
+		const char *base = strrchr(model, '/');
+		snprintf(name, sizeof name, "%s", base ? base + 1 : model);
+		char *dot = strrchr(name, '.');
+		if (dot && dot != name && (!strcmp(dot, ".gguf") || !strcmp(dot, ".json")))
+			*dot = 0;
+		struct http_opts ho = { .host = host, .port = port, .api_key = api_key,
+					.cors = cors, .model = name, .n_ctx = c.n_ctx };
+		if (http_start(&ho, &c.http)) {
+			/* An explicit --port must work; the default port may be taken by
+			 * another cluster: then this one runs without HTTP. */
+			fprintf(stderr, "coordinator: %s%s\n", err_msg(),
+				port_arg ? "" : "; HTTP is off for this cluster");
+			if (port_arg)
+				return 2;
+			c.http = NULL;
+		} else {
+			char hp[RUNDIR_PATH_MAX];
+			if (!rundir_path(c.rundir, "http", hp, sizeof hp)) {
+				FILE *f = fopen(hp, "w");
+				if (f) {
+					fprintf(f, "%s\n", http_url(c.http));
+					fclose(f);
+				}
+			}
+			fprintf(stderr, "coordinator: HTTP on %s%s\n", http_url(c.http),
+				api_key && *api_key ? " (API key required)" : "");
+		}
+	}
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;
@@ -786,6 +1112,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "coordinator: %s: %s\n", ready, strerror(errno));
 		close(fd);
 	}
+	http_set_health(c.http, HTTP_READY);
 	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
 		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
 
@@ -794,13 +1121,15 @@ int main(int argc, char **argv)
 		heartbeat(&c);
 		bool busy = sched_live(&c.sched) > 0 || c.sched.q_len > 0;
 		intake_serve(c.in, busy ? 0 : 20);
-		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
-			struct intake_req *r = intake_at(c.in, i);
+		for (uint32_t i = 0; i < N_REQS; i++) {
+			struct intake_req *r = req_at(&c, i);
 			if (r && r->state == INTAKE_DONE && r->has_slot)
 				release(&c, r);
 		}
+		http_pump(&c);
 		admit(&c);
 		run_live(&c);
+		http_pump(&c);
 		if (!sched_live(&c.sched) && c.n_steps != reported) {
 			report_busy(&c);
 			reported = c.n_steps;
@@ -808,6 +1137,15 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "coordinator: shutting down\n");
 	unlink(ready);
+	if (c.http) {
+		char hp[RUNDIR_PATH_MAX];
+		if (!rundir_path(c.rundir, "http", hp, sizeof hp))
+			unlink(hp);
+	}
+	http_stop(c.http);
+	for (uint32_t i = 0; i < HTTP_MAX_JOBS; i++)
+		if (c.hreqs[i].used)
+			hreq_clear(&c.hreqs[i]); /* their jobs died with the server */
 	intake_close(c.in);
 	for (int i = 0; i < 2; i++)
 		if (links(&c, i))

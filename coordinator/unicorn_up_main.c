@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "coordinator/http.h"
+#include "coordinator/openai.h"
 #include "coordinator/supervisor.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
@@ -26,6 +28,7 @@
 #define READY_FILE "ready"
 #define STATUS_FILE "status.json"
 #define LOG_FILE "unicorn.log"
+#define HTTP_FILE "http"   /* the coordinator writes its URL here */
 
 static void usage(FILE *f)
 {
@@ -41,18 +44,26 @@ static void usage(FILE *f)
 		"  --max-seqs N            concurrent sequences (1..%d, default 4): every\n"
 		"                          worker keeps a KV cache for each\n"
 		"  --name N                cluster name (default \"default\"; [A-Za-z0-9_-]{1,32})\n"
+		"  --host H                HTTP (OpenAI-compatible API) address (default %s)\n"
+		"  --port P                HTTP port (default %d; when the default is taken the\n"
+		"                          cluster runs without HTTP, an explicit port must bind)\n"
+		"  --api-key KEY           require \"Authorization: Bearer KEY\" (required for a\n"
+		"                          non-loopback --host; or set UNICORN_API_KEY)\n"
+		"  --cors ORIGIN           send Access-Control-Allow-Origin: ORIGIN\n"
+		"  --no-http               no HTTP server\n"
 		"  -d, --detach            run in the background once the cluster is ready\n"
 		"                          (log: RUNDIR/" LOG_FILE ")\n"
 		"  -h, --help              this text\n"
 		"\n"
 		"Stop it with `unicorn down --name N`; see it with `unicorn status --name N`.\n",
-		MSG_MAX_SLOTS);
+		MSG_MAX_SLOTS, HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
 }
 
 struct up_opts {
 	char model[PATH_MAX];
 	const char *placement, *attn_backend, *vk_device, *name, *max_seqs;
-	int detach;
+	const char *host, *port, *api_key, *cors;
+	int detach, no_http;
 };
 
 static int parse(int argc, char **argv, struct up_opts *o)
@@ -62,6 +73,9 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "attn-backend", required_argument, 0, 'a' }, { "vk-device", required_argument, 0, 'v' },
 		{ "max-seqs", required_argument, 0, 's' },  { "name", required_argument, 0, 'n' },
 		{ "detach", no_argument, 0, 'd' },          { "help", no_argument, 0, 'h' },
+		{ "host", required_argument, 0, 'H' },      { "port", required_argument, 0, 'P' },
+		{ "api-key", required_argument, 0, 'K' },   { "cors", required_argument, 0, 'C' },
+		{ "no-http", no_argument, 0, 'N' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -78,6 +92,11 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 's': o->max_seqs = optarg; break;
 		case 'n': o->name = optarg; break;
 		case 'd': o->detach = 1; break;
+		case 'H': o->host = optarg; break;
+		case 'P': o->port = optarg; break;
+		case 'K': o->api_key = optarg; break;
+		case 'C': o->cors = optarg; break;
+		case 'N': o->no_http = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -114,6 +133,23 @@ static int parse(int argc, char **argv, struct up_opts *o)
 			return 2;
 		}
 	}
+	if (!o->api_key)
+		o->api_key = getenv("UNICORN_API_KEY");
+	if (o->port) {
+		char *end;
+		long v = strtol(o->port, &end, 10);
+		if (*end || end == o->port || v < 1 || v > 65535) {
+			fprintf(stderr, "unicorn-up: --port '%s': must be 1..65535\n", o->port);
+			return 2;
+		}
+	}
+	if (!o->no_http && o->host && !oai_host_is_loopback(o->host) &&
+	    !(o->api_key && *o->api_key)) {
+		fprintf(stderr, "unicorn-up: --host %s is not a loopback address: refusing to serve "
+			"the HTTP API there without --api-key KEY (anyone who can reach it could use "
+			"the model)\n", o->host);
+		return 2;
+	}
 	if (!rundir_name_valid(o->name)) {
 		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
 			o->name, RUNDIR_NAME_MAX);
@@ -145,7 +181,7 @@ static int sibling(const char *name, char *out, size_t cap)
 static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", READY_FILE,
-	STATUS_FILE,
+	STATUS_FILE, HTTP_FILE,
 };
 
 static void remove_run_files(const char *dir)
@@ -161,6 +197,22 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The coordinator's HTTP URL (from RUNDIR/http), "" when it serves none. */
+static void http_url_read(const char *dir, char *out, size_t cap)
+{
+	char p[RUNDIR_PATH_MAX];
+	out[0] = 0;
+	if (rundir_path(dir, HTTP_FILE, p, sizeof p))
+		return;
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return;
+	if (!fgets(out, (int)cap, f))
+		out[0] = 0;
+	fclose(f);
+	out[strcspn(out, "\r\n")] = 0;
 }
 
 static void write_status(const char *dir, struct supervisor *s, const struct up_opts *o,
@@ -179,6 +231,10 @@ static void write_status(const char *dir, struct supervisor *s, const struct up_
 				 (int)sup_total_restarts(s), "processes", procs ? procs : json_array());
 	if (!root)
 		return;
+	char url[320];
+	http_url_read(dir, url, sizeof url);
+	json_object_set_new(root, "url", url[0] ? json_string(url) : json_null());
+	json_object_set_new(root, "api_key_required", json_boolean(o->api_key && *o->api_key));
 	if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0)
 		rename(tmp, path);
 	json_decref(root);
@@ -356,6 +412,16 @@ int main(int argc, char **argv)
 		ARG(b_coord); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
 		ARG("--placement"); ARG(o.placement);
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		if (o.host) { ARG("--host"); ARG(o.host); }
+		if (o.port) { ARG("--port"); ARG(o.port); }
+		if (o.cors) { ARG("--cors"); ARG(o.cors); }
+		if (o.no_http) ARG("--no-http");
+		/* The key travels in the environment, not argv (/proc/PID/cmdline is
+		 * readable by every user). */
+		if (o.api_key && *o.api_key)
+			setenv("UNICORN_API_KEY", o.api_key, 1);
+		else
+			unsetenv("UNICORN_API_KEY");
 		rc = sup_add(s, &sp);
 	}
 #undef ARG
@@ -430,10 +496,14 @@ int main(int argc, char **argv)
 		if (!is_ready && access(ready_path, F_OK) == 0) {
 			is_ready = true;
 			next_status = 0; /* show the ready table at once */
-			char line[PATH_MAX + 256];
+			char line[PATH_MAX + 640], hurl[320], hline[400] = "";
+			http_url_read(dir, hurl, sizeof hurl);
+			if (hurl[0])
+				snprintf(hline, sizeof hline, "; OpenAI API at %s/v1%s", hurl,
+					 o.api_key && *o.api_key ? " (API key required)" : "");
 			snprintf(line, sizeof line,
-				 "unicorn: ready \xe2\x80\x94 model %s, placement %s, try: unicorn run --name %s \"Hello\"\n",
-				 o.model, o.placement, o.name);
+				 "unicorn: ready \xe2\x80\x94 model %s, placement %s, try: unicorn run --name %s \"Hello\"%s\n",
+				 o.model, o.placement, o.name, hline);
 			dprintf(log_fd, "%s", line);
 			if (notify >= 0) {
 				dprintf(notify, "0%s", line);

@@ -1,0 +1,93 @@
+/* http: the coordinator's OpenAI-compatible HTTP server (docs/http.md).
+ *
+ * libmicrohttpd runs its own threads (one per connection). They parse and
+ * validate requests (coordinator/openai.h), answer /health and /v1/models
+ * themselves, and hand everything that needs the tokenizer or the scheduler
+ * to the coordinator's single-threaded loop as a struct http_job through a
+ * mutex-protected queue. The loop takes jobs (http_take), answers them
+ * (http_job_fail / http_job_result) or runs them through the same scheduler
+ * as the CLI's GEN_REQ (http_job_accept, then http_job_emit per piece, then
+ * http_job_end). Connection threads wait on a condition variable (with a
+ * timeout, watching the socket) and write whole answers or SSE chunks. A
+ * client that goes away marks its job gone (http_job_gone), and the loop
+ * cancels the generation at its next iteration, i.e. within one step.
+ *
+ * A job is shared by the two sides (reference count); each side calls its
+ * release exactly once (the loop: http_job_release). */
+#ifndef UNICORN_HTTP_H
+#define UNICORN_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/openai.h"
+
+#define HTTP_DEFAULT_HOST "127.0.0.1"
+#define HTTP_DEFAULT_PORT 8642
+#define HTTP_MAX_JOBS 64          /* queued + running HTTP jobs; more -> 429 */
+#define HTTP_MAX_CONNECTIONS 128
+#define HTTP_ACCEPT_TIMEOUT_MS 30000 /* the loop must take a job within this (else 503) */
+
+enum http_health { HTTP_LOADING = 0, HTTP_READY, HTTP_DEGRADED };
+enum http_job_kind { HTTP_JOB_GENERATE = 1, HTTP_JOB_TOKENIZE, HTTP_JOB_DETOKENIZE };
+
+struct http_opts {
+	const char *host;         /* default 127.0.0.1 */
+	int port;                 /* 1..65535 */
+	const char *api_key;      /* NULL/"" = none (refused for a non-loopback host) */
+	const char *cors;         /* Access-Control-Allow-Origin value, NULL = none */
+	const char *model;        /* name reported by /v1/models and in answers */
+	uint32_t n_ctx;           /* for /v1/models */
+};
+
+struct http_job {
+	int kind;                 /* enum http_job_kind */
+	struct oai_req req;       /* GENERATE */
+	char *text;               /* TOKENIZE */
+	bool add_special;
+	int32_t *ids;             /* DETOKENIZE */
+	size_t n_ids;
+	/* below: the http module's, guarded by its mutex */
+	int state;
+	struct oai_err err;
+	char *out;                /* generated text (stop strings cut) */
+	size_t n_out, cap_out;
+	char *result;             /* TOKENIZE/DETOKENIZE answer JSON */
+	const char *finish;
+	uint32_t prompt_tokens, completion_tokens;
+	bool gone;
+	int refs;
+	struct http_job *next;
+};
+
+struct http;
+
+/* Bind and start serving. ERR_INVAL for a non-loopback host without a key,
+ * ERR_IO when the address cannot be bound (the message names it). */
+int http_start(const struct http_opts *o, struct http **out);
+void http_stop(struct http *h);
+void http_set_health(struct http *h, int health);
+/* "http://HOST:PORT" */
+const char *http_url(const struct http *h);
+
+/* --- the coordinator loop's side --------------------------------------- */
+
+/* Next queued job, or NULL. */
+struct http_job *http_take(struct http *h);
+/* Refuse (before accept) with an OpenAI error. */
+void http_job_fail(struct http *h, struct http_job *j, const struct oai_err *e);
+/* TOKENIZE/DETOKENIZE answer (json is taken over). */
+void http_job_result(struct http *h, struct http_job *j, char *json);
+/* GENERATE: queued in the scheduler; the answer (or stream) starts. */
+void http_job_accept(struct http *h, struct http_job *j, uint32_t prompt_tokens);
+/* Append generated text. */
+int http_job_emit(struct http *h, struct http_job *j, const char *text, size_t len);
+/* Generation over (finish: "stop", "length", or "error"/"cancelled"). */
+void http_job_end(struct http *h, struct http_job *j, const char *finish,
+		  uint32_t completion_tokens);
+/* The client disconnected or gave up: cancel the work. */
+bool http_job_gone(struct http *h, struct http_job *j);
+void http_job_release(struct http *h, struct http_job *j);
+
+#endif

@@ -1,0 +1,651 @@
+/* openai: request parsing/validation and response building (pure). */
+#include "coordinator/openai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <jansson.h>
+
+#include "ipc/err.h"
+#include "ipc/msg.h"
+
+int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,
+		const char *code, const char *fmt, ...)
+{
+	memset(e, 0, sizeof *e);
+	e->status = status;
+	snprintf(e->type, sizeof e->type, "%s", type ? type : "invalid_request_error");
+	snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+	snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof e->message, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+#define BAD(e, param, ...) oai_err_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+
+char *oai_error_json(const struct oai_err *e)
+{
+	json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type",
+			      e->type, "param", e->param[0] ? json_string(e->param) : json_null(),
+			      "code", e->code[0] ? json_string(e->code) : json_null());
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+void oai_req_free(struct oai_req *r)
+{
+	for (uint32_t i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	for (uint32_t i = 0; i < r->n_msgs; i++) {
+		free(r->msgs[i].role);
+		free(r->msgs[i].content);
+	}
+	free(r->msgs);
+	free(r->prompt);
+	memset(r, 0, sizeof *r);
+}
+
+/* A present, non-null field. */
+static json_t *field(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_null(v) ? NULL : v;
+}
+
+static int get_number(json_t *o, const char *k, double lo, double hi, double *out,
+		      struct oai_err *e)
+{
+	json_t *v = field(o, k);
+	if (!v)
+		return 0;
+	if (!json_is_number(v))
+		return BAD(e, k, "'%s' must be a number", k);
+	double d = json_number_value(v);
+	if (!isfinite(d) || d < lo || d > hi)
+		return BAD(e, k, "'%s' must be between %g and %g (got %g)", k, lo, hi, d);
+	*out = d;
+	return 0;
+}
+
+static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *out,
+		   struct oai_err *e)
+{
+	json_t *v = field(o, k);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return BAD(e, k, "'%s' must be an integer", k);
+	long long x = json_integer_value(v);
+	if (x < lo || x > hi)
+		return BAD(e, k, "'%s' must be between %lld and %lld (got %lld)", k, lo, hi, x);
+	*out = x;
+	return 0;
+}
+
+/* Content: a string, or an array of {"type":"text","text":...} parts (joined). */
+static int content_text(json_t *c, uint32_t i, char **out, struct oai_err *e)
+{
+	if (json_is_string(c)) {
+		if (strlen(json_string_value(c)) != json_string_length(c))
+			return BAD(e, "messages", "messages[%u].content contains a NUL character", i);
+		*out = strndup(json_string_value(c), json_string_length(c));
+	} else if (json_is_array(c)) {
+		size_t n = 0, j;
+		json_t *p;
+		json_array_foreach(c, j, p) {
+			json_t *t = json_object_get(p, "text");
+			if (!json_is_object(p) || !json_is_string(json_object_get(p, "type")) ||
+			    strcmp(json_string_value(json_object_get(p, "type")), "text") ||
+			    !json_is_string(t))
+				return BAD(e, "messages", "messages[%u].content[%zu]: only text parts "
+					   "{\"type\": \"text\", \"text\": ...} are supported", i, j);
+			n += json_string_length(t);
+		}
+		char *s = malloc(n + 1);
+		if (!s)
+			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		size_t k = 0;
+		json_array_foreach(c, j, p) {
+			json_t *t = json_object_get(p, "text");
+			memcpy(s + k, json_string_value(t), json_string_length(t));
+			k += json_string_length(t);
+		}
+		s[k] = 0;
+		*out = s;
+	} else {
+		return BAD(e, "messages", "messages[%u].content must be a string", i);
+	}
+	if (!*out)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	return 0;
+}
+
+static json_t *load(const char *body, size_t len, struct oai_err *e)
+{
+	json_error_t je;
+	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		BAD(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+		    je.column);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		BAD(e, NULL, "the body must be a JSON object");
+		return NULL;
+	}
+	return root;
+}
+
+/* Parameters we do not implement: refused rather than silently ignored,
+ * unless they carry their neutral value. */
+static int unsupported(json_t *o, int kind, struct oai_err *e)
+{
+	static const char *const zero_ok[] = { "presence_penalty", "frequency_penalty", "min_p" };
+	for (size_t i = 0; i < sizeof zero_ok / sizeof *zero_ok; i++) {
+		json_t *v = field(o, zero_ok[i]);
+		if (v && !(json_is_number(v) && json_number_value(v) == 0.0))
+			return BAD(e, zero_ok[i], "'%s' is not supported (only 0)", zero_ok[i]);
+	}
+	json_t *v = field(o, "repetition_penalty");
+	if (v && !(json_is_number(v) && json_number_value(v) == 1.0))
+		return BAD(e, "repetition_penalty", "'repetition_penalty' is not supported (only 1)");
+	v = field(o, "logprobs");
+	if (v && !json_is_false(v) && !(kind == OAI_COMPLETION && json_is_integer(v) &&
+					 json_integer_value(v) == 0))
+		return BAD(e, "logprobs", "'logprobs' is not supported");
+	if (field(o, "top_logprobs"))
+		return BAD(e, "top_logprobs", "'top_logprobs' is not supported");
+	v = field(o, "logit_bias");
+	if (v && !(json_is_object(v) && json_object_size(v) == 0))
+		return BAD(e, "logit_bias", "'logit_bias' is not supported");
+	v = field(o, "tools");
+	if (v && !(json_is_array(v) && json_array_size(v) == 0))
+		return BAD(e, "tools", "'tools' (function calling) is not supported");
+	if (field(o, "functions"))
+		return BAD(e, "functions", "'functions' is not supported");
+	v = field(o, "response_format");
+	if (v) {
+		const char *t = json_string_value(json_object_get(v, "type"));
+		if (!t || strcmp(t, "text"))
+			return BAD(e, "response_format", "'response_format' other than text is not "
+				   "supported");
+	}
+	v = field(o, "best_of");
+	if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
+		return BAD(e, "best_of", "'best_of' must be 1");
+	v = field(o, "echo");
+	if (v && !json_is_false(v))
+		return BAD(e, "echo", "'echo' is not supported");
+	v = field(o, "suffix");
+	if (v && !(json_is_string(v) && json_string_length(v) == 0))
+		return BAD(e, "suffix", "'suffix' is not supported");
+	return 0;
+}
+
+static int parse_stop(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "stop");
+	if (!v)
+		return 0;
+	json_t *one[1] = { v };
+	json_t **items = one;
+	size_t n = 1;
+	if (json_is_array(v)) {
+		n = json_array_size(v);
+		if (n > OAI_MAX_STOP)
+			return BAD(e, "stop", "'stop' takes at most %d strings (got %zu)", OAI_MAX_STOP,
+				   n);
+		items = NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = items ? items[i] : json_array_get(v, i);
+		if (!json_is_string(s))
+			return BAD(e, "stop", "'stop' must be a string or an array of strings");
+		size_t l = json_string_length(s);
+		if (l == 0 || l > OAI_MAX_STOP_LEN || strlen(json_string_value(s)) != l)
+			return BAD(e, "stop", "stop strings must be 1..%d bytes without NUL",
+				   OAI_MAX_STOP_LEN);
+		r->stop[r->n_stop] = strdup(json_string_value(s));
+		if (!r->stop[r->n_stop])
+			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		r->n_stop++;
+	}
+	return 0;
+}
+
+static int parse_messages(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *m = field(o, "messages");
+	if (!m)
+		return BAD(e, "messages", "'messages' is required");
+	if (!json_is_array(m) || json_array_size(m) == 0)
+		return BAD(e, "messages", "'messages' must be a non-empty array");
+	size_t n = json_array_size(m);
+	if (n > OAI_MAX_MESSAGES)
+		return BAD(e, "messages", "at most %d messages (got %zu)", OAI_MAX_MESSAGES, n);
+	r->msgs = calloc(n, sizeof *r->msgs);
+	if (!r->msgs)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		json_t *it = json_array_get(m, i);
+		if (!json_is_object(it))
+			return BAD(e, "messages", "messages[%zu] must be an object", i);
+		const char *role = json_string_value(json_object_get(it, "role"));
+		if (!role)
+			return BAD(e, "messages", "messages[%zu].role must be a string", i);
+		if (strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "user") &&
+		    strcmp(role, "assistant"))
+			return BAD(e, "messages", "messages[%zu].role '%.40s': must be system, user or "
+				   "assistant", i, role);
+		/* "developer" is the newer spelling of "system" */
+		r->msgs[i].role = strdup(strcmp(role, "developer") ? role : "system");
+		r->n_msgs++;
+		if (!r->msgs[i].role)
+			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		json_t *c = field(it, "content");
+		if (!c)
+			return BAD(e, "messages", "messages[%zu].content is required", i);
+		if (content_text(c, (uint32_t)i, &r->msgs[i].content, e))
+			return -1;
+		total += strlen(r->msgs[i].content);
+		if (total > OAI_MAX_PROMPT_BYTES)
+			return BAD(e, "messages", "the messages hold more than %d bytes",
+				   OAI_MAX_PROMPT_BYTES);
+	}
+	return 0;
+}
+
+static int parse_prompt(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *p = field(o, "prompt");
+	if (!p)
+		return BAD(e, "prompt", "'prompt' is required");
+	if (json_is_array(p)) {
+		if (json_array_size(p) != 1 || !json_is_string(json_array_get(p, 0)))
+			return BAD(e, "prompt", "'prompt' must be a string (or an array of one "
+				   "string)");
+		p = json_array_get(p, 0);
+	}
+	if (!json_is_string(p))
+		return BAD(e, "prompt", "'prompt' must be a string");
+	size_t l = json_string_length(p);
+	if (l == 0)
+		return BAD(e, "prompt", "'prompt' is empty");
+	if (l > OAI_MAX_PROMPT_BYTES)
+		return BAD(e, "prompt", "'prompt' is longer than %d bytes", OAI_MAX_PROMPT_BYTES);
+	if (strlen(json_string_value(p)) != l)
+		return BAD(e, "prompt", "'prompt' contains a NUL character");
+	r->prompt = strdup(json_string_value(p));
+	if (!r->prompt)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	return 0;
+}
+
+int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struct oai_err *e)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = kind;
+	out->max_tokens = OAI_DEFAULT_MAX_TOKENS;
+	out->temperature = 1.0f;
+	out->top_p = 1.0f;
+	if (len > OAI_MAX_BODY)
+		return oai_err_set(e, 413, "invalid_request_error", NULL, "body_too_large",
+				   "the request body is larger than %u bytes", OAI_MAX_BODY);
+	json_t *o = load(body, len, e);
+	if (!o)
+		return -1;
+	int rc = -1;
+	double d;
+	long long x;
+	json_t *v;
+	if ((v = field(o, "model")) && !json_is_string(v)) {
+		BAD(e, "model", "'model' must be a string");
+		goto out;
+	}
+	if (unsupported(o, kind, e))
+		goto out;
+	if ((v = field(o, "stream")) && !json_is_boolean(v)) {
+		BAD(e, "stream", "'stream' must be a boolean");
+		goto out;
+	}
+	out->stream = v && json_is_true(v);
+	if ((v = field(o, "stream_options"))) {
+		json_t *u = json_object_get(v, "include_usage");
+		if (!json_is_object(v) || (u && !json_is_boolean(u))) {
+			BAD(e, "stream_options", "'stream_options' must be {\"include_usage\": bool}");
+			goto out;
+		}
+		out->include_usage = json_is_true(u);
+	}
+	x = 1;
+	if (get_int(o, "n", 1, 1, &x, e)) {
+		BAD(e, "n", "'n' must be 1 (one choice per request)");
+		goto out;
+	}
+	x = OAI_DEFAULT_MAX_TOKENS;
+	const char *mt = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+	if (get_int(o, mt, 1, OAI_MAX_TOKENS_CAP, &x, e))
+		goto out;
+	out->max_tokens = (uint32_t)x;
+	d = 1.0;
+	if (get_number(o, "temperature", 0.0, 2.0, &d, e))
+		goto out;
+	out->temperature = (float)d;
+	d = 1.0;
+	if (get_number(o, "top_p", 0.0, 1.0, &d, e))
+		goto out;
+	if (d <= 0.0) {
+		BAD(e, "top_p", "'top_p' must be greater than 0");
+		goto out;
+	}
+	out->top_p = (float)d;
+	x = 0;
+	if (get_int(o, "top_k", 0, 64, &x, e))
+		goto out;
+	out->top_k = (uint32_t)x;
+	if ((v = field(o, "seed"))) {
+		if (!json_is_integer(v)) {
+			BAD(e, "seed", "'seed' must be an integer");
+			goto out;
+		}
+		out->has_seed = true;
+		out->seed = (uint64_t)json_integer_value(v);
+	}
+	if (parse_stop(o, out, e))
+		goto out;
+	if (kind == OAI_CHAT ? parse_messages(o, out, e) : parse_prompt(o, out, e))
+		goto out;
+	rc = 0;
+out:
+	json_decref(o);
+	if (rc)
+		oai_req_free(out);
+	return rc;
+}
+
+int oai_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
+		       struct oai_err *e)
+{
+	*text = NULL;
+	*add_special = true;
+	if (len > OAI_MAX_BODY)
+		return oai_err_set(e, 413, "invalid_request_error", NULL, "body_too_large",
+				   "the request body is larger than %u bytes", OAI_MAX_BODY);
+	json_t *o = load(body, len, e);
+	if (!o)
+		return -1;
+	int rc = -1;
+	const char *k = field(o, "text") ? "text" : "prompt";
+	json_t *t = field(o, k);
+	json_t *a = field(o, "add_special");
+	if (!json_is_string(t) || strlen(json_string_value(t)) != json_string_length(t)) {
+		BAD(e, k, "'text' (or 'prompt') must be a string without NUL");
+	} else if (json_string_length(t) > OAI_MAX_PROMPT_BYTES) {
+		BAD(e, k, "'%s' is longer than %d bytes", k, OAI_MAX_PROMPT_BYTES);
+	} else if (a && !json_is_boolean(a)) {
+		BAD(e, "add_special", "'add_special' must be a boolean");
+	} else {
+		*add_special = !a || json_is_true(a);
+		*text = strdup(json_string_value(t));
+		rc = *text ? 0 : oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	}
+	json_decref(o);
+	return rc;
+}
+
+int oai_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
+			 size_t *n, struct oai_err *e)
+{
+	*ids = NULL;
+	*n = 0;
+	if (len > OAI_MAX_BODY)
+		return oai_err_set(e, 413, "invalid_request_error", NULL, "body_too_large",
+				   "the request body is larger than %u bytes", OAI_MAX_BODY);
+	json_t *o = load(body, len, e);
+	if (!o)
+		return -1;
+	int rc = -1;
+	json_t *t = field(o, "tokens");
+	if (!json_is_array(t)) {
+		BAD(e, "tokens", "'tokens' must be an array of token ids");
+		goto out;
+	}
+	size_t cnt = json_array_size(t);
+	*ids = malloc((cnt ? cnt : 1) * sizeof **ids);
+	if (!*ids) {
+		oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		json_t *v = json_array_get(t, i);
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) >= (json_int_t)n_vocab) {
+			BAD(e, "tokens", "tokens[%zu] must be an integer in 0..%u", i, n_vocab - 1);
+			free(*ids);
+			*ids = NULL;
+			goto out;
+		}
+		(*ids)[i] = (int32_t)json_integer_value(v);
+	}
+	*n = cnt;
+	rc = 0;
+out:
+	json_decref(o);
+	return rc;
+}
+
+const char *oai_finish_reason(uint32_t r)
+{
+	switch (r) {
+	case MSG_END_STOP: return "stop";
+	case MSG_END_LENGTH:
+	case MSG_END_CONTEXT: return "length";
+	case MSG_END_CANCELLED: return "cancelled";
+	default: return "error";
+	}
+}
+
+static char *dump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
+			const char *text, size_t text_len, const char *finish,
+			uint32_t prompt_tokens, uint32_t completion_tokens)
+{
+	json_t *choice;
+	if (kind == OAI_CHAT)
+		choice = json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role",
+				   "assistant", "content", text, text_len, "logprobs",
+				   "finish_reason", finish);
+	else
+		choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, text_len,
+				   "logprobs", "finish_reason", finish);
+	if (!choice)
+		return NULL;
+	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", id, "object",
+			      kind == OAI_CHAT ? "chat.completion" : "text_completion", "created",
+			      (json_int_t)created, "model", model, "choices", choice, "usage",
+			      "prompt_tokens", (int)prompt_tokens, "completion_tokens",
+			      (int)completion_tokens, "total_tokens",
+			      (int)(prompt_tokens + completion_tokens)));
+}
+
+char *oai_chunk_json(int kind, const char *id, int64_t created, const char *model,
+		     const char *text, size_t text_len, bool role_first, const char *finish)
+{
+	json_t *choice;
+	json_t *fin = finish ? json_string(finish) : json_null();
+	if (kind == OAI_CHAT) {
+		json_t *delta = json_object();
+		if (role_first)
+			json_object_set_new(delta, "role", json_string("assistant"));
+		if (text)
+			json_object_set_new(delta, "content", json_stringn(text, text_len));
+		choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs",
+				   "finish_reason", fin);
+	} else {
+		choice = json_pack("{s:i, s:s%, s:n, s:o}", "index", 0, "text", text ? text : "",
+				   text ? text_len : 0, "logprobs", "finish_reason", fin);
+	}
+	if (!choice)
+		return NULL;
+	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
+			      kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+			      "created", (json_int_t)created, "model", model, "choices", choice));
+}
+
+char *oai_usage_chunk_json(int kind, const char *id, int64_t created, const char *model,
+			   uint32_t prompt_tokens, uint32_t completion_tokens)
+{
+	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[], s:{s:i, s:i, s:i}}", "id", id, "object",
+			      kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+			      "created", (json_int_t)created, "model", model, "choices", "usage",
+			      "prompt_tokens", (int)prompt_tokens, "completion_tokens",
+			      (int)completion_tokens, "total_tokens",
+			      (int)(prompt_tokens + completion_tokens)));
+}
+
+char *oai_sse_frame(const char *json, size_t *len)
+{
+	const char *body = json ? json : "[DONE]";
+	size_t n = strlen(body) + 8;
+	char *s = malloc(n + 1);
+	if (!s)
+		return NULL;
+	snprintf(s, n + 1, "data: %s\n\n", body);
+	*len = n;
+	return s;
+}
+
+/* --- stop strings ------------------------------------------------------ */
+
+void oai_stop_init(struct oai_stop *s, char *const *stop, uint32_t n_stop)
+{
+	memset(s, 0, sizeof *s);
+	s->stop = (const char *const *)stop;
+	s->n_stop = n_stop > OAI_MAX_STOP ? OAI_MAX_STOP : n_stop;
+}
+
+void oai_stop_free(struct oai_stop *s)
+{
+	free(s->held);
+	s->held = NULL;
+	s->n_held = 0;
+}
+
+/* Longest suffix of buf[n] that is a proper prefix of some stop string. */
+static size_t partial_tail(const struct oai_stop *s, const char *buf, size_t n)
+{
+	size_t best = 0;
+	for (uint32_t i = 0; i < s->n_stop; i++) {
+		size_t l = strlen(s->stop[i]);
+		for (size_t k = l - 1 < n ? l - 1 : n; k > best; k--)
+			if (!memcmp(buf + n - k, s->stop[i], k)) {
+				best = k;
+				break;
+			}
+	}
+	return best;
+}
+
+static char *copy(const char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = 0;
+	}
+	return s;
+}
+
+int oai_stop_feed(struct oai_stop *s, const char *piece, size_t len, char **out,
+		  size_t *out_len)
+{
+	*out = NULL;
+	*out_len = 0;
+	if (s->stopped)
+		len = 0;
+	char *buf = realloc(s->held, s->n_held + len + 1);
+	if (!buf)
+		return err_set(ERR_NOMEM, "openai: out of memory");
+	s->held = buf;
+	if (len)
+		memcpy(buf + s->n_held, piece, len);
+	size_t n = s->n_held + len;
+	buf[n] = 0;
+	/* earliest complete stop string wins */
+	size_t cut = n;
+	for (uint32_t i = 0; i < s->n_stop && !s->stopped; i++) {
+		size_t l = strlen(s->stop[i]);
+		for (size_t p = 0; l <= n && p + l <= n && p < cut; p++)
+			if (!memcmp(buf + p, s->stop[i], l)) {
+				cut = p;
+				break;
+			}
+	}
+	if (cut < n) {
+		s->stopped = true;
+		*out = copy(buf, cut);
+		*out_len = cut;
+		s->n_held = 0;
+		return *out ? 0 : err_set(ERR_NOMEM, "openai: out of memory");
+	}
+	size_t keep = s->stopped ? 0 : partial_tail(s, buf, n);
+	*out = copy(buf, n - keep);
+	if (!*out)
+		return err_set(ERR_NOMEM, "openai: out of memory");
+	*out_len = n - keep;
+	memmove(buf, buf + n - keep, keep);
+	s->n_held = keep;
+	return 0;
+}
+
+int oai_stop_flush(struct oai_stop *s, char **out, size_t *out_len)
+{
+	*out = copy(s->held ? s->held : "", s->stopped ? 0 : s->n_held);
+	*out_len = *out ? (s->stopped ? 0 : s->n_held) : 0;
+	s->n_held = 0;
+	return *out ? 0 : err_set(ERR_NOMEM, "openai: out of memory");
+}
+
+bool oai_auth_ok(const char *header, const char *key)
+{
+	if (!key || !*key)
+		return true;
+	if (!header || strncmp(header, "Bearer ", 7))
+		return false;
+	const char *h = header + 7;
+	while (*h == ' ')
+		h++;
+	size_t hl = strlen(h), kl = strlen(key);
+	unsigned char diff = hl != kl;
+	for (size_t i = 0; i < kl; i++)
+		diff |= (unsigned char)(key[i] ^ (i < hl ? h[i] : 0));
+	return diff == 0;
+}
+
+bool oai_host_is_loopback(const char *host)
+{
+	if (!host)
+		return false;
+	if (!strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]"))
+		return true;
+	struct in_addr a;
+	if (inet_pton(AF_INET, host, &a) == 1)
+		return (ntohl(a.s_addr) >> 24) == 127;
+	return false;
+}

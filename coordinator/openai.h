@@ -1,0 +1,115 @@
+/* openai: the OpenAI-compatible request/response formats (docs/http.md).
+ *
+ * Pure functions, no I/O: parse and validate a /v1/chat/completions or
+ * /v1/completions body into struct oai_req (every refusal carries the HTTP
+ * status, the OpenAI error type, the offending parameter and a sentence),
+ * build the JSON answers (whole responses, stream chunks, SSE frames, error
+ * objects) and cut generated text at user stop strings, also when a stop
+ * string is spread over several streamed pieces. */
+#ifndef UNICORN_OPENAI_H
+#define UNICORN_OPENAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OAI_MAX_BODY (1u << 20)     /* request body bytes */
+#define OAI_MAX_STOP 4              /* stop strings */
+#define OAI_MAX_STOP_LEN 256        /* bytes of one stop string */
+#define OAI_MAX_MESSAGES 256
+#define OAI_MAX_TOKENS_CAP 4096     /* = MSG_MAX_GEN */
+#define OAI_DEFAULT_MAX_TOKENS 256
+#define OAI_MAX_PROMPT_BYTES 262144 /* prompt text (all messages together) */
+
+enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
+
+/* A refusal: HTTP status + OpenAI error object fields. */
+struct oai_err {
+	int status;              /* 400, 401, 404, 405, 413, 429, 500, 503 */
+	char type[40];           /* "invalid_request_error", ... */
+	char param[40];          /* "" = null */
+	char code[40];           /* "" = null */
+	char message[256];
+};
+
+struct oai_msg {
+	char *role;              /* system / user / assistant */
+	char *content;
+};
+
+struct oai_req {
+	int kind;                /* enum oai_kind */
+	bool stream, include_usage;
+	uint32_t max_tokens;
+	float temperature;       /* 0..2 */
+	float top_p;             /* (0, 1] */
+	uint32_t top_k;          /* 0 = off .. 64 */
+	bool has_seed;
+	uint64_t seed;
+	char *stop[OAI_MAX_STOP];
+	uint32_t n_stop;
+	struct oai_msg *msgs;    /* chat */
+	uint32_t n_msgs;
+	char *prompt;            /* completions */
+};
+
+/* Parse body[len] (kind chat or completion). 0, or -1 with *e filled. */
+int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struct oai_err *e);
+void oai_req_free(struct oai_req *r);
+
+/* /tokenize {"text"|"prompt": string, "add_special": bool (default true)} */
+int oai_parse_tokenize(const char *body, size_t len, char **text, bool *add_special,
+		       struct oai_err *e);
+/* /detokenize {"tokens": [ints]}; *ids malloc'ed. n_vocab bounds the ids. */
+int oai_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
+			 size_t *n, struct oai_err *e);
+
+/* Fill e (status, type, param or NULL, code or NULL, printf message). Returns -1. */
+int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,
+		const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* {"error": {"message", "type", "param", "code"}} as a malloc'ed string. */
+char *oai_error_json(const struct oai_err *e);
+
+/* "stop" / "length" (context counts as length) / "cancelled" / "error". */
+const char *oai_finish_reason(uint32_t msg_end_reason);
+
+/* Whole answer (object "chat.completion" or "text_completion"). */
+char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
+			const char *text, size_t text_len, const char *finish,
+			uint32_t prompt_tokens, uint32_t completion_tokens);
+/* One stream chunk: text (may be NULL = no content), finish (NULL = null),
+ * role_first: the chat's first chunk that carries delta.role. */
+char *oai_chunk_json(int kind, const char *id, int64_t created, const char *model,
+		     const char *text, size_t text_len, bool role_first, const char *finish);
+/* The last chunk of stream_options.include_usage: choices [] + usage. */
+char *oai_usage_chunk_json(int kind, const char *id, int64_t created, const char *model,
+			   uint32_t prompt_tokens, uint32_t completion_tokens);
+/* "data: " json "\n\n" (json NULL = "[DONE]"), malloc'ed, *len set. */
+char *oai_sse_frame(const char *json, size_t *len);
+
+/* Stop-string cutter over streamed pieces. Text that could be the start of a
+ * stop string is held back until the next piece decides. */
+struct oai_stop {
+	const char *const *stop; /* borrowed */
+	uint32_t n_stop;
+	char *held;
+	size_t n_held;
+	bool stopped;
+};
+void oai_stop_init(struct oai_stop *s, char *const *stop, uint32_t n_stop);
+/* Feed piece[len]; *out (malloc'ed, may be empty) gets the text that is now
+ * safe to emit. Sets s->stopped (and drops the stop string and anything after
+ * it) when a stop string completed. 0 or ERR_NOMEM. */
+int oai_stop_feed(struct oai_stop *s, const char *piece, size_t len, char **out,
+		  size_t *out_len);
+/* End of generation: the held text is emitted (it did not become a stop). */
+int oai_stop_flush(struct oai_stop *s, char **out, size_t *out_len);
+void oai_stop_free(struct oai_stop *s);
+
+/* Constant-time comparison of an "Authorization" header with "Bearer KEY". */
+bool oai_auth_ok(const char *header, const char *key);
+
+/* True for 127.0.0.0/8, ::1 and "localhost". */
+bool oai_host_is_loopback(const char *host);
+
+#endif
