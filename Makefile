@@ -15,7 +15,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -I. -I$(BUILD) $(SAN) -MMD -MP
 LDFLAGS += $(SAN)
-LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lm -lpthread
+LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lncursesw -lm -lpthread
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 

@@ -10,7 +10,8 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 	build-essential pkg-config clang-14 libclang-rt-14-dev \
 	glslc spirv-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools \
 	libcriterion-dev libnng-dev libbsd-dev libjansson-dev libmicrohttpd-dev \
-	libncurses-dev libxrt-dev ca-certificates
+	libncurses-dev libxrt-dev ca-certificates \
+	tmux chromium prometheus
 # Node.js/npm for test-only npm packages: keep a preinstalled one (Debian's
 # npm package conflicts with NodeSource's nodejs), else take Debian's.
 if ! command -v npm >/dev/null 2>&1; then

@@ -14,5 +14,7 @@ int cli_run(int argc, char **argv);       /* coordinator/cli_run.c */
 int cli_chat(int argc, char **argv);      /* coordinator/cli_chat.c */
 int cli_status(int argc, char **argv);    /* coordinator/cli_status.c */
 int cli_down(int argc, char **argv);      /* coordinator/cli_down.c */
+int cli_top(int argc, char **argv);       /* coordinator/cli_top.c */
+int cli_trace(int argc, char **argv);     /* coordinator/cli_trace.c */
 
 #endif

@@ -15,6 +15,8 @@ static const struct subcommand subcommands[] = {
 	{ "chat", cli_chat, "interactive chat with the Gemma 3 chat template" },
 	{ "status", cli_status, "show the processes of a running cluster" },
 	{ "down", cli_down, "stop a running cluster" },
+	{ "top", cli_top, "live dashboard of a running cluster's workers" },
+	{ "trace", cli_trace, "record a Chrome/Perfetto trace of per-layer spans" },
 	{ "inspect", cli_inspect, "show a model's architecture, hyperparameters and tensors" },
 	{ "tokenize", cli_tokenize, "turn text into token ids and pieces" },
 	{ "logits", cli_logits, "write the logits of a teacher-forced token sequence" },

@@ -1,0 +1,9 @@
+/* PLACEHOLDER being written now; replaced by the real command. */
+#include "coordinator/cli.h"
+#include <stdio.h>
+int cli_top(int argc, char **argv)
+{
+	(void)argc; (void)argv;
+	fprintf(stderr, "unicorn top: not built yet\n");
+	return 1;
+}
