@@ -56,19 +56,20 @@ struct engine {
 	struct vk_buf *output_norm;
 	struct elayer *L;
 	/* activations [max_batch][...] */
-	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *res, *dummy;
+	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
 	bool use_mvs, use_mm;
+	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
-	uint32_t mvs_bpt;              /* mul_mvs: target 32-element blocks per thread */          /* the subgroup matvec / tiled mat-mat kernels are usable */
+	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
 	const char *prof_name[PROF_MAX];
 	uint64_t prof_bytes[PROF_MAX];
-	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_argmax, s_topk;
+	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_logits_d, s_argmax, s_topk;
 	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
 	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
@@ -196,7 +197,8 @@ static int pipes_create(struct engine *e)
 	const char *bar_env = getenv("UNICORN_VK_BARRIER");
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
-	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 2;
+	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
+	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
 	for (int i = 0; i < 7 && !rc; i++) {
 		if (e->use_mvs) {
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
@@ -209,9 +211,20 @@ static int pipes_create(struct engine *e)
 		if (!rc && e->use_mm)
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), NULL, 0, &e->mm[i]);
 	}
-	if (!rc) rc = vk_pipe_create(e->vk, "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
+	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
+	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
+	const char *nenv = getenv("UNICORN_VK_NORM");
+	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &e->rope);
-	if (!rc) rc = vk_pipe_create(e->vk, "attn", 5, sizeof(struct attn_push), wg, 1, &e->attn);
+	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
+	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
+	 * coherent partial traffic and the serial merge cost more than a dispatch),
+	 * so the separate attn_combine stays the default. */
+	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
+	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
+	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
+	if (!rc) rc = vk_pipe_create(e->vk, "attn", 6, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &e->combine);
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 2, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
@@ -281,8 +294,9 @@ static int sets_create(struct engine *e)
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, e->embd.buf, e->xb, e->logits, d, d, d);
-	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logits, e->res, d, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logits, e->res, e->stepd, d, d, d);
+	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, e->embd.buf, e->xb, e->logitsd, d, d, d);
+	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, d, d, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
@@ -290,7 +304,7 @@ static int sets_create(struct engine *e)
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mkset(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], l->qkv[i].buf, e->xb, e->qkv, d, d, d);
 		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd);
-		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, d);
+		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, e->att);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
 		if (!rc) rc = mkset(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, l->wo.buf, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
@@ -372,10 +386,14 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->o, VK_BUF_DEVICE, B * c->n_embd * F },
 		{ &e->qkv, VK_BUF_DEVICE, B * e->qkv_stride * F },
 		{ &e->att, VK_BUF_DEVICE, B * e->n_q * F },
-		{ &e->part, VK_BUF_DEVICE, B * c->n_head * e->n_split * (c->head_dim + 2) * F },
+		/* partials, then one counter per (token, head) for the fused combine */
+		{ &e->part, VK_BUF_DEVICE, B * c->n_head * e->n_split * (c->head_dim + 2) * F + B * c->n_head * 4 },
 		{ &e->gu, VK_BUF_DEVICE, B * 2 * c->n_ff * F },
 		{ &e->ff, VK_BUF_DEVICE, B * c->n_ff * F },
 		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
+		/* argmax/top-k steps keep the last row's logits on the device: the host
+		 * only reads the result, and a reduction over host memory crosses PCIe */
+		{ &e->logitsd, VK_BUF_DEVICE, (uint64_t)c->n_vocab * F },
 		{ &e->res, VK_BUF_HOST, 2 * ENGINE_TOPK_MAX * 4 },
 		{ &e->hio, VK_BUF_HOST, B * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
@@ -387,6 +405,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		if (!rc)
 			rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].vc);
 	}
+	if (!rc)
+		rc = vk_fill_zero(e->vk, e->part); /* the fused combine's counters start at zero */
 	if (!rc)
 		rc = engine_reset(e);
 	if (!rc)
@@ -435,7 +455,7 @@ void engine_destroy(struct engine *e)
 		}
 		ew_free(e, &e->embd);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->res, e->hio, e->dummy };
+					e->logits, e->logitsd, e->res, e->hio, e->dummy };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -517,6 +537,12 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt)
 	return t;
 }
 
+uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt)
+{
+	bool quarter = type == TENSOR_Q4_0 || type == TENSOR_Q8_0;
+	return engine_mvs_tpr(quarter && ncols <= UINT32_MAX / 4 ? ncols * 4 : ncols, wg, bpt);
+}
+
 /* Which matvec kernel a product of n_tok columns uses: 0 mul_mv, 1 mul_mvs, 2 mul_mm. */
 static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t x_off, uint32_t n_tok)
 {
@@ -535,7 +561,7 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint64_t bytes = (uint64_t)w->nrows * w->row_bytes;
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
 	uint32_t wg = kind == 1 ? WG_MVS : WG;
-	uint32_t tpr = kind == 1 ? engine_mvs_tpr(w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
+	uint32_t tpr = kind == 1 ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
 		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
@@ -614,13 +640,15 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
-		1.0f / sqrtf(qpas), 32,
+		1.0f / sqrtf(qpas), 32, e->max_batch * c->n_head * e->n_split * (c->head_dim + 2),
 	};
 	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
 	bar(e, cb);
-	struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
-	disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
-	bar(e, cb);
+	if (!e->fuse_combine) {
+		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
+		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
+		bar(e, cb);
+	}
 	rec_mv(e, cb, "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
 	bar(e, cb);
 	rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
@@ -659,12 +687,18 @@ static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 	vk_cmd_barrier(cb); /* once per step; engine_embed's caller may read h next */
 }
 
-/* logits of rows [n - n_out, n) of xb into logits[0..n_out) */
-static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
+/* logits of rows [n - n_out, n) of xb into the buffer of set s (logits or logitsd) */
+static void rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, VkDescriptorSet s)
 {
-	rec_mv(e, cb, "mv logits", &e->embd, e->s_logits, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
+	rec_mv(e, cb, "mv logits", &e->embd, s, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
 	       e->n_vocab_text);
 	vk_cmd_barrier(cb);
+}
+
+/* logits of rows [n - n_out, n) of xb into logits[0..n_out) (host-visible) */
+static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
+{
+	rec_logits_to(e, cb, n, n_out, e->s_logits);
 }
 
 static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int mode)
@@ -694,7 +728,8 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 		if (ts)
 			vk_cmd_timestamp(cb, e->vk, q++);
 	}
-	rec_logits(e, cb, n, mode == MODE_ALL ? n : 1);
+	rec_logits_to(e, cb, n, mode == MODE_ALL ? n : 1,
+		      mode == MODE_ARGMAX || mode == MODE_TOPK ? e->s_logits_d : e->s_logits);
 	struct argmax_push ap = { e->n_vocab_text, 0 };
 	if (mode == MODE_ARGMAX)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, 1, 1);

@@ -40,8 +40,9 @@ struct attn_push {
 	uint32_t head_dim, n_head, n_kv, qkv_stride, window, n_split;
 	float scale;
 	uint32_t min_chunk;
+	uint32_t cnt_off;    /* fused combine: first counter (uint index) in the partials buffer */
 };
-_Static_assert(sizeof(struct attn_push) == 32, "attn_push mirrors shaders/attn.comp");
+_Static_assert(sizeof(struct attn_push) == 36, "attn_push mirrors shaders/attn.comp");
 struct combine_push { uint32_t head_dim, n_head, n_split, pad; };
 _Static_assert(sizeof(struct combine_push) == 16, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
@@ -68,6 +69,9 @@ uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg);
 /* Same for the single-token kernel mul_mvs: a power of two giving about bpt
  * 32-element blocks per thread (shaders/mul_mvs.glsl). */
 uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
+/* The same for a weight type: q4_0/q8_0 rows are split into 8-element work
+ * units (a quarter block each), so they get four times the threads. */
+uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt);
 
 struct engine_timing {
 	uint64_t embed_ns, attn_ns, ffn_ns, head_ns, total_ns;

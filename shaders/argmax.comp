@@ -1,6 +1,7 @@
 #version 450
 // argmax: res[0] = index of the largest of n logits (lowest index on ties),
 // res[1] = its value bits. One workgroup.
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
@@ -23,11 +24,19 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	float bv = NEG_INF;
 	uint bi = 0xffffffffu;
-	for (uint i = tid; i < p.n; i += WG) {
-		float v = logits[p.off + i];
-		if (v > bv || bi == 0xffffffffu) {
-			bv = v;
-			bi = i;
+	// four loads issued before any compare (one workgroup streams the whole
+	// vocabulary: latency, not bandwidth, is the limit); indices rise within a
+	// thread, so a strict > keeps the lowest index on ties
+	for (uint i0 = tid; i0 < p.n; i0 += 4u * WG) {
+		float v[4];
+		[[unroll]] for (uint u = 0u; u < 4u; u++)
+			v[u] = i0 + u * WG < p.n ? logits[p.off + i0 + u * WG] : NEG_INF;
+		[[unroll]] for (uint u = 0u; u < 4u; u++) {
+			uint i = i0 + u * WG;
+			if (i < p.n && (v[u] > bv || bi == 0xffffffffu)) {
+				bv = v[u];
+				bi = i;
+			}
 		}
 	}
 	sv[tid] = bv;

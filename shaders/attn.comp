@@ -8,14 +8,26 @@
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
+// head_dim when the host knows it at pipeline creation (0: read p.head_dim).
+// A constant trip count lets the driver unroll the K loop, so a thread's key
+// loads are all in flight at once instead of one loop round trip at a time.
+layout(constant_id = 1) const uint HD = 0;
+// 1: the last workgroup of each (token, head) to finish also merges the splits
+// and writes out[] (no attn_combine dispatch). Counters live in part[] from
+// p.cnt_off on, are zero between dispatches and reset by that last workgroup.
+layout(constant_id = 2) const uint FUSE = 0;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
 layout(binding = 1) readonly buffer KC { float kc[]; };
 layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
 layout(binding = 2) readonly buffer VC { float vc[]; };
-layout(binding = 3) writeonly buffer Part { float part[]; };
+layout(binding = 2) readonly buffer VC4 { vec4 vc4[]; };
+// coherent: with FUSE, the merging workgroup reads the other workgroups' partials
+layout(binding = 3) coherent buffer Part { float part[]; };
+layout(binding = 3) coherent buffer PartU { uint partu[]; };
 layout(binding = 4) readonly buffer Step { uint step[]; };
+layout(binding = 5) writeonly buffer Out { float outv[]; };
 
 // Mirrors struct attn_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -27,12 +39,14 @@ layout(push_constant) uniform Push {
 	uint n_split;
 	float scale;     // 1/sqrt(query_pre_attn_scalar)
 	uint min_chunk;
+	uint cnt_off;    // FUSE: index of the (token, head) counters in part[]
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
 shared vec4 q4[128];
 shared float pr[WG];
 shared float red[WG];
+shared uint last;
 
 float wg_reduce(float v, bool is_max)
 {
@@ -52,7 +66,7 @@ float wg_reduce(float v, bool is_max)
 void main()
 {
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
-	uint tid = gl_LocalInvocationID.x, hd = p.head_dim;
+	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
 	uint pos = step[STEP_POS0] + t;
 	uint kv_base = step[STEP_KV_BASE]; // read once: not per key
 	uint kvh = h / (p.n_head / p.n_kv);
@@ -74,6 +88,12 @@ void main()
 	float o[MAXD];
 	for (uint i = 0u; i < MAXD; i++)
 		o[i] = 0.0;
+	// vec4 path for P.V: each thread owns whole vec4s of the output (coalesced
+	// 16-byte loads, a quarter of the load instructions of the scalar path)
+	bool v4 = (kvs & 3u) == 0u && (hd & 3u) == 0u && hd <= 8u * WG;
+	vec4 o4[2];
+	o4[0] = vec4(0.0);
+	o4[1] = vec4(0.0);
 	for (uint kb = k0; kb < k1; kb += WG) {
 		uint j = kb + tid;
 		float s = NEG_INF;
@@ -102,7 +122,25 @@ void main()
 		float corr = exp(m - mn);
 		l = l * corr + wg_reduce(pj, false);
 		uint nk = min(WG, k1 - kb);
-		for (uint di = 0u; di < MAXD; di++) {
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u) {
+					uint vo4 = ((kv_base + kb) * kvs + kvh * hd) / 4u + d4, ks4 = kvs / 4u;
+					vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+					uint jj = 0u;
+					for (; jj + 4u <= nk; jj += 4u) {
+						a0 += pr[jj] * vc4[vo4 + jj * ks4];
+						a1 += pr[jj + 1u] * vc4[vo4 + (jj + 1u) * ks4];
+						a2 += pr[jj + 2u] * vc4[vo4 + (jj + 2u) * ks4];
+						a3 += pr[jj + 3u] * vc4[vo4 + (jj + 3u) * ks4];
+					}
+					for (; jj < nk; jj++)
+						a0 += pr[jj] * vc4[vo4 + jj * ks4];
+					o4[di] = o4[di] * corr + ((a0 + a1) + (a2 + a3));
+				}
+			}
+		} else for (uint di = 0u; di < MAXD; di++) {
 			uint d = tid + di * WG;
 			if (d < hd) {
 				uint vo = (kv_base + kb) * kvs + kvh * hd + d;
@@ -127,9 +165,53 @@ void main()
 		part[po] = m;
 		part[po + 1u] = l;
 	}
-	for (uint di = 0u; di < MAXD; di++) {
-		uint d = tid + di * WG;
-		if (d < hd)
-			part[po + 2u + d] = o[di];
+	if (v4) {
+		for (uint di = 0u; di < 2u; di++) {
+			uint d4 = tid + di * WG;
+			if (d4 < hd / 4u)
+				for (uint c = 0u; c < 4u; c++)
+					part[po + 2u + 4u * d4 + c] = o4[di][c];
+		}
+	} else {
+		for (uint di = 0u; di < MAXD; di++) {
+			uint d = tid + di * WG;
+			if (d < hd)
+				part[po + 2u + d] = o[di];
+		}
 	}
+	if (FUSE == 0u)
+		return;
+	// publish this split's partial, then count it; the workgroup that brings the
+	// count to n_split sees every other split's writes (each wrote, fenced, then
+	// counted) and merges them exactly as attn_combine.comp does
+	memoryBarrierBuffer();
+	barrier();
+	uint ci = p.cnt_off + t * p.n_head + h;
+	if (tid == 0u)
+		last = atomicAdd(partu[ci], 1u) == p.n_split - 1u ? 1u : 0u;
+	barrier();
+	if (last == 0u)
+		return;
+	memoryBarrierBuffer();
+	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
+	float M = NEG_INF;
+	for (uint s = 0u; s < p.n_split; s++)
+		M = max(M, part[base + s * (hd + 2u)]);
+	float L = 0.0;
+	for (uint s = 0u; s < p.n_split; s++) {
+		float ms = part[base + s * (hd + 2u)];
+		if (ms != NEG_INF)
+			L += part[base + s * (hd + 2u) + 1u] * exp(ms - M);
+	}
+	for (uint d = tid; d < hd; d += WG) {
+		float a = 0.0;
+		for (uint s = 0u; s < p.n_split; s++) {
+			float ms = part[base + s * (hd + 2u)];
+			if (ms != NEG_INF)
+				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
+		}
+		outv[t * p.n_head * hd + h * hd + d] = a / L;
+	}
+	if (tid == 0u)
+		atomicExchange(partu[ci], 0u);
 }

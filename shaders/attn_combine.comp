@@ -1,6 +1,8 @@
 #version 450
 // attn_combine: merge the per-split partial softmax results of attn.comp into
-// out[t][h*head_dim + d].
+// out[t][h*head_dim + d]. The split weights exp(m_s - M) / L are computed once
+// into shared memory; empty splits (m = -inf, common at short context) are
+// skipped, and the remaining loads of one output are independent.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -17,26 +19,44 @@ layout(push_constant) uniform Push {
 	uint pad;
 } p;
 
+#define MAX_SPLIT 256u  // engine: n_split <= 256
+shared float sm[MAX_SPLIT], sl[MAX_SPLIT];
+shared uint act[MAX_SPLIT], n_act;
+
 void main()
 {
-	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim;
+	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim, tid = gl_LocalInvocationID.x;
+	uint ns = min(p.n_split, MAX_SPLIT);
 	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
-	float M = NEG_INF;
-	for (uint s = 0u; s < p.n_split; s++)
-		M = max(M, part[base + s * (hd + 2u)]);
-	float L = 0.0;
-	for (uint s = 0u; s < p.n_split; s++) {
-		float ms = part[base + s * (hd + 2u)];
-		if (ms != NEG_INF)
-			L += part[base + s * (hd + 2u) + 1u] * exp(ms - M);
+	for (uint s = tid; s < ns; s += WG) {
+		sm[s] = part[base + s * (hd + 2u)];
+		sl[s] = part[base + s * (hd + 2u) + 1u];
 	}
-	for (uint d = gl_LocalInvocationID.x; d < hd; d += WG) {
+	barrier();
+	float M = NEG_INF;
+	for (uint s = 0u; s < ns; s++)
+		M = max(M, sm[s]);
+	float L = 0.0;
+	for (uint s = 0u; s < ns; s++)
+		L += sm[s] != NEG_INF ? sl[s] * exp(sm[s] - M) : 0.0;
+	barrier();
+	// compact the non-empty splits and fold 1/L into their weights
+	if (tid == 0u) {
+		uint k = 0u;
+		for (uint s = 0u; s < ns; s++)
+			if (sm[s] != NEG_INF) {
+				act[k] = s;
+				sl[k] = exp(sm[s] - M) / L;
+				k++;
+			}
+		n_act = k;
+	}
+	barrier();
+	uint na = n_act;
+	for (uint d = tid; d < hd; d += WG) {
 		float a = 0.0;
-		for (uint s = 0u; s < p.n_split; s++) {
-			float ms = part[base + s * (hd + 2u)];
-			if (ms != NEG_INF)
-				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
-		}
-		outv[t * p.n_head * hd + h * hd + d] = a / L;
+		for (uint k = 0u; k < na; k++)
+			a += part[base + act[k] * (hd + 2u) + 2u + d] * sl[k];
+		outv[t * p.n_head * hd + h * hd + d] = a;
 	}
 }

@@ -77,6 +77,36 @@ float block_dot(uint roff, uint c, uint xb4)
 #endif
 }
 
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0
+// Quarter blocks: the work unit is 8 elements of one block, so the threads of a
+// row read x (and the packed weights) contiguously: lane k of a block reads x4
+// k and k+4 (q4_0) or 2k, 2k+1 (q8_0). Whole-block lanes instead read x 128
+// bytes apart, which costs several L1 wavefronts per load instruction.
+#define UNIT_ELEMS 8u
+float unit_dot(uint roff, uint u, uint xb4)
+{
+	uint c = u >> 2, q = u & 3u, xc = xb4 + c * 8u;
+#if TYPE == TYPE_Q4_0
+	uint b = roff + c * 18u;
+	float d = unpackHalf2x16(w_u16(b)).x;
+	uint v = w_u32_even(b + 2u + 4u * q);
+	vec4 lo = vec4(v & 15u, (v >> 8) & 15u, (v >> 16) & 15u, (v >> 24) & 15u);
+	vec4 hi = vec4((v >> 4) & 15u, (v >> 12) & 15u, (v >> 20) & 15u, v >> 28);
+	return d * (dot(lo - 8.0, x4[xc + q]) + dot(hi - 8.0, x4[xc + 4u + q]));
+#else
+	uint b = roff + c * 34u;
+	float d = unpackHalf2x16(w_u16(b)).x;
+	int v0 = int(w_u32_even(b + 2u + 8u * q)), v1 = int(w_u32_even(b + 6u + 8u * q));
+	vec4 a0 = vec4(ivec4(v0 << 24, v0 << 16, v0 << 8, v0) >> 24);
+	vec4 a1 = vec4(ivec4(v1 << 24, v1 << 16, v1 << 8, v1) >> 24);
+	return d * (dot(a0, x4[xc + 2u * q]) + dot(a1, x4[xc + 2u * q + 1u]));
+#endif
+}
+#else
+#define UNIT_ELEMS 32u
+float unit_dot(uint roff, uint u, uint xb4) { return block_dot(roff, u, xb4 + u * 8u); }
+#endif
+
 // Sum v over the tpr threads of each row; the result is valid in lane 0.
 float row_sum(float v, uint slot)
 {
@@ -105,7 +135,7 @@ void main()
 	uint row = (gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x) * (WG / p.tpr) + tid / p.tpr;
 	uint t = gl_WorkGroupID.y;
 	bool live = row < p.nrows && row < p.nrows_valid;
-	uint nb = live ? p.ncols / 32u : 0u;
+	uint nb = live ? p.ncols / UNIT_ELEMS : 0u;  // work units in the row
 	uint xb4 = (p.x_off + t * p.x_stride) >> 2;
 	uint roff = live ? row * p.row_bytes : 0u;
 	float acc = 0.0;
@@ -119,19 +149,19 @@ void main()
 	uint c = lane;
 	for (; c + p.tpr < nb; c += 2u * p.tpr) {
 		uint c2 = c + p.tpr;
-		float a = block_dot(roff, c, xb4 + c * 8u);
-		float b = block_dot(roff, c2, xb4 + c2 * 8u);
+		float a = unit_dot(roff, c, xb4);
+		float b = unit_dot(roff, c2, xb4);
 		acc += a + b;
 #ifdef GLU
-		float a2 = block_dot(roff2, c, xb4 + c * 8u);
-		float b2 = block_dot(roff2, c2, xb4 + c2 * 8u);
+		float a2 = unit_dot(roff2, c, xb4);
+		float b2 = unit_dot(roff2, c2, xb4);
 		acc2 += a2 + b2;
 #endif
 	}
 	if (c < nb) {
-		acc += block_dot(roff, c, xb4 + c * 8u);
+		acc += unit_dot(roff, c, xb4);
 #ifdef GLU
-		acc2 += block_dot(roff2, c, xb4 + c * 8u);
+		acc2 += unit_dot(roff2, c, xb4);
 #endif
 	}
 	acc = row_sum(acc, 0u);

@@ -85,7 +85,7 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 	uint32_t y_stride = nrows + 3, y_off = 2;
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
 				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
-	uint32_t tpr = kernel == 1 ? engine_mvs_tpr(ncols, 128, 4) : engine_mv_tpr(ncols, 64);
+	uint32_t tpr = kernel == 1 ? engine_mvs_tpr_type(type, ncols, 128, 4) : engine_mv_tpr(ncols, 64);
 	if (kernel == 1 && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
 		tpr = (uint32_t)atoi(getenv("UNICORN_TEST_TPR"));
 	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
@@ -190,7 +190,7 @@ Test(vk_ops, mv_glu)
 }
 
 /* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm). */
-Test(vk_ops, rmsnorm)
+static void check_rmsnorm(const char *pipe, uint32_t wgs)
 {
 	const uint32_t n = 131, T = 3;
 	float x[T * n], w[n], w2[n], h[T * n];
@@ -203,8 +203,8 @@ Test(vk_ops, rmsnorm)
 		w2[i] = 1 + frand();
 	}
 	struct vk_pipe p;
-	uint32_t wg[1] = { 64 };
-	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 5, sizeof(struct norm_push), wg, 1, &p), 0, "%s", err_msg());
+	uint32_t wg[1] = { wgs };
+	cr_assert_eq(vk_pipe_create(vk, pipe, 5, sizeof(struct norm_push), wg, 1, &p), 0, "%s", err_msg());
 	for (uint32_t mode = 0; mode < 4; mode += (mode == 1 ? 2 : 1)) {
 		struct vk_buf *b[5] = { buf_from(x, sizeof x), buf_from(w, sizeof w), buf_from(h, sizeof h),
 					buf_from(w2, sizeof w2), buf_from(NULL, sizeof x) };
@@ -236,13 +236,18 @@ Test(vk_ops, rmsnorm)
 	vk_pipe_destroy(vk, &p);
 }
 
+Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
+/* subgroup reductions; 128 threads: several subgroups on every device */
+Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm("rmsnorm_sg", 128); }
+
 /* q/k norm + NEOX rope + KV append, then attention (GQA, causal, window,
  * split over the KV length) and the combine pass, against a CPU computation.
  * Run for a local layer (base 1e4, window 5) and a global one (base 1e6,
  * linear scaling 8, no window). */
-static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split)
+static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
+			    bool fused)
 {
-	const uint32_t hd = 32, nh = 4, nkv = 2, T = 13, pos0 = 3, cap = 20;
+	const uint32_t nh = 4, nkv = 2, T = 13, pos0 = 3, cap = 20;
 	const uint32_t S = (nh + 2 * nkv) * hd;
 	float *qkv = malloc(T * S * 4), qn[hd], kn[hd];
 	for (uint32_t i = 0; i < T * S; i++)
@@ -259,20 +264,38 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	}
 	uint32_t step[8] = { pos0, T, 0, 0 };
 	struct vk_pipe pr, pa, pc;
-	uint32_t wg[1] = { 64 };
+	/* spec_hd: head_dim as a specialization constant, as the engine does; fused:
+	 * the last split workgroup merges (no combine dispatch) */
+	uint32_t wg[3] = { 64, spec_hd ? hd : 0, fused };
 	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn", 5, sizeof(struct attn_push), wg, 1, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn", 6, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
 	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
 	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
 		      *bk = buf_from(kc, cap * nkv * hd * 4), *bv = buf_from(vc, cap * nkv * hd * 4),
-		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4),
+		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4 + T * nh * 4),
 		      *bo = buf_from(NULL, T * nh * hd * 4);
 	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap };
 	run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs }, &rp, nh + nkv, T, 1);
-	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1 };
-	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs }, &ap, nh, T, n_split);
-	struct combine_push cp = { hd, nh, n_split, 0 };
-	run1(&pc, (struct vk_buf *[]){ bp, bo }, &cp, nh, T, 1);
+	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2) };
+	if (fused) {
+		uint32_t *zero = calloc(T * nh, 4);
+		vk_upload(vk, bp, (size_t)ap.cnt_off * 4, zero, T * nh * 4);
+		free(zero);
+	}
+	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo }, &ap, nh, T, n_split);
+	if (fused) {
+		/* counters must be back at zero for the next dispatch */
+		uint32_t *cnt = malloc(T * nh * 4);
+		vk_download(vk, bp, (size_t)ap.cnt_off * 4, cnt, T * nh * 4);
+		for (uint32_t i = 0; i < T * nh; i++)
+			cr_assert_eq(cnt[i], 0u, "counter %u not reset", i);
+		free(cnt);
+		/* a second run over the same state must give the same output */
+		run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo }, &ap, nh, T, n_split);
+	} else {
+		struct combine_push cp = { hd, nh, n_split, 0 };
+		run1(&pc, (struct vk_buf *[]){ bp, bo }, &cp, nh, T, 1);
+	}
 	float *got = malloc(T * nh * hd * 4);
 	vk_download(vk, bo, 0, got, T * nh * hd * 4);
 
@@ -348,9 +371,16 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	free(qkv); free(kc); free(vc); free(got); free(q); free(K); free(V); free(want); free(gk);
 }
 
-Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3); }
-Test(vk_ops, attention_global_scaled) { check_attention(1e6f, 1.0f / 8, 0, 4); }
-Test(vk_ops, attention_one_split) { check_attention(1e4f, 1.0f, 0, 1); }
+Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3, 32, false, false); }
+Test(vk_ops, attention_global_scaled) { check_attention(1e6f, 1.0f / 8, 0, 4, 32, true, false); }
+Test(vk_ops, attention_one_split) { check_attention(1e4f, 1.0f, 0, 1, 32, true, false); }
+/* head_dim 34: not a multiple of 4 (scalar K and V paths) */
+Test(vk_ops, attention_odd_head_dim) { check_attention(1e4f, 1.0f, 0, 3, 34, false, true); }
+/* head_dim 288 > 4 * 64: two vec4 output slots per thread */
+Test(vk_ops, attention_wide_head) { check_attention(1e4f, 1.0f, 7, 2, 288, true, true); }
+/* the merge done by the last split's workgroup instead of attn_combine */
+Test(vk_ops, attention_fused_combine) { check_attention(1e6f, 1.0f / 8, 5, 5, 32, true, true); }
+Test(vk_ops, attention_fused_one_split) { check_attention(1e4f, 1.0f, 0, 1, 32, false, true); }
 
 /* gelu_mul, argmax, top-k and the embedding gather (q8_0, scaled). */
 Test(vk_ops, gelu_argmax_topk_rows)
