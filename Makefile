@@ -93,7 +93,7 @@ test: all
 LVP_ICD := $(wildcard /usr/lib/x86_64-linux-gnu/libvulkan_lvp.so)
 check:
 	$(MAKE) BUILD=build/san BIN=build/san/bin OPT=-O1 \
-		TEST_ENV="LD_PRELOAD=$(LVP_ICD) ASAN_OPTIONS=verify_asan_link_order=0" \
+		TEST_ENV="LD_PRELOAD=$(LVP_ICD) ASAN_OPTIONS=verify_asan_link_order=0 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0" \
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
