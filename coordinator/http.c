@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "coordinator/dashboard.h"
 #include "ipc/err.h"
 
 enum { JOB_QUEUED = 0, JOB_TAKEN, JOB_ACCEPTED, JOB_DONE, JOB_FAILED };
@@ -40,6 +41,7 @@ struct conn {
 	bool too_large;
 	int fd;
 	struct http_job *job;
+	int obs_route;            /* enum dashboard_route when route == R_OBS */
 	/* streaming */
 	char id[48];
 	int64_t created;
@@ -51,6 +53,7 @@ struct conn {
 
 enum route {
 	R_NONE = 0, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE,
+	R_OBS,                    /* /metrics, /dashboard, /trace...: coordinator/dashboard.c */
 };
 
 static void job_unref_locked(struct http *h, struct http_job *j)
@@ -428,6 +431,37 @@ static enum MHD_Result answer_models(struct MHD_Connection *c, struct http *h)
 	return send_json(c, h, 200, s);
 }
 
+/* Observability endpoints (coordinator/dashboard.c builds the answer; the
+ * CORS headers are ours). */
+static enum MHD_Result answer_obs(struct MHD_Connection *c, struct http *h, int route)
+{
+	unsigned status = 200;
+	struct MHD_Response *r = dashboard_response(c, route, &status);
+	if (!r)
+		return send_error(c, h, 500, "server_error", NULL, "out of memory");
+	if (h->cors) {
+		MHD_add_response_header(r, "Access-Control-Allow-Origin", h->cors);
+		MHD_add_response_header(r, "Vary", "Origin");
+	}
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The dashboard in a browser cannot send an Authorization header (nor can
+ * its EventSource): with an API key, ?key=KEY is accepted on the
+ * observability endpoints. */
+static bool obs_key_ok(struct MHD_Connection *c, struct http *h)
+{
+	const char *k = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
+	if (!k || !h->api_key)
+		return false;
+	char bearer[600];
+	if (snprintf(bearer, sizeof bearer, "Bearer %s", k) >= (int)sizeof bearer)
+		return false;
+	return oai_auth_ok(bearer, h->api_key);
+}
+
 static enum MHD_Result answer_health(struct MHD_Connection *c, struct http *h)
 {
 	pthread_mutex_lock(&h->mu);
@@ -574,6 +608,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		}
 		const char *want = NULL;
 		int route = route_of(url, &want);
+		int obs = route == R_NONE ? dashboard_route(url) : DASH_NONE;
+		if (obs != DASH_NONE) {
+			route = R_OBS;
+			want = "GET";
+		}
 		if (route == R_NONE)
 			return send_error(c, h, 404, "invalid_request_error", "not_found",
 					  "no such endpoint (see docs/http.md)");
@@ -585,7 +624,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		}
 		if (route != R_HEALTH &&
 		    !oai_auth_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-				 h->api_key))
+				 h->api_key) &&
+		    !(route == R_OBS && obs_key_ok(c, h)))
 			return send_error(c, h, 401, "invalid_request_error", "invalid_api_key",
 					  "missing or wrong API key (Authorization: Bearer KEY)");
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -600,6 +640,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 			return MHD_NO;
 		cn->h = h;
 		cn->route = route;
+		cn->obs_route = obs;
 		cn->fd = -1;
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -633,6 +674,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	switch (cn->route) {
 	case R_MODELS: return answer_models(c, h);
 	case R_HEALTH: return answer_health(c, h);
+	case R_OBS: return answer_obs(c, h, cn->obs_route);
 	default: return post(c, cn);
 	}
 }
@@ -701,6 +743,7 @@ void http_stop(struct http *h)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->stopping = true;
+	dashboard_shutdown(); /* SSE streams and /trace waits end */
 	/* queued jobs nobody will take: fail them so their connections end */
 	for (struct http_job *j = h->head; j;) {
 		struct http_job *n = j->next;

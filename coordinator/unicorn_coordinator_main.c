@@ -17,11 +17,14 @@
 #include <unistd.h>
 
 #include "coordinator/chat.h"
+#include "coordinator/dashboard.h"
 #include "coordinator/http.h"
 #include "coordinator/intake.h"
+#include "coordinator/metrics.h"
 #include "coordinator/sampler.h"
 #include "coordinator/sched.h"
 #include "coordinator/tokenizer.h"
+#include "coordinator/trace.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
@@ -60,6 +63,8 @@ struct wlink {
 	int64_t work_ns;       /* the worker's own time in those steps (DONE.gpu_ns) */
 	uint64_t steps;
 	uint32_t restarts;
+	uint8_t idx;           /* trace tid - 1 */
+	struct trace_span span; /* the outstanding step message (msg_type 0: not a step) */
 };
 
 struct coord {
@@ -82,6 +87,13 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	/* observability (docs/observability.md) */
+	struct metrics *met;
+	struct metrics_cluster mid;
+	struct trace *tr;
+	int64_t t_tok[MSG_MAX_SLOTS]; /* time of each slot's last generated token */
+	int64_t t_boot;
+	char status_json[RUNDIR_PATH_MAX];
 };
 
 static volatile sig_atomic_t g_stop;
@@ -122,8 +134,54 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 	w->wait_seq = m->seq;
 	w->t_sent = intake_now_ns();
 	(void)c;
+	/* remember what a step message was for its trace span */
+	struct trace_span *sp = &w->span;
+	memset(sp, 0, sizeof *sp);
+	sp->worker = w->idx;
+	sp->t_start_ns = w->t_sent;
+	if (m->type == MSG_EMBED) {
+		sp->slot = (uint16_t)m->u.embed.slot;
+		sp->n = m->u.embed.n;
+	} else if (m->type == MSG_STAGE) {
+		sp->slot = (uint16_t)m->u.stage.slot;
+		sp->n = m->u.stage.n;
+		sp->pos0 = m->u.stage.pos0;
+		sp->layer = (uint16_t)m->u.stage.layer;
+		sp->stage = (uint8_t)m->u.stage.stage;
+	} else if (m->type == MSG_HEAD) {
+		sp->slot = (uint16_t)m->u.head.slot;
+		sp->n = m->u.head.n;
+	} else if (m->type == MSG_RUN) {
+		sp->slot = (uint16_t)m->u.run.slot;
+		sp->n = m->u.run.n;
+		sp->pos0 = m->u.run.pos0;
+	} else {
+		return 0;
+	}
+	sp->msg_type = m->type;
 	return 0;
 }
+
+/* A step message's DONE: its span, the worker's busy time and the handoff
+ * cost (round trip minus the worker's own time). */
+static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns)
+{
+	if (!w->span.msg_type || !c->met)
+		return;
+	int64_t now = intake_now_ns();
+	w->span.t_end_ns = now;
+	w->span.work_ns = (int64_t)gpu_ns;
+	trace_record(c->tr, &w->span);
+	double rt = (double)(now - w->t_sent) / 1e9, work = (double)gpu_ns / 1e9;
+	metrics_add(c->met, c->mid.worker_steps, w->name, 1);
+	metrics_add(c->met, c->mid.worker_busy, w->name, work);
+	metrics_add(c->met, c->mid.link_busy, w->name, rt);
+	metrics_observe(c->met, c->mid.handoff, w->name, rt > work ? rt - work : 0);
+	w->span.msg_type = 0;
+}
+
+/* Gauges every loop iteration; status.json and the rates once a second. */
+static void obs_tick(struct coord *c);
 
 /* Wait for the DONE answering w->wait_seq; stale answers are dropped. */
 static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_done *done)
@@ -141,6 +199,7 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 		if (rc)
 			return err_prefix(rc, "%s worker", w->name);
 		if (c->d.type == MSG_DONE && c->d.u.done.ref_seq == w->wait_seq) {
+			obs_done(c, w, c->d.u.done.gpu_ns);
 			w->busy_ns += intake_now_ns() - w->t_sent;
 			w->work_ns += (int64_t)c->d.u.done.gpu_ns;
 			w->steps++;
@@ -353,6 +412,8 @@ static void release(struct coord *c, struct intake_req *r)
 	sched_slot_free(&c->sched, r->slot);
 	r->has_slot = false;
 	double ms = (double)(intake_now_ns() - r->t_start) / 1e6;
+	if (c->met)
+		metrics_add(c->met, c->mid.requests, intake_reason_name(r->reason), 1);
 	fprintf(stderr, "coordinator: request %016llx: %s after %u tokens, %.1f ms\n",
 		(unsigned long long)r->id, intake_reason_name(r->reason), r->n_gen, ms);
 }
@@ -381,6 +442,9 @@ static void admit(struct coord *c)
 		r->slot = slot;
 		r->has_slot = true;
 		r->state = INTAKE_LIVE;
+		c->t_tok[slot] = 0;
+		if (c->met)
+			metrics_add(c->met, c->mid.prompt_tokens, NULL, r->n_prompt);
 		/* A fresh sequence in this slot: the workers forget the old KV. */
 		for (int i = 0; i < 2; i++) {
 			struct wlink *w = links(c, i);
@@ -412,8 +476,20 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	}
 	if (token >= tok_n_vocab(c->tok))
 		return err_set(ERR_RANGE, "head: token %u out of the vocabulary", token);
+	int64_t now = intake_now_ns();
+	if (c->met && r->slot < MSG_MAX_SLOTS) {
+		/* TTFT from the request's arrival; ITL between tokens of this run
+		 * (a resumed request's first token here counts as its first) */
+		if (!c->t_tok[r->slot])
+			metrics_observe(c->met, c->mid.ttft, NULL, (double)(now - r->t_start) / 1e9);
+		else
+			metrics_observe(c->met, c->mid.itl, NULL,
+					(double)(now - c->t_tok[r->slot]) / 1e9);
+		c->t_tok[r->slot] = now;
+		metrics_add(c->met, c->mid.tokens, NULL, 1);
+	}
 	if (!r->t_first)
-		r->t_first = intake_now_ns();
+		r->t_first = now;
 	if (chat_is_stop(c->tok, (int32_t)token)) {
 		intake_finish(r, MSG_END_STOP);
 		return 0;
@@ -641,6 +717,8 @@ static void run_live(struct coord *c)
 	int64_t dt = intake_now_ns() - t0;
 	c->step_wall_ns += dt;
 	c->n_steps++;
+	if (c->met)
+		metrics_add(c->met, c->mid.steps, NULL, 1);
 	if (decode) {
 		c->decode_wall_ns += dt;
 		c->n_decode_steps++;
@@ -934,6 +1012,39 @@ static void report_busy(struct coord *c)
 	fprintf(stderr, "\n");
 }
 
+static void obs_tick(struct coord *c)
+{
+	if (!c->met)
+		return;
+	uint32_t live = sched_live(&c->sched);
+	metrics_set(c->met, c->mid.active, NULL, live);
+	metrics_set(c->met, c->mid.queue_depth, NULL, c->sched.q_len);
+	metrics_set(c->met, c->mid.slots, NULL, c->sched.max_seqs);
+	double used = 0;
+	for (uint32_t i = 0; c->in && i < N_REQS; i++) {
+		struct intake_req *r = req_at(c, i);
+		if (r && r->has_slot)
+			used += r->seq.n_fed;
+	}
+	double cap = (double)c->sched.max_seqs * (double)c->n_ctx;
+	metrics_set(c->met, c->mid.kv_used, NULL, used);
+	metrics_set(c->met, c->mid.kv_capacity, NULL, cap);
+	metrics_set(c->met, c->mid.kv_ratio, NULL, cap > 0 ? used / cap : 0);
+	int64_t now = intake_now_ns();
+	if (!metrics_tick(c->met, (double)now / 1e9, 1.0))
+		return;
+	metrics_set(c->met, c->mid.uptime, NULL, (double)(now - c->t_boot) / 1e9);
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(c, i);
+		if (!w)
+			continue;
+		double u = metrics_rate(c->met, c->mid.worker_busy, w->name);
+		metrics_set(c->met, c->mid.worker_util, w->name, u > 1 ? 1 : u);
+	}
+	if (c->status_json[0])
+		metrics_cluster_load_status(c->met, &c->mid, c->status_json);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
@@ -1076,8 +1187,27 @@ int main(int argc, char **argv)
 	}
 	c.gpu.name = "gpu";
 	c.gpu.role = MSG_ROLE_GPU_WORKER;
+	c.gpu.idx = 0;
 	c.npu.name = "npu";
 	c.npu.role = MSG_ROLE_NPU_WORKER;
+	c.npu.idx = 1;
+	/* Observability is best effort: without memory for it the cluster still
+	 * serves (the endpoints answer 503). */
+	static const char *const wnames[] = { "gpu", "npu" };
+	c.t_boot = intake_now_ns();
+	if (metrics_create(&c.met) || metrics_cluster_define(c.met, &c.mid) ||
+	    trace_create(0, wnames, c.split ? 2 : 1, &c.tr)) {
+		fprintf(stderr, "coordinator: metrics: %s (observability off)\n", err_msg());
+		metrics_destroy(c.met);
+		c.met = NULL;
+		trace_destroy(c.tr);
+		c.tr = NULL;
+	}
+	if (rundir_path(c.rundir, "status.json", c.status_json, sizeof c.status_json))
+		c.status_json[0] = 0;
+	if (c.met)
+		obs_tick(&c);
+	dashboard_register(c.met, c.tr);
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(&c, i);
 		if (!w)
@@ -1130,6 +1260,7 @@ int main(int argc, char **argv)
 		admit(&c);
 		run_live(&c);
 		http_pump(&c);
+		obs_tick(&c);
 		if (!sched_live(&c.sched) && c.n_steps != reported) {
 			report_busy(&c);
 			reported = c.n_steps;
@@ -1143,6 +1274,9 @@ int main(int argc, char **argv)
 			unlink(hp);
 	}
 	http_stop(c.http);
+	dashboard_register(NULL, NULL);
+	metrics_destroy(c.met);
+	trace_destroy(c.tr);
 	for (uint32_t i = 0; i < HTTP_MAX_JOBS; i++)
 		if (c.hreqs[i].used)
 			hreq_clear(&c.hreqs[i]); /* their jobs died with the server */

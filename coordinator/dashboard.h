@@ -1,0 +1,56 @@
+/* dashboard: the coordinator's observability endpoints, served by the HTTP
+ * server (coordinator/http.c) from its connection threads
+ * (docs/observability.md):
+ *
+ *   GET /metrics           Prometheus text (metrics_render_prom)
+ *   GET /metrics.json      JSON snapshot (metrics_snapshot)
+ *   GET /dashboard         the web dashboard (coordinator/dashboard.html, embedded)
+ *   GET /dashboard/events  server-sent events: one snapshot per second
+ *   GET /trace?seconds=N   waits N s (1..60, default 2), then the spans of
+ *                          those seconds as Chrome/Perfetto trace JSON
+ *
+ * The coordinator registers its registry and trace ring once at start-up
+ * (dashboard_register); the HTTP threads only read them (both are
+ * mutex-guarded). */
+#ifndef UNICORN_DASHBOARD_H
+#define UNICORN_DASHBOARD_H
+
+#include <stddef.h>
+
+struct MHD_Connection;
+struct MHD_Response;
+struct metrics;
+struct trace;
+
+enum dashboard_route {
+	DASH_NONE = 0, DASH_METRICS, DASH_METRICS_JSON, DASH_PAGE, DASH_EVENTS, DASH_TRACE,
+};
+
+#define DASHBOARD_TRACE_MAX_S 60
+
+/* The page (coordinator/dashboard_page.c, the text of dashboard.html). */
+extern const char dashboard_page_html[];
+
+void dashboard_register(struct metrics *m, struct trace *t);
+/* Stop SSE streams and pending /trace waits (before the server stops). */
+void dashboard_shutdown(void);
+
+/* Which endpoint url (path, no query) is; DASH_NONE if none of ours. */
+int dashboard_route(const char *url);
+
+/* Build the answer of route for connection c (may block: /trace waits its
+ * seconds, /dashboard/events streams). *status = the HTTP status. NULL when
+ * out of memory. The caller adds its common headers and queues it. */
+struct MHD_Response *dashboard_response(struct MHD_Connection *c, int route, unsigned *status);
+
+/* --- client side (unicorn top, unicorn trace) -------------------------------- */
+
+/* GET path (e.g. "/metrics.json") from the coordinator of cluster name:
+ * its URL from RUNDIR/http, with Authorization: Bearer $UNICORN_API_KEY when
+ * that is set. *body (malloc'ed, NUL-terminated) and *http_status on
+ * success. ERR_NOTFOUND when the cluster has no HTTP server, ERR_IO when it
+ * cannot be reached, ERR_TIMEOUT after timeout_s. */
+int dashboard_fetch(const char *name, const char *path, int timeout_s, char **body,
+		    size_t *len, int *http_status);
+
+#endif

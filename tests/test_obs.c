@@ -1,0 +1,323 @@
+/* obs: observability of a real cluster (bin/unicorn-up, split placement, on
+ * the tiny golden model) while it generates:
+ *   - GET /metrics passes `promtool check metrics` (Debian `prometheus`) and
+ *     counts the tokens, per-worker busy time and the latency histograms;
+ *   - `unicorn top` runs in a detached tmux session (Debian `tmux`) and its
+ *     screen changes during a generation (tokens counter);
+ *   - `unicorn top --once` prints a frame with both workers;
+ *   - `unicorn trace --seconds 2` writes a Chrome trace with X events of
+ *     several layers on both workers;
+ *   - the web dashboard draws live data in headless Chromium
+ *     (tests/dashboard_check.mjs, npm playwright-core; screenshot in
+ *     build/artifacts/dashboard.png).
+ *
+ * Needs UNICORN_BIN (set by `make test`). Takes the cluster tests' file lock. */
+#include <criterion/criterion.h>
+
+#include "tests/proc.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "coordinator/dashboard.h"
+#include "golden.h"
+#include "ipc/err.h"
+
+#define PROMPT "Once upon a time"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *bin_dir(void)
+{
+	const char *b = getenv("UNICORN_BIN");
+	if (!b || !*b)
+		cr_skip_test("UNICORN_BIN not set (run through `make test`)");
+	return b;
+}
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	socklen_t l = sizeof a;
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+struct cl {
+	char tmp[64], name[32], dir[200], log[128], tmux[32];
+	pid_t sup;
+	int port, lock_fd;
+};
+
+static void dump_log(const struct cl *c)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "tail -n 40 %s >&2", c->log);
+	if (system(cmd)) {}
+}
+
+static void start(struct cl *c)
+{
+	const char *bin = bin_dir();
+	memset(c, 0, sizeof *c);
+	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(c->lock_fd, 0);
+	cr_assert_eq(flock(c->lock_fd, LOCK_EX), 0);
+	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-obs-XXXXXX");
+	cr_assert_not_null(mkdtemp(c->tmp));
+	snprintf(c->name, sizeof c->name, "o%d", (int)getpid());
+	snprintf(c->tmux, sizeof c->tmux, "unicorn-obs-%d", (int)getpid());
+	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
+	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
+	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
+	unsetenv("UNICORN_API_KEY");
+	c->port = free_port();
+	char up[512], model[512], port[16];
+	snprintf(up, sizeof up, "%s/unicorn-up", bin);
+	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
+	snprintf(port, sizeof port, "%d", c->port);
+	char *argv[] = { up, "--model", model, "--name", c->name, "--placement", "split", "--port",
+			 port, NULL };
+	c->sup = proc_spawn(argv, c->log);
+	cr_assert_gt(c->sup, 0);
+	char ready[256];
+	snprintf(ready, sizeof ready, "%s/ready", c->dir);
+	double end = now_s() + 90;
+	while (access(ready, F_OK)) {
+		int st;
+		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
+			dump_log(c);
+			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
+		}
+		if (now_s() > end) {
+			dump_log(c);
+			cr_assert_fail("cluster not ready within 90 s");
+		}
+		usleep(50 * 1000);
+	}
+}
+
+static void stop(struct cl *c)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "tmux -L %s kill-server 2>/dev/null", c->tmux);
+	if (system(cmd)) {}
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", bin_dir(), c->name);
+	cr_assert_eq(system(cmd), 0, "unicorn down failed");
+	int ws;
+	double end = now_s() + 15;
+	pid_t r;
+	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && now_s() < end)
+		usleep(20 * 1000);
+	cr_assert_eq(r, c->sup, "unicorn-up still running");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
+	if (system(cmd)) {}
+	close(c->lock_fd);
+}
+
+/* `unicorn run` of n tokens in the background (output discarded). */
+static pid_t generate(const struct cl *c, int n)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "exec %s/unicorn run --name %s --max-tokens %d '" PROMPT
+		 "' >/dev/null", bin_dir(), c->name, n);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	char err[160];
+	snprintf(err, sizeof err, "%s/run.err", c->tmp);
+	pid_t p = proc_spawn(argv, err);
+	cr_assert_gt(p, 0);
+	return p;
+}
+
+static bool have(const char *cmd)
+{
+	char b[256];
+	snprintf(b, sizeof b, "command -v %s >/dev/null 2>&1", cmd);
+	return system(b) == 0;
+}
+
+static char *run_out(const char *cmd, int *status)
+{
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	static char out[65536];
+	size_t n = fread(out, 1, sizeof out - 1, f);
+	out[n] = 0;
+	*status = pclose(f);
+	return out;
+}
+
+/* "tokens N" on the top screen (-1 if absent). */
+static double top_tokens(const struct cl *c, char *screen, size_t cap)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p -t top", c->tmux);
+	int st;
+	char *s = run_out(cmd, &st);
+	snprintf(screen, cap, "%s", s);
+	cr_assert_eq(st, 0, "tmux capture-pane failed: %s", s);
+	char *t = strstr(s, "\ntokens ");
+	double v = -1;
+	if (t)
+		sscanf(t + 8, "%lf", &v);
+	return v;
+}
+
+static void check_metrics(const struct cl *c)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int st = 0;
+	cr_assert_eq(dashboard_fetch(c->name, "/metrics", 10, &body, &len, &st), 0, "%s", err_msg());
+	cr_assert_eq(st, 200, "%s", body);
+	char path[200];
+	snprintf(path, sizeof path, "%s/metrics.txt", c->tmp);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fwrite(body, 1, len, f);
+	fclose(f);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+	char *out = run_out(cmd, &st);
+	cr_assert_eq(st, 0, "promtool check metrics failed:\n%s", out);
+	double tok = 0, busy_gpu = 0, busy_npu = 0, ttft = 0, itl = 0;
+	char *p;
+	if ((p = strstr(body, "\nunicorn_generated_tokens_total ")))
+		tok = strtod(p + 32, NULL);
+	if ((p = strstr(body, "\nunicorn_worker_busy_seconds_total{worker=\"gpu\"} ")))
+		busy_gpu = strtod(p + 50, NULL);
+	if ((p = strstr(body, "\nunicorn_worker_busy_seconds_total{worker=\"npu\"} ")))
+		busy_npu = strtod(p + 50, NULL);
+	if ((p = strstr(body, "\nunicorn_time_to_first_token_seconds_count ")))
+		ttft = strtod(p + 43, NULL);
+	if ((p = strstr(body, "\nunicorn_inter_token_latency_seconds_count ")))
+		itl = strtod(p + 43, NULL);
+	cr_assert_gt(tok, 10, "tokens counter: %s", body);
+	cr_assert_gt(busy_gpu, 0, "gpu busy time");
+	cr_assert_gt(busy_npu, 0, "npu busy time");
+	cr_assert_geq(ttft, 1, "TTFT histogram count");
+	cr_assert_gt(itl, 5, "ITL histogram count");
+	cr_assert_not_null(strstr(body, "unicorn_inter_token_latency_seconds_bucket{le=\"+Inf\"}"));
+	free(body);
+}
+
+static void check_trace(const struct cl *c, const char *path)
+{
+	json_error_t e;
+	json_t *j = json_load_file(path, 0, &e);
+	cr_assert_not_null(j, "%s: %s", path, e.text);
+	json_t *ev = json_object_get(j, "traceEvents");
+	cr_assert(json_is_array(ev));
+	bool tid[3] = { false }, layer[256] = { false };
+	int n_x = 0, n_layers = 0;
+	size_t i;
+	json_t *x;
+	json_array_foreach(ev, i, x) {
+		const char *ph = json_string_value(json_object_get(x, "ph"));
+		if (!ph || strcmp(ph, "X"))
+			continue;
+		n_x++;
+		cr_assert(json_is_number(json_object_get(x, "ts")) &&
+			  json_is_number(json_object_get(x, "dur")));
+		json_int_t t = json_integer_value(json_object_get(x, "tid"));
+		cr_assert(t == 1 || t == 2, "tid %lld", (long long)t);
+		tid[t] = true;
+		json_t *l = json_object_get(json_object_get(x, "args"), "layer");
+		if (json_is_integer(l) && json_integer_value(l) >= 0 && json_integer_value(l) < 256 &&
+		    !layer[json_integer_value(l)]) {
+			layer[json_integer_value(l)] = true;
+			n_layers++;
+		}
+	}
+	cr_assert_gt(n_x, 10, "only %d X events", n_x);
+	cr_assert(tid[1] && tid[2], "spans of both workers (gpu %d, npu %d)", tid[1], tid[2]);
+	cr_assert_geq(n_layers, 3, "spans of only %d layers", n_layers);
+	json_decref(j);
+	(void)c;
+}
+
+Test(obs, live_cluster, .timeout = 180)
+{
+	if (!have("promtool"))
+		cr_assert_fail("promtool not found: setup.sh installs it (Debian package prometheus)");
+	if (!have("tmux"))
+		cr_assert_fail("tmux not found: setup.sh installs it (Debian package tmux)");
+	if (access("/usr/bin/chromium", X_OK))
+		cr_assert_fail("/usr/bin/chromium not found: setup.sh installs it (Debian package "
+			       "chromium)");
+	if (access("node_modules/playwright-core/package.json", F_OK))
+		cr_assert_fail("node_modules/playwright-core missing: run `npm ci` (setup.sh does)");
+	struct cl c;
+	start(&c);
+	double t0 = now_s();
+	const char *bin = bin_dir();
+	char cmd[1024];
+	/* unicorn top in a detached tmux session (its own server socket) */
+	snprintf(cmd, sizeof cmd, "tmux -L %s new-session -d -s top -x 160 -y 40 "
+		 "'XDG_RUNTIME_DIR=%s %s/unicorn top --name %s'", c.tmux, c.tmp, bin, c.name);
+	cr_assert_eq(system(cmd), 0, "tmux new-session failed");
+	pid_t gen = generate(&c, 400);
+	/* two screens of top during the generation: the tokens counter moved */
+	static char s1[65536], s2[65536];
+	double a = -1, b = -1, end = now_s() + 20;
+	while (a <= 0 && now_s() < end) {
+		usleep(300 * 1000);
+		a = top_tokens(&c, s1, sizeof s1);
+	}
+	cr_assert_gt(a, 0, "top shows no tokens:\n%s", s1);
+	/* the trace covers 2 s of the generation (and gives top time to redraw) */
+	char tr[200];
+	snprintf(tr, sizeof tr, "%s/trace.json", c.tmp);
+	snprintf(cmd, sizeof cmd, "%s/unicorn trace --name %s --seconds 2 -o %s", bin, c.name, tr);
+	int st = system(cmd);
+	if (st)
+		dump_log(&c);
+	cr_assert_eq(st, 0, "unicorn trace failed");
+	b = top_tokens(&c, s2, sizeof s2);
+	cr_assert_gt(b, a, "top did not change during the generation:\n%s\n---\n%s", s1, s2);
+	cr_assert_not_null(strstr(s2, "gpu "), "%s", s2);
+	cr_assert_not_null(strstr(s2, "npu "), "%s", s2);
+	check_trace(&c, tr);
+	/* top --once: one plain frame */
+	snprintf(cmd, sizeof cmd, "%s/unicorn top --name %s --once", bin, c.name);
+	char *once = run_out(cmd, &st);
+	cr_assert_eq(st, 0, "%s", once);
+	cr_assert_not_null(strstr(once, "tok/s"), "%s", once);
+	cr_assert_not_null(strstr(once, "\ngpu "), "%s", once);
+	cr_assert_null(strchr(once, '\033'), "--once prints no escape sequences");
+	/* the web dashboard during a (fresh) generation */
+	int ws;
+	proc_wait_ms(gen, 60000);
+	gen = generate(&c, 400);
+	snprintf(cmd, sizeof cmd, "node tests/dashboard_check.mjs http://127.0.0.1:%d "
+		 "build/artifacts/dashboard.png >&2", c.port);
+	st = system(cmd);
+	cr_assert_eq(st, 0, "tests/dashboard_check.mjs failed (status %d)", st);
+	check_metrics(&c);
+	ws = proc_wait_ms(gen, 60000);
+	cr_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "unicorn run: status %d", ws);
+	check_metrics(&c);
+	cr_log_info("obs checks took %.1f s", now_s() - t0);
+	stop(&c);
+}
