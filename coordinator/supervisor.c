@@ -289,11 +289,14 @@ static void on_exit_status(struct supervisor *s, struct child *c, int st)
 		sup_log(s, "%s: %s", c->spec.name, how);
 		return;
 	}
-	if (c->last_exit == 2) {
+	/* 2: the child says so (bad model, no device); 126/127: the binary could
+	 * not be executed at all (missing shared library, not executable), which a
+	 * restart cannot cure either. */
+	if (c->last_exit == 2 || c->last_exit == 126 || c->last_exit == 127) {
 		if (!s->fatal) {
 			s->fatal = true;
-			snprintf(s->fatal_msg, sizeof s->fatal_msg, "%s failed fatally (exit status 2): %s",
-				 c->spec.name, c->last_line[0] ? c->last_line : "(no message)");
+			snprintf(s->fatal_msg, sizeof s->fatal_msg, "%s failed fatally (exit status %d): %s",
+				 c->spec.name, c->last_exit, c->last_line[0] ? c->last_line : "(no message)");
 		}
 		sup_log(s, "%s: %s (fatal, not restarted)", c->spec.name, how);
 		return;

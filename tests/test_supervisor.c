@@ -190,6 +190,27 @@ Test(supervisor, exit2_is_fatal)
 	sup_destroy(s);
 }
 
+/* 127 is what the dynamic loader exits with when a shared library is missing:
+ * no restart can help, so it is fatal like exit 2. */
+Test(supervisor, exec_failure_127_is_fatal)
+{
+	struct supervisor *s = make(50, 200, 10000);
+	add_sh(s, "coordinator", "echo 'libfoo.so.1: cannot open shared object file' >&2; exit 127", NULL);
+	cr_assert_eq(sup_start(s), 0);
+	int ev = SUP_IDLE;
+	double end = now_s() + 5;
+	while (ev != SUP_FATAL && now_s() < end)
+		ev = sup_step(s, 20);
+	cr_assert_eq(ev, SUP_FATAL);
+	cr_assert_not_null(strstr(sup_fatal_msg(s), "exit status 127"), "%s", sup_fatal_msg(s));
+	cr_assert_not_null(strstr(sup_fatal_msg(s), "libfoo.so.1"), "%s", sup_fatal_msg(s));
+	run_for(s, 0.3);
+	struct sup_child_info ci;
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.restarts, 0, "an exec failure is never restarted");
+	sup_destroy(s);
+}
+
 Test(supervisor, missing_binary_is_fatal)
 {
 	struct supervisor *s = make(50, 200, 10000);
