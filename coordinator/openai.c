@@ -149,15 +149,7 @@ static json_t *load(const char *body, size_t len, struct oai_err *e)
  * unless they carry their neutral value. */
 static int unsupported(json_t *o, int kind, struct oai_err *e)
 {
-	static const char *const zero_ok[] = { "presence_penalty", "frequency_penalty", "min_p" };
-	for (size_t i = 0; i < sizeof zero_ok / sizeof *zero_ok; i++) {
-		json_t *v = field(o, zero_ok[i]);
-		if (v && !(json_is_number(v) && json_number_value(v) == 0.0))
-			return BAD(e, zero_ok[i], "'%s' is not supported (only 0)", zero_ok[i]);
-	}
-	json_t *v = field(o, "repetition_penalty");
-	if (v && !(json_is_number(v) && json_number_value(v) == 1.0))
-		return BAD(e, "repetition_penalty", "'repetition_penalty' is not supported (only 1)");
+	json_t *v;
 	v = field(o, "logprobs");
 	if (v && !json_is_false(v) && !(kind == OAI_COMPLETION && json_is_integer(v) &&
 					 json_integer_value(v) == 0))
@@ -298,6 +290,7 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 	out->max_tokens = OAI_DEFAULT_MAX_TOKENS;
 	out->temperature = 1.0f;
 	out->top_p = 1.0f;
+	out->repetition_penalty = 1.0f;
 	if (len > OAI_MAX_BODY)
 		return oai_err_set(e, 413, "invalid_request_error", NULL, "body_too_large",
 				   "the request body is larger than %u bytes", OAI_MAX_BODY);
@@ -353,6 +346,27 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 	if (get_int(o, "top_k", 0, 64, &x, e))
 		goto out;
 	out->top_k = (uint32_t)x;
+	d = 0.0;
+	if (get_number(o, "min_p", 0.0, 1.0, &d, e))
+		goto out;
+	out->min_p = (float)d;
+	d = 1.0;
+	if (get_number(o, "repetition_penalty", 0.0, 100.0, &d, e))
+		goto out;
+	if (d <= 0.0) {
+		BAD(e, "repetition_penalty", "'repetition_penalty' must be greater than 0 "
+		    "(1 = off)");
+		goto out;
+	}
+	out->repetition_penalty = (float)d;
+	d = 0.0;
+	if (get_number(o, "presence_penalty", -2.0, 2.0, &d, e))
+		goto out;
+	out->presence_penalty = (float)d;
+	d = 0.0;
+	if (get_number(o, "frequency_penalty", -2.0, 2.0, &d, e))
+		goto out;
+	out->frequency_penalty = (float)d;
 	if ((v = field(o, "seed"))) {
 		if (!json_is_integer(v)) {
 			BAD(e, "seed", "'seed' must be an integer");

@@ -44,6 +44,10 @@ struct oai_req {
 	float temperature;       /* 0..2 */
 	float top_p;             /* (0, 1] */
 	uint32_t top_k;          /* 0 = off .. 64 */
+	float min_p;             /* [0, 1]; 0 = off */
+	float repetition_penalty; /* (0, 100]; 1 = off */
+	float presence_penalty;  /* [-2, 2] */
+	float frequency_penalty; /* [-2, 2] */
 	bool has_seed;
 	uint64_t seed;
 	char *stop[OAI_MAX_STOP];

@@ -98,6 +98,19 @@ check('seeded sampling: same seed same text, streamed too', async () => {
 });
 
 let plain;
+check('penalties and min_p: greedy with penalties is deterministic, streamed too', async () => {
+  const params = { model: 'x', messages: user, temperature: 0, max_tokens: nTok,
+    repetition_penalty: 1.3, presence_penalty: 0.5, frequency_penalty: 1.0 };
+  const a = await client.chat.completions.create(params);
+  const b = await client.chat.completions.create(params);
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  const s = await streamText(params);
+  assert.equal(s.text, a.choices[0].message.content);
+  const m = await client.chat.completions.create({ model: 'x', messages: user, temperature: 0.8, seed: 3, min_p: 0.1, max_tokens: nTok });
+  const m2 = await client.chat.completions.create({ model: 'x', messages: user, temperature: 0.8, seed: 3, min_p: 0.1, max_tokens: nTok });
+  assert.equal(m.choices[0].message.content, m2.choices[0].message.content);
+});
+
 check('completions (non-streaming and streaming)', async () => {
   const r = await client.completions.create({ model: 'x', prompt, temperature: 0, max_tokens: nTok });
   assert.equal(r.object, 'text_completion');
@@ -141,6 +154,8 @@ check('errors: bad JSON, n, unsupported, too long prompt, 404, 405', async () =>
   assert.ok(e.message.length > 0 && 'param' in e && 'code' in e);
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, n: 2 }), 400, 'n=2');
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, logprobs: true }), 400, 'logprobs');
+  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, presence_penalty: 3 }), 400, 'presence_penalty 3');
+  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, min_p: 2 }), 400, 'min_p 2');
   const long = 'hello '.repeat(6000);
   const le = await expectStatus(client.completions.create({ model: 'x', prompt: long, max_tokens: 1 }), 400, 'long prompt');
   assert.equal(le.code, 'context_length_exceeded');

@@ -89,11 +89,19 @@ Test(openai, refusals)
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":7}", "stop", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":0.5}", "presence_penalty", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"frequency_penalty\":1}", "frequency_penalty", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"repetition_penalty\":1.2}", "repetition_penalty",
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":2.5}", "presence_penalty", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":\"a\"}", "presence_penalty",
 		  400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":0.1}", "min_p", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"frequency_penalty\":-2.1}", "frequency_penalty",
+		  400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty",
+		  400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"repetition_penalty\":-1}", "repetition_penalty",
+		  400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"repetition_penalty\":101}", "repetition_penalty",
+		  400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":1.1}", "min_p", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", "logprobs", 400 },
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
 		  "logprobs", 400 },
@@ -123,6 +131,37 @@ Test(openai, refusals)
 	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"frequency_penalty\":0,"
 					   "\"logprobs\":null,\"echo\":false,\"n\":null}", &r, &e),
 		     0, "%s", e.message);
+	oai_req_free(&r);
+}
+
+Test(openai, penalties_and_min_p)
+{
+	struct oai_req r;
+	struct oai_err e;
+	/* defaults: all off */
+	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\"}", &r, &e), 0);
+	cr_assert_eq(r.min_p, 0.0f);
+	cr_assert_eq(r.repetition_penalty, 1.0f);
+	cr_assert_eq(r.presence_penalty, 0.0f);
+	cr_assert_eq(r.frequency_penalty, 0.0f);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+				     "\"min_p\":0.05,\"repetition_penalty\":1.1,"
+				     "\"presence_penalty\":-2,\"frequency_penalty\":2}", &r, &e),
+		     0, "%s", e.message);
+	cr_assert_float_eq(r.min_p, 0.05f, 1e-7);
+	cr_assert_float_eq(r.repetition_penalty, 1.1f, 1e-7);
+	cr_assert_eq(r.presence_penalty, -2.0f);
+	cr_assert_eq(r.frequency_penalty, 2.0f);
+	oai_req_free(&r);
+	/* the ends of the ranges, and null = default */
+	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":1,\"repetition_penalty\":"
+					   "100,\"presence_penalty\":null,\"frequency_penalty\":-2}",
+			   &r, &e), 0, "%s", e.message);
+	cr_assert_eq(r.min_p, 1.0f);
+	cr_assert_eq(r.repetition_penalty, 100.0f);
+	cr_assert_eq(r.presence_penalty, 0.0f);
+	cr_assert_eq(r.frequency_penalty, -2.0f);
 	oai_req_free(&r);
 }
 
