@@ -72,6 +72,7 @@ struct coord {
 	bool split;
 	uint32_t max_seqs;
 	int step_timeout_ms;
+	bool no_batch;         /* UNICORN_NO_BATCH=1: one RUN per sequence (A/B of continuous batching) */
 	struct tok *tok;
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
@@ -155,6 +156,10 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 		sp->slot = (uint16_t)m->u.run.slot;
 		sp->n = m->u.run.n;
 		sp->pos0 = m->u.run.pos0;
+	} else if (m->type == MSG_RUN_BATCH) {
+		sp->slot = (uint16_t)m->u.run_batch.e[0].slot;
+		sp->n = m->u.run_batch.n;
+		sp->pos0 = m->u.run_batch.e[0].pos;
 	} else {
 		return 0;
 	}
@@ -458,7 +463,7 @@ static void admit(struct coord *c)
 static int take_token(struct coord *c, struct intake_req *r, const struct msg_done *done)
 {
 	uint32_t token = done->token;
-	if (r->sp.temperature > 0.0f) {
+	if (sampler_wants_topk(&r->sp)) {
 		uint32_t *ids;
 		float *logits;
 		int rc = attach_head(c->att, r->slot, &ids, &logits);
@@ -471,7 +476,9 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		float lg_copy[MSG_MAX_TOPK];
 		memcpy(id_copy, ids, k * sizeof *ids);
 		memcpy(lg_copy, logits, k * sizeof *logits);
-		if ((rc = sampler_pick(&r->sp, id_copy, lg_copy, k, r->n_gen, &token)))
+		/* penalties look at the whole sequence and the generated tokens */
+		struct sampler_hist hist = { r->seq.tokens, r->seq.n_tok, r->gen, r->n_gen };
+		if ((rc = sampler_pick_hist(&r->sp, id_copy, lg_copy, k, r->n_gen, &hist, &token)))
 			return rc;
 	}
 	if (token >= tok_n_vocab(c->tok))
@@ -513,7 +520,7 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 
 static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
-	if (r->sp.temperature > 0.0f) {
+	if (sampler_wants_topk(&r->sp)) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
@@ -548,6 +555,69 @@ static int step_fused(struct coord *c, struct intake_req *r)
 	if ((rc = sched_seq_advance(&r->seq, &ch)))
 		return rc;
 	return samples && !r->seq.replaying ? take_token(c, r, &done) : 0;
+}
+
+/* True when r's next chunk is one token: it can join this round's RUN_BATCH. */
+static bool single_token_next(const struct intake_req *r)
+{
+	struct sched_chunk ch;
+	return sched_seq_next(&r->seq, &ch) && ch.n == 1;
+}
+
+/* Fused continuous batching: the next token of each of rs[0..n) (one-token
+ * chunks: decode, resumed or replayed tokens) in one RUN_BATCH, so the worker
+ * reads the weights once for all of them. The engine computes every row with
+ * the code a lone token runs, so a row's numbers equal a RUN of that token
+ * alone: recording the chunks per sequence (and replaying them one by one)
+ * stays bit-identical. One head mode for the batch: top-k if any entry
+ * samples with a temperature (its top-1 is the argmax, ties to the lower id). */
+static int step_batch(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	struct sched_chunk ch[SCHED_MAX_SEQS];
+	bool samples[SCHED_MAX_SEQS];
+	msg_init(&c->m, MSG_RUN_BATCH);
+	struct msg_run_batch *b = &c->m.u.run_batch;
+	b->n = n;
+	b->mode = MSG_HEAD_ARGMAX;
+	b->k = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct intake_req *r = rs[i];
+		if (!sched_seq_next(&r->seq, &ch[i]) || ch[i].n != 1)
+			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
+				       (unsigned long long)r->id);
+		samples[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+		uint32_t k = 1;
+		if (samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
+			b->mode = MSG_HEAD_TOPK;
+			b->k = k;
+		}
+		b->e[i] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0, r->seq.tokens[ch[i].pos0] };
+	}
+	struct msg_done done;
+	int rc = wl_send(c, &c->gpu, &c->m);
+	if (!rc)
+		rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
+	if (rc)
+		return rc;
+	uint32_t k = done.k ? done.k : 1;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		struct intake_req *r = rs[i];
+		if ((rc = sched_seq_advance(&r->seq, &ch[i])))
+			break;
+		if (!samples[i] || r->seq.replaying)
+			continue;
+		/* this entry's own result: its slot's head area (DONE names entry 0) */
+		uint32_t *ids;
+		float *logits;
+		if ((rc = attach_head(c->att, r->slot, &ids, &logits)))
+			break;
+		struct msg_done d = done;
+		d.seq_id = r->slot;
+		d.token = ids[0];
+		d.k = k;
+		rc = take_token(c, r, &d);
+	}
+	return rc;
 }
 
 static int send_op(struct coord *c, struct wlink *w, const struct sched_op *op,
@@ -694,7 +764,25 @@ static void run_live(struct coord *c)
 		decode = decode && live[i]->seq.n_fed >= live[i]->seq.n_prompt &&
 			 !live[i]->seq.replaying;
 	if (!c->split) {
+		/* one-token chunks of two or more sequences go together in one
+		 * RUN_BATCH; prefill chunks (and a lone decoder) one RUN each */
+		struct intake_req *batch[SCHED_MAX_SEQS];
+		uint32_t nb = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (single_token_next(live[i]))
+				batch[nb++] = live[i];
+		if (nb >= 2 && !c->no_batch) {
+			rc = step_batch(c, batch, nb);
+			heartbeat(c);
+		} else {
+			nb = 0;
+		}
 		for (uint32_t i = 0; i < n && !rc; i++) {
+			bool batched = false;
+			for (uint32_t j = 0; j < nb; j++)
+				batched = batched || batch[j] == live[i];
+			if (batched)
+				continue;
 			rc = step_fused(c, live[i]);
 			heartbeat(c);
 			if (rc == ERR_RANGE && requeue_refused(c, live[i], rc)) {
@@ -848,6 +936,10 @@ static bool http_submit(struct coord *c, struct http_job *j)
 	r->sp.top_k = o->top_k;
 	r->sp.top_p = o->top_p;
 	r->sp.seed = o->seed;
+	r->sp.min_p = o->min_p;
+	r->sp.repetition_penalty = o->repetition_penalty;
+	r->sp.presence_penalty = o->presence_penalty;
+	r->sp.frequency_penalty = o->frequency_penalty;
 	if (!o->has_seed && getrandom(&r->sp.seed, sizeof r->sp.seed, 0) != sizeof r->sp.seed)
 		r->sp.seed = (uint64_t)intake_now_ns();
 	r->max_tokens = o->max_tokens;
@@ -1061,6 +1153,8 @@ int main(int argc, char **argv)
 	const char *model = NULL, *placement = "fused";
 	c.max_seqs = 4;
 	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
+	const char *nb_env = getenv("UNICORN_NO_BATCH");
+	c.no_batch = nb_env && strcmp(nb_env, "1") == 0;
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' },
 		{ "model", required_argument, 0, 'm' },

@@ -27,7 +27,10 @@
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 
-enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, N_MODES = 4 };
+/* MODE_B_*: engine_forward_batch (one token per sequence, a head per row) */
+enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
+       N_MODES = 7 };
+#define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
 
 /* A weight matrix on the device: rows of ncols elements of one type. */
 struct ew {
@@ -51,6 +54,8 @@ struct engine {
 	struct gemma3_config cfg;
 	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
 	uint32_t max_seqs, seq;     /* KV-cache slots and the selected one */
+	uint32_t batch_max;         /* engine_forward_batch rows: min(max_batch, max_seqs) */
+	bool rec_batch;             /* recording a batch: per-token kernels only (mv_kind) */
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
 	struct vk_buf *output_norm;
@@ -365,22 +370,24 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	if (rc)
 		goto fail;
 	e->L = calloc(c->n_layer, sizeof *e->L);
+	bool cbs_ok = true;
 	for (uint32_t i = 0; i < N_MODES; i++)
-		e->cbs[i] = calloc(e->max_batch + 1, sizeof(VkCommandBuffer));
-	if (!e->L || !e->cbs[0] || !e->cbs[1] || !e->cbs[2] || !e->cbs[3]) {
+		cbs_ok = (e->cbs[i] = calloc(e->max_batch + 1, sizeof(VkCommandBuffer))) != NULL && cbs_ok;
+	if (!e->L || !cbs_ok) {
 		rc = err_set(ERR_NOMEM, "engine: out of memory");
 		goto fail;
 	}
+	e->batch_max = e->max_batch < e->max_seqs ? e->max_batch : e->max_seqs;
 	rc = pipes_create(e);
 	if (rc)
 		goto fail;
 	/* activations and KV first: they are touched every step, weights may spill */
-	const uint64_t B = e->max_batch, F = 4;
+	const uint64_t B = e->max_batch, F = 4, RB = e->batch_max, ST = sizeof(struct engine_step_tok);
 	struct { struct vk_buf **b; enum vk_buf_kind k; uint64_t bytes; } bufs[] = {
-		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + B * 4 },
+		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + B * ST },
 		/* device copy of the step buffer, refreshed at the start of each submission:
 		 * kernels would otherwise read host memory over PCIe (microseconds each) */
-		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + B * 4 },
+		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + B * ST },
 		{ &e->h, VK_BUF_DEVICE, B * c->n_embd * F },
 		{ &e->xb, VK_BUF_DEVICE, B * c->n_embd * F },
 		{ &e->o, VK_BUF_DEVICE, B * c->n_embd * F },
@@ -391,10 +398,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->gu, VK_BUF_DEVICE, B * 2 * c->n_ff * F },
 		{ &e->ff, VK_BUF_DEVICE, B * c->n_ff * F },
 		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
-		/* argmax/top-k steps keep the last row's logits on the device: the host
-		 * only reads the result, and a reduction over host memory crosses PCIe */
-		{ &e->logitsd, VK_BUF_DEVICE, (uint64_t)c->n_vocab * F },
-		{ &e->res, VK_BUF_HOST, 2 * ENGINE_TOPK_MAX * 4 },
+		/* argmax/top-k steps keep the logits on the device (the last row, or one
+		 * row per sequence of a batch): the host only reads the result, and a
+		 * reduction over host memory crosses PCIe */
+		{ &e->logitsd, VK_BUF_DEVICE, RB * c->n_vocab * F },
+		{ &e->res, VK_BUF_HOST, RB * RES_ROW * 4 },
 		{ &e->hio, VK_BUF_HOST, B * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
 	};
@@ -547,6 +555,11 @@ uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_
 static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t x_off, uint32_t n_tok)
 {
 	bool al = w->ncols % 32 == 0 && x_stride % 4 == 0 && x_off % 4 == 0;
+	/* a batch (one token per sequence) keeps the kernel a lone decode token
+	 * uses, whose columns are independent: each row's numbers do not depend on
+	 * the batch (the coordinator's per-sequence replay relies on it) */
+	if (e->rec_batch)
+		return al && e->use_mvs ? 1 : 0;
 	if (al && e->use_mvs && n_tok <= MVS_MAX_TOK)
 		return 1;
 	if (al && e->use_mm && n_tok >= MM_MIN_TOK)
@@ -572,8 +585,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
 	int ts = type_slot(w->type);
-	if (kind == 1)
-		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, gx, n_tok, gz);
+	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
+		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else
 		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }
@@ -599,7 +612,7 @@ static void bar(const struct engine *e, VkCommandBuffer cb)
 /* Copy the host-written step buffer into its device twin (kernels read stepd). */
 static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
-	VkBufferCopy r = { 0, 0, sizeof(struct engine_step) + (VkDeviceSize)n * 4 };
+	VkBufferCopy r = { 0, 0, sizeof(struct engine_step) + (VkDeviceSize)n * sizeof(struct engine_step_tok) };
 	vkCmdCopyBuffer(cb, e->step->buf, e->stepd->buf, 1, &r);
 	vk_cmd_barrier(cb);
 }
@@ -728,13 +741,15 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 		if (ts)
 			vk_cmd_timestamp(cb, e->vk, q++);
 	}
-	rec_logits_to(e, cb, n, mode == MODE_ALL ? n : 1,
-		      mode == MODE_ARGMAX || mode == MODE_TOPK ? e->s_logits_d : e->s_logits);
-	struct argmax_push ap = { e->n_vocab_text, 0 };
-	if (mode == MODE_ARGMAX)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, 1, 1);
-	if (mode == MODE_TOPK)
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, 1, 1);
+	bool batch = mode >= MODE_B_ALL, all = mode == MODE_ALL || batch;
+	bool am = mode == MODE_ARGMAX || mode == MODE_B_ARGMAX, tk = mode == MODE_TOPK || mode == MODE_B_TOPK;
+	rec_logits_to(e, cb, n, all ? n : 1, am || tk ? e->s_logits_d : e->s_logits);
+	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, 0 };
+	uint32_t rows = batch ? n : 1;
+	if (am)
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, rows, 1);
+	if (tk)
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, rows, 1);
 	vk_cmd_barrier(cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
@@ -749,30 +764,36 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 	if (pos0 > e->max_ctx || n > e->max_ctx - pos0)
 		return err_set(ERR_RANGE, "engine: positions %u..%u exceed max_ctx %u", pos0, pos0 + n - 1, e->max_ctx);
 	struct engine_step *s = e->step->map;
+	if (tokens)
+		for (uint32_t i = 0; i < n; i++)
+			if (tokens[i] >= e->cfg.n_vocab)
+				return err_set(ERR_INVAL, "engine: token %u out of range (n_vocab %u)", tokens[i], e->cfg.n_vocab);
 	s->pos0 = pos0;
 	s->n = n;
 	s->k = k;
 	s->kv_base = e->seq * e->max_ctx;
-	if (tokens) {
-		for (uint32_t i = 0; i < n; i++)
-			if (tokens[i] >= e->cfg.n_vocab)
-				return err_set(ERR_INVAL, "engine: token %u out of range (n_vocab %u)", tokens[i], e->cfg.n_vocab);
-		memcpy(s->tokens, tokens, (size_t)n * 4);
+	/* the kernels read every token's own record: one sequence, consecutive positions */
+	for (uint32_t i = 0; i < n; i++) {
+		if (tokens)
+			s->tok[i].token = tokens[i];
+		s->tok[i].pos = pos0 + i;
+		s->tok[i].base = s->kv_base;
 	}
 	return 0;
 }
 
-/* One step of at most max_batch tokens: replay (recording on first use). */
-static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
+/* Replay (recording on first use) the command buffer of (mode, n) over the step buffer as written. */
+static int replay(struct engine *e, int mode, uint32_t n)
 {
-	int rc = step_write(e, tokens, n, pos0, k);
-	if (rc)
-		return rc;
+	int rc;
 	VkCommandBuffer *cb = &e->cbs[mode][n];
 	if (!*cb) {
 		rc = vk_cmd_alloc(e->vk, cb);
-		if (!rc)
+		if (!rc) {
+			e->rec_batch = mode >= MODE_B_ALL;
 			rc = record_forward(e, *cb, n, mode);
+			e->rec_batch = false;
+		}
 		if (rc) {
 			vk_cmd_free(e->vk, *cb);
 			*cb = VK_NULL_HANDLE;
@@ -782,6 +803,76 @@ static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32
 	rc = vk_submit_wait(e->vk, *cb);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	return rc;
+}
+
+uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
+
+int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
+{
+	if (!tokens || !seqs || !pos)
+		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
+	if (n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: batch of %u tokens (1..%u: max_batch %u, max_seqs %u)", n, e->batch_max,
+			       e->max_batch, e->max_seqs);
+	int m;
+	switch (mode) {
+	case ENGINE_BATCH_ARGMAX: m = MODE_B_ARGMAX; k = 1; break;
+	case ENGINE_BATCH_TOPK: m = MODE_B_TOPK; break;
+	case ENGINE_BATCH_LOGITS: m = MODE_B_ALL; k = 0; break;
+	default: return err_set(ERR_INVAL, "engine: batch: mode %d unknown", (int)mode);
+	}
+	if (mode == ENGINE_BATCH_TOPK && (k == 0 || k > ENGINE_TOPK_MAX))
+		return err_set(ERR_INVAL, "engine: batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
+	if ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
+		return err_set(ERR_INVAL, "engine: batch: missing output array");
+	uint8_t seen[256] = { 0 }; /* max_seqs <= 256 (engine_create) */
+	for (uint32_t t = 0; t < n; t++) {
+		if (seqs[t] >= e->max_seqs)
+			return err_set(ERR_RANGE, "engine: batch: entry %u: sequence %u out of range (max_seqs %u)", t, seqs[t],
+				       e->max_seqs);
+		/* two tokens of one sequence would race on its KV rows */
+		if (seen[seqs[t]]++)
+			return err_set(ERR_INVAL, "engine: batch: sequence %u appears twice", seqs[t]);
+		if (pos[t] >= e->max_ctx)
+			return err_set(ERR_RANGE, "engine: batch: entry %u: position %u beyond max_ctx %u", t, pos[t], e->max_ctx);
+		if (tokens[t] >= e->cfg.n_vocab)
+			return err_set(ERR_INVAL, "engine: batch: entry %u: token %u out of range (n_vocab %u)", t, tokens[t],
+				       e->cfg.n_vocab);
+	}
+	struct engine_step *s = e->step->map;
+	s->pos0 = pos[0];
+	s->n = n;
+	s->k = k;
+	s->kv_base = seqs[0] * e->max_ctx;
+	for (uint32_t t = 0; t < n; t++) {
+		s->tok[t].token = tokens[t];
+		s->tok[t].pos = pos[t];
+		s->tok[t].base = seqs[t] * e->max_ctx;
+	}
+	int rc = replay(e, m, n);
+	if (rc)
+		return rc;
+	if (mode == ENGINE_BATCH_LOGITS) {
+		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
+		return 0;
+	}
+	const uint32_t *r = e->res->map;
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t i = 0; i < k; i++) {
+			if (ids)
+				ids[(size_t)t * k + i] = r[t * RES_ROW + 2 * i];
+			if (vals)
+				memcpy(&vals[(size_t)t * k + i], &r[t * RES_ROW + 2 * i + 1], 4);
+		}
+	return 0;
+}
+
+/* One step of at most max_batch tokens: replay (recording on first use). */
+static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
+{
+	int rc = step_write(e, tokens, n, pos0, k);
+	return rc ? rc : replay(e, mode, n);
 }
 
 int engine_forward(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits, bool all_rows)

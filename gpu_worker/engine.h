@@ -47,17 +47,26 @@ struct combine_push { uint32_t head_dim, n_head, n_split, pad; };
 _Static_assert(sizeof(struct combine_push) == 16, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
 _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");
-struct argmax_push { uint32_t n, off; };
-_Static_assert(sizeof(struct argmax_push) == 8, "argmax_push mirrors shaders/argmax.comp, topk.comp");
+struct argmax_push { uint32_t n, off, stride, pad; };   /* one workgroup per row: row r at off + r * stride */
+_Static_assert(sizeof(struct argmax_push) == 16, "argmax_push mirrors shaders/argmax.comp, topk.comp");
 
+/* One token of a step: the kernels read its position and KV base from here, so
+ * a step may mix sequences (engine_forward_batch). */
+struct engine_step_tok {
+	uint32_t token;
+	uint32_t pos;       /* its position in its sequence */
+	uint32_t base;      /* first KV-cache row of its sequence (seq * max_ctx) */
+	uint32_t pad;
+};
 /* The host-visible step buffer the kernels read (STEP_* in shaders/common.glsl). */
 struct engine_step {
-	uint32_t pos0;      /* position of tokens[0] */
+	uint32_t pos0;      /* single-sequence steps: position of tok[0] (informational) */
 	uint32_t n;         /* tokens in this step */
 	uint32_t k;         /* top-k size */
-	uint32_t kv_base;   /* first KV-cache row of the selected sequence (seq * max_ctx) */
-	uint32_t tokens[];  /* max_batch entries */
+	uint32_t kv_base;   /* single-sequence steps: the selected sequence's base (informational) */
+	struct engine_step_tok tok[];  /* max_batch entries */
 };
+_Static_assert(sizeof(struct engine_step_tok) == 16, "engine_step_tok mirrors STEP_TOK in shaders/common.glsl");
 
 #define ENGINE_TOPK_MAX 64
 
@@ -92,6 +101,21 @@ int engine_argmax(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t
 /* Same, then the k (1..64) best ids/logits of the last row, descending. */
 int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k,
 		uint32_t *ids, float *vals);
+/* Continuous batching: one submission runs tokens[t] of sequence seqs[t] at
+ * position pos[t] for t < n (n <= max_batch and <= max_seqs; seqs distinct and
+ * < max_seqs; positions before pos[t] of seqs[t] must have been run), reading
+ * the weights once for the whole batch. Every row is computed by exactly the
+ * code a lone token runs (matvecs never switch to the tiled kernel here, and a
+ * lone decode token uses the same single-token kernel), so each row's results
+ * are bitwise those of engine_argmax/engine_topk of that token alone.
+ * mode ARGMAX: ids[t] (vals[t] its logit when vals != NULL); TOPK: ids/vals
+ * [n][k], k 1..64, descending; LOGITS: vals [n][n_vocab] (ids unused). The
+ * selected sequence (engine_seq_select) is left unchanged. */
+enum engine_batch_mode { ENGINE_BATCH_ARGMAX = 1, ENGINE_BATCH_TOPK = 2, ENGINE_BATCH_LOGITS = 3 };
+int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
+/* Largest n engine_forward_batch accepts (min of max_batch and max_seqs). */
+uint32_t engine_batch_max(const struct engine *e);
 /* Forget every sequence (zeroes the KV cache). */
 int engine_reset(struct engine *e);
 /* Make seq (< max_seqs) the sequence whose KV cache later forward/argmax/topk/

@@ -53,7 +53,7 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 {
 	bool gpu = w->o.role == MSG_ROLE_GPU_WORKER;
 	switch (type) {
-	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: return gpu;
+	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: return gpu;
 	case MSG_STAGE: return gpu ? stage != MSG_STAGE_ATTN : stage == MSG_STAGE_ATTN;
 	default: return true;
 	}
@@ -335,6 +335,56 @@ static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, ui
 	return 0;
 }
 
+/* Continuous batching: one token of each entry's sequence in one engine
+ * submission; each entry's head result goes to its own slot's head area. */
+static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_t *token, uint32_t *k_out)
+{
+	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e))
+		return err_set(ERR_RANGE, "worker: run_batch of %u entries (this worker batches up to %u)", m->n,
+			       engine_batch_max(w->e));
+	uint32_t k = m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	if (k < 1 || k > MSG_MAX_TOPK)
+		return err_set(ERR_RANGE, "worker: run_batch k %u outside [1, %d]", k, MSG_MAX_TOPK);
+	uint32_t tok[MSG_MAX_SLOTS], seq[MSG_MAX_SLOTS], pos[MSG_MAX_SLOTS];
+	uint32_t *ids[MSG_MAX_SLOTS];
+	float *vals[MSG_MAX_SLOTS];
+	uint64_t used = 0;
+	for (uint32_t i = 0; i < m->n; i++) {
+		const struct msg_run_batch_entry *e = &m->e[i];
+		int rc = check_seq(w, e->seq_id, e->slot, e->pos, 1);
+		if (!rc)
+			rc = check_tokens(w, &e->token, 1);
+		if (!rc && (used >> e->slot & 1)) /* check_seq bounds slot < max_seqs <= MSG_MAX_SLOTS */
+			rc = err_set(ERR_INVAL, "worker: run_batch: slot %u appears twice", e->slot);
+		if (!rc)
+			rc = attach_head(w->att, e->slot, &ids[i], &vals[i]);
+		if (rc)
+			return err_prefix(rc, "run_batch entry %u", i);
+		used |= (uint64_t)1 << e->slot;
+		tok[i] = e->token;
+		seq[i] = e->slot; /* the slot is the KV slot */
+		pos[i] = e->pos;
+	}
+	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
+	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK];
+	int rc = engine_forward_batch(w->e, m->n, tok, seq, pos,
+				      m->mode == MSG_HEAD_TOPK ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
+				      m->mode == MSG_HEAD_TOPK ? out_vals : NULL);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < m->n; i++) {
+		memcpy(ids[i], out_ids + (size_t)i * k, k * sizeof *out_ids);
+		if (m->mode == MSG_HEAD_TOPK)
+			memcpy(vals[i], out_vals + (size_t)i * k, k * sizeof *out_vals);
+		else
+			vals[i][0] = NAN; /* as RUN: the argmax head returns only the id */
+		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos, 1);
+	}
+	*token = ids[0][0];
+	*k_out = k;
+	return 0;
+}
+
 static int do_reset(struct worker *w, const struct msg_reset_seq *m)
 {
 	int rc = 0;
@@ -397,7 +447,7 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		msg_init(out, MSG_STATUS);
 		worker_status(w, &out->u.status);
 		break;
-	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RESET_SEQ:
+	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RESET_SEQ:
 		if (in->type == MSG_EMBED)
 			seq_id = in->u.embed.seq_id, rc = do_embed(w, &in->u.embed);
 		else if (in->type == MSG_STAGE)
@@ -406,6 +456,8 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 			seq_id = in->u.head.seq_id, rc = do_head(w, &in->u.head, &token, &k);
 		else if (in->type == MSG_RUN)
 			seq_id = in->u.run.seq_id, rc = do_run(w, &in->u.run, &token, &k);
+		else if (in->type == MSG_RUN_BATCH)
+			seq_id = in->u.run_batch.e[0].seq_id, rc = do_run_batch(w, &in->u.run_batch, &token, &k);
 		else
 			seq_id = in->u.reset_seq.seq_id, rc = do_reset(w, &in->u.reset_seq);
 		if (rc) {

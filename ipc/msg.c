@@ -167,6 +167,16 @@ static void codec(struct cur *c, struct msg *m)
 		c_u32s(c, r->tokens, r->n);
 		break;
 	}
+	case MSG_RUN_BATCH: {
+		struct msg_run_batch *b = &m->u.run_batch;
+		c_count(c, &b->n, MSG_MAX_SLOTS, "RUN_BATCH: n exceeds MSG_MAX_SLOTS");
+		c_u32(c, &b->mode), c_u32(c, &b->k);
+		for (uint32_t i = 0; i < b->n && !c->bad; i++) {
+			struct msg_run_batch_entry *e = &b->e[i];
+			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos), c_u32(c, &e->token);
+		}
+		break;
+	}
 	case MSG_DONE: {
 		struct msg_done *d = &m->u.done;
 		c_u32(c, &d->ref_seq), c_u32(c, &d->seq_id), c_i32(c, &d->status), c_u32(c, &d->token);
@@ -229,6 +239,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_STAGE: return "STAGE";
 	case MSG_HEAD: return "HEAD";
 	case MSG_RUN: return "RUN";
+	case MSG_RUN_BATCH: return "RUN_BATCH";
 	case MSG_DONE: return "DONE";
 	case MSG_RESET_SEQ: return "RESET_SEQ";
 	case MSG_GEN_REQ: return "GEN_REQ";
@@ -352,6 +363,23 @@ int msg_validate(const struct msg *m)
 			return rc;
 		return check_head(t, r->mode, r->k);
 	}
+	case MSG_RUN_BATCH: {
+		const struct msg_run_batch *b = &m->u.run_batch;
+		if (b->n < 1 || b->n > MSG_MAX_SLOTS)
+			return BAD("RUN_BATCH: n %u outside [1, %d]", b->n, MSG_MAX_SLOTS);
+		uint64_t used = 0; /* MSG_MAX_SLOTS == 64 bits */
+		for (uint32_t i = 0; i < b->n; i++) {
+			const struct msg_run_batch_entry *e = &b->e[i];
+			if (e->slot >= MSG_MAX_SLOTS)
+				return BAD("RUN_BATCH: entry %u: slot %u >= %d", i, e->slot, MSG_MAX_SLOTS);
+			if (used >> e->slot & 1)
+				return BAD("RUN_BATCH: entry %u: slot %u appears twice", i, e->slot);
+			used |= (uint64_t)1 << e->slot;
+			if (e->pos >= MSG_MAX_POS)
+				return BAD("RUN_BATCH: entry %u: pos %u >= %u", i, e->pos, MSG_MAX_POS);
+		}
+		return check_head(t, b->mode, b->k);
+	}
 	case MSG_DONE: {
 		const struct msg_done *d = &m->u.done;
 		if (d->status > 0 || d->status < -64)
@@ -436,6 +464,9 @@ int msg_payload_size(const struct msg *m, size_t *size)
 	case MSG_STAGE: s = MSG_SIZE_STAGE; break;
 	case MSG_HEAD: s = MSG_SIZE_HEAD; break;
 	case MSG_RUN: s = MSG_SIZE_RUN_BASE + 4 * (size_t)m->u.run.n; break;
+	case MSG_RUN_BATCH:
+		s = MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.run_batch.n;
+		break;
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 1
+#define MSG_VERSION 2  /* 2: RUN_BATCH */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -70,6 +70,7 @@ enum msg_type {
 	MSG_RUN = 19,
 	MSG_DONE = 20,
 	MSG_RESET_SEQ = 21,
+	MSG_RUN_BATCH = 22, /* fused decode step of several sequences, one token each */
 	/* CLI <-> coordinator (req/rep, every request idempotent) */
 	MSG_GEN_REQ = 32,
 	MSG_GEN_POLL = 33,
@@ -195,7 +196,25 @@ struct msg_run {
 	uint32_t tokens[MSG_MAX_TOKENS];
 };
 
-/* DONE: 32 bytes. Answer to EMBED/STAGE/HEAD/RUN/RESET_SEQ. token is the argmax
+/* RUN_BATCH (fused placement, continuous batching): 12 + 16n bytes. One token
+ * for each of n sequences, each at its own position, in one engine submission;
+ * entry i's head result (argmax / top-k) goes to the head area of its slot.
+ * Slots (= KV slots) are distinct. Answered by one DONE (seq_id and token of
+ * entries[0]; every entry's ids/logits are in its slot's head area). */
+struct msg_run_batch_entry {
+	uint32_t seq_id;
+	uint32_t slot;                  /* < MSG_MAX_SLOTS, distinct within the batch */
+	uint32_t pos;                   /* < MSG_MAX_POS */
+	uint32_t token;
+};
+struct msg_run_batch {
+	uint32_t n;                     /* 1..MSG_MAX_SLOTS */
+	uint32_t mode;                  /* enum msg_head_mode */
+	uint32_t k;                     /* ARGMAX: 1; TOPK: 1..MSG_MAX_TOPK */
+	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
+};
+
+/* DONE: 32 bytes. Answer to EMBED/STAGE/HEAD/RUN/RUN_BATCH/RESET_SEQ. token is the argmax
  * (ARGMAX head) or the top-1 id; the k ids and logits of a top-k head are in
  * the slot's head area of the activation region. */
 struct msg_done {
@@ -276,6 +295,7 @@ struct msg {
 		struct msg_stage stage;
 		struct msg_head head;
 		struct msg_run run;
+		struct msg_run_batch run_batch;
 		struct msg_done done;
 		struct msg_reset_seq reset_seq;
 		struct msg_gen_req gen_req;
@@ -297,6 +317,8 @@ struct msg {
 #define MSG_SIZE_STAGE 28
 #define MSG_SIZE_HEAD 20
 #define MSG_SIZE_RUN_BASE 24
+#define MSG_SIZE_RUN_BATCH_BASE 12
+#define MSG_SIZE_RUN_BATCH_ENTRY 16
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 44
@@ -309,6 +331,7 @@ _Static_assert(MSG_SIZE_STATUS == 232, "STATUS wire size");
 _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
 _Static_assert(MSG_SIZE_EMBED_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "EMBED fits");
 _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN fits");
+_Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
 _Static_assert(MSG_SIZE_GEN_TOKEN_BASE + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD, "GEN_TOKEN fits");

@@ -1,6 +1,7 @@
 #version 450
 // argmax: res[0] = index of the largest of n logits (lowest index on ties),
-// res[1] = its value bits. One workgroup.
+// res[1] = its value bits. One workgroup per logits row (gl_WorkGroupID.y):
+// row r reads logits from off + r * stride and writes res[128 r ..].
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
@@ -14,6 +15,8 @@ layout(binding = 1) writeonly buffer R { uint res[]; };
 layout(push_constant) uniform Push {
 	uint n;
 	uint off;
+	uint stride;  // floats between the logits rows of a batch
+	uint pad;
 } p;
 
 shared float sv[WG];
@@ -22,6 +25,7 @@ shared uint si[WG];
 void main()
 {
 	uint tid = gl_LocalInvocationID.x;
+	uint lo = p.off + gl_WorkGroupID.y * p.stride, ro = gl_WorkGroupID.y * 128u;
 	float bv = NEG_INF;
 	uint bi = 0xffffffffu;
 	// four loads issued before any compare (one workgroup streams the whole
@@ -30,7 +34,7 @@ void main()
 	for (uint i0 = tid; i0 < p.n; i0 += 4u * WG) {
 		float v[4];
 		[[unroll]] for (uint u = 0u; u < 4u; u++)
-			v[u] = i0 + u * WG < p.n ? logits[p.off + i0 + u * WG] : NEG_INF;
+			v[u] = i0 + u * WG < p.n ? logits[lo + i0 + u * WG] : NEG_INF;
 		[[unroll]] for (uint u = 0u; u < 4u; u++) {
 			uint i = i0 + u * WG;
 			if (i < p.n && (v[u] > bv || bi == 0xffffffffu)) {
@@ -54,7 +58,7 @@ void main()
 		barrier();
 	}
 	if (tid == 0u) {
-		res[0] = si[0];
-		res[1] = floatBitsToUint(sv[0]);
+		res[ro] = si[0];
+		res[ro + 1u] = floatBitsToUint(sv[0]);
 	}
 }

@@ -67,8 +67,8 @@ void main()
 {
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
 	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
-	uint pos = step[STEP_POS0] + t;
-	uint kv_base = step[STEP_KV_BASE]; // read once: not per key
+	uint pos = step[STEP_TPOS(t)];       // each token its own causal range
+	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's rows (read once)
 	uint kvh = h / (p.n_head / p.n_kv);
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;

@@ -15,11 +15,18 @@
 
 // The per-step values (one submission per token reads them; never push constants,
 // so a recorded command buffer can be replayed). Mirrors struct engine_step in C.
+// Every token t has its own record (token id, position, first KV-cache row of
+// its sequence), so one step can hold tokens of different sequences at
+// different positions (engine_forward_batch); a single-sequence step fills
+// pos = pos0 + t and base = seq * max_ctx for every t.
 #define STEP_POS0 0
 #define STEP_N 1
 #define STEP_K 2
-#define STEP_KV_BASE 3  // first KV-cache row of the selected sequence
+#define STEP_KV_BASE 3
 #define STEP_TOKENS 4
+#define STEP_TOK(t) (STEP_TOKENS + 4u * (t))
+#define STEP_TPOS(t) (STEP_TOKENS + 4u * (t) + 1u)
+#define STEP_TBASE(t) (STEP_TOKENS + 4u * (t) + 2u)
 
 float gelu_tanh(float x)
 {

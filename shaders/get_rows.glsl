@@ -22,7 +22,7 @@ layout(push_constant) uniform Push {
 void main()
 {
 	uint t = gl_WorkGroupID.x;
-	uint tok = step[STEP_TOKENS + t];
+	uint tok = step[STEP_TOK(t)];
 	uint o = t * p.ncols;
 	if (tok >= p.nrows) {
 		// the host validates ids; a bad one yields zeros, never an out-of-bounds read

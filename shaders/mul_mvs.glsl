@@ -6,7 +6,11 @@
 // else subgroupAdd then shared memory across the row's subgroups. This assumes
 // the usual linear mapping of a 1-D workgroup onto subgroups (consecutive
 // local ids share a subgroup), true on NVIDIA, AMD, Intel and lavapipe.
-// gl_WorkGroupID.y is the token column. Requires ncols % 32 == 0 and
+// gl_WorkGroupID.x is the token column: the workgroups of one row group for
+// every token of a batch are adjacent in dispatch order, so the batch reads a
+// weight row from memory once and the other tokens hit the cache, while each
+// column runs exactly the code a lone token runs (bitwise identical results,
+// which the coordinator's per-sequence replay relies on). Requires ncols % 32 == 0 and
 // x_off, x_stride multiples of 4 (the host falls back to mul_mv otherwise).
 // The includer defines TYPE (and GLU: rows r and r+nrows of W are gate and up).
 #extension GL_EXT_control_flow_attributes : enable
@@ -132,8 +136,8 @@ void main()
 {
 	uint tid = gl_LocalInvocationID.x;
 	uint lane = tid % p.tpr;
-	uint row = (gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x) * (WG / p.tpr) + tid / p.tpr;
-	uint t = gl_WorkGroupID.y;
+	uint row = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * (WG / p.tpr) + tid / p.tpr;
+	uint t = gl_WorkGroupID.x;
 	bool live = row < p.nrows && row < p.nrows_valid;
 	uint nb = live ? p.ncols / UNIT_ELEMS : 0u;  // work units in the row
 	uint xb4 = (p.x_off + t * p.x_stride) >> 2;

@@ -1,6 +1,6 @@
 #version 450
 // rope_kv: per (head, token) of the fused qkv buffer: RMSNorm over head_dim with
-// the q_norm / k_norm weight, NEOX RoPE at position pos0+t (from the step
+// the q_norm / k_norm weight, NEOX RoPE at token t's own position (from the step
 // buffer), then q is written back in place and k (plus the matching v head) is
 // appended to this layer's KV cache at that position.
 #include "common.glsl"
@@ -34,7 +34,7 @@ void main()
 {
 	uint hh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
 	uint hd = p.head_dim, half_d = hd / 2u;
-	uint pos = step[STEP_POS0] + t;
+	uint pos = step[STEP_TPOS(t)];
 	bool is_q = hh < p.n_head;
 	uint o = t * p.qkv_stride + hh * hd;
 	float ss = 0.0;
@@ -57,7 +57,7 @@ void main()
 	if (pos >= p.kv_cap)
 		return;
 	uint kvh = hh - p.n_head;
-	uint ko = (step[STEP_KV_BASE] + pos) * (p.n_kv * hd) + kvh * hd;
+	uint ko = (step[STEP_TBASE(t)] + pos) * (p.n_kv * hd) + kvh * hd;
 	for (uint i = tid; i < half_d; i += WG) {
 		float inv = pow(p.base, -2.0 * float(i) / float(hd)) * p.freq_scale;
 		float th = float(pos) * inv;

@@ -2,7 +2,8 @@
 // topk: the k (<= 64, from the step buffer) largest of n logits, descending,
 // ties to the lower index: res[2i] = index, res[2i+1] = value bits. One
 // workgroup: each thread keeps a sorted list of its strided slice in shared
-// memory, then k rounds pick the best list head.
+// memory, then k rounds pick the best list head. One workgroup per logits row
+// (gl_WorkGroupID.y): row r reads off + r * stride and writes res[128 r ..].
 #include "common.glsl"
 
 #define KMAX 64u
@@ -17,6 +18,8 @@ layout(binding = 2) readonly buffer Step { uint step[]; };
 layout(push_constant) uniform Push {
 	uint n;
 	uint off;
+	uint stride;  // floats between the logits rows of a batch
+	uint pad;
 } p;
 
 shared float lv[WG * KMAX];
@@ -31,11 +34,12 @@ bool better(float v, uint i, float w, uint j) { return v > w || (v == w && i < j
 void main()
 {
 	uint tid = gl_LocalInvocationID.x;
+	uint lo = p.off + gl_WorkGroupID.y * p.stride, ro = gl_WorkGroupID.y * 128u;
 	uint k = min(step[STEP_K], KMAX);
 	uint b = tid * KMAX;
 	uint c = 0u;
 	for (uint i = tid; i < p.n; i += WG) {
-		float v = logits[p.off + i];
+		float v = logits[lo + i];
 		if (c == k && (k == 0u || !better(v, i, lv[b + c - 1u], li[b + c - 1u])))
 			continue;
 		uint at = c < k ? c : k - 1u;
@@ -78,11 +82,11 @@ void main()
 		uint w = bt[0];
 		if (tid == 0u) {
 			if (w != 0xffffffffu) {
-				res[2u * r] = li[w * KMAX + head[w]];
-				res[2u * r + 1u] = floatBitsToUint(lv[w * KMAX + head[w]]);
+				res[ro + 2u * r] = li[w * KMAX + head[w]];
+				res[ro + 2u * r + 1u] = floatBitsToUint(lv[w * KMAX + head[w]]);
 			} else {
-				res[2u * r] = 0xffffffffu;
-				res[2u * r + 1u] = floatBitsToUint(NEG_INF);
+				res[ro + 2u * r] = 0xffffffffu;
+				res[ro + 2u * r + 1u] = floatBitsToUint(NEG_INF);
 			}
 		}
 		barrier();

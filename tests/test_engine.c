@@ -242,3 +242,127 @@ Test(engine, sequences_are_independent, .timeout = 120)
 	free(mixed);
 	fx_close(&x);
 }
+
+/* ---- continuous batching (engine_forward_batch) ---- */
+
+static void fx_open_seqs(struct fx *x, const char *enc, uint32_t max_seqs)
+{
+	memset(x, 0, sizeof *x);
+	cr_assert_eq(golden_load(enc, &x->g), 0, "%s", err_msg());
+	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "%s", err_msg());
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 8, .n_split = 4, .max_seqs = max_seqs };
+	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "%s", err_msg());
+}
+
+/* A batch of 3 sequences at different positions (one past the sliding window
+ * of 8, one at position 0) gives bitwise the logits, top-k and argmax each
+ * token gives when run alone: every row runs the code a lone token runs. */
+static void check_batch_equals_alone(const char *enc)
+{
+	struct fx x;
+	fx_open_seqs(&x, enc, 4);
+	size_t V = x.g.n_vocab;
+	const uint32_t *tok = x.g.tokens;
+	/* prefill: seq 0 holds tok[0..10), seq 1 tok[20..27), seq 2 nothing */
+	cr_assert_eq(engine_seq_select(x.e, 0), 0);
+	cr_assert_eq(engine_forward(x.e, tok, 10, 0, NULL, false), 0, "%s", err_msg());
+	cr_assert_eq(engine_seq_select(x.e, 1), 0);
+	cr_assert_eq(engine_forward(x.e, tok + 20, 7, 0, NULL, false), 0, "%s", err_msg());
+	const uint32_t bt[3] = { tok[10], tok[27], tok[40] }, bs[3] = { 0, 1, 2 }, bp[3] = { 10, 7, 0 };
+	float *alone = malloc(3 * V * sizeof *alone), *batch = malloc(3 * V * sizeof *batch);
+	cr_assert(alone && batch);
+	uint32_t a_ids[3][64], a_am[3];
+	float a_vals[3][64];
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert_eq(engine_seq_select(x.e, bs[i]), 0);
+		cr_assert_eq(engine_forward(x.e, &bt[i], 1, bp[i], alone + i * V, false), 0, "%s", err_msg());
+		cr_assert_eq(engine_topk(x.e, &bt[i], 1, bp[i], 64, a_ids[i], a_vals[i]), 0, "%s", err_msg());
+		cr_assert_eq(engine_argmax(x.e, &bt[i], 1, bp[i], &a_am[i]), 0, "%s", err_msg());
+	}
+	cr_assert_eq(engine_seq_select(x.e, 3), 0);
+	/* the batch rewrites the same KV rows (same values) and reads the same history */
+	cr_assert_eq(engine_forward_batch(x.e, 3, bt, bs, bp, ENGINE_BATCH_LOGITS, 0, NULL, batch), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < 3; i++)
+		cr_assert_eq(memcmp(alone + i * V, batch + i * V, V * sizeof *batch), 0, "%s: row %u logits differ", enc, i);
+	uint32_t b_ids[3 * 64], b_am[3];
+	float b_vals[3 * 64], b_amv[3];
+	cr_assert_eq(engine_forward_batch(x.e, 3, bt, bs, bp, ENGINE_BATCH_TOPK, 64, b_ids, b_vals), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert_eq(memcmp(a_ids[i], b_ids + i * 64, sizeof a_ids[i]), 0, "%s: row %u top-k ids differ", enc, i);
+		cr_assert_eq(memcmp(a_vals[i], b_vals + i * 64, sizeof a_vals[i]), 0, "%s: row %u top-k logits differ", enc, i);
+	}
+	cr_assert_eq(engine_forward_batch(x.e, 3, bt, bs, bp, ENGINE_BATCH_ARGMAX, 1, b_am, b_amv), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert_eq(b_am[i], a_am[i], "%s: row %u argmax %u vs %u", enc, i, b_am[i], a_am[i]);
+		cr_assert_eq(b_am[i], a_ids[i][0]);
+		cr_assert_eq(memcmp(&b_amv[i], &a_vals[i][0], 4), 0, "%s: row %u argmax value", enc, i);
+	}
+	/* the selected sequence is untouched */
+	uint32_t t3;
+	cr_assert_eq(engine_argmax(x.e, &tok[5], 1, 0, &t3), 0, "%s", err_msg());
+	free(alone);
+	free(batch);
+	fx_close(&x);
+}
+
+Test(engine, batch_equals_alone_q4_0, .timeout = 120) { check_batch_equals_alone("q4_0"); }
+Test(engine, batch_equals_alone_f32, .timeout = 120) { check_batch_equals_alone("f32"); }
+
+/* 3 sequences decoded greedily for 8 steps with one batch per step equal the
+ * same sequences decoded one at a time (other KV slots of the same engine). */
+Test(engine, batched_greedy_equals_sequential, .timeout = 120)
+{
+	struct fx x;
+	fx_open_seqs(&x, "q8_0", 6);
+	const uint32_t *tok = x.g.tokens;
+	const uint32_t plen[3] = { 9, 3, 14 }, poff[3] = { 0, 12, 30 };
+	uint32_t cur_b[3], cur_s[3], pos[3];
+	for (uint32_t i = 0; i < 3; i++) {
+		for (uint32_t half = 0; half < 2; half++) {
+			cr_assert_eq(engine_seq_select(x.e, i + 3 * half), 0);
+			cr_assert_eq(engine_argmax(x.e, tok + poff[i], plen[i], 0, half ? &cur_s[i] : &cur_b[i]), 0, "%s",
+				     err_msg());
+		}
+		cr_assert_eq(cur_b[i], cur_s[i]);
+		pos[i] = plen[i];
+	}
+	const uint32_t seqs[3] = { 0, 1, 2 };
+	for (uint32_t step = 0; step < 8; step++) {
+		uint32_t next_b[3];
+		cr_assert_eq(engine_forward_batch(x.e, 3, cur_b, seqs, pos, ENGINE_BATCH_ARGMAX, 1, next_b, NULL), 0, "%s",
+			     err_msg());
+		for (uint32_t i = 0; i < 3; i++) {
+			uint32_t next_s;
+			cr_assert_eq(engine_seq_select(x.e, i + 3), 0);
+			cr_assert_eq(engine_argmax(x.e, &cur_s[i], 1, pos[i], &next_s), 0, "%s", err_msg());
+			cr_assert_eq(next_b[i], next_s, "step %u seq %u: batched %u, alone %u", step, i, next_b[i], next_s);
+			cur_b[i] = next_b[i];
+			cur_s[i] = next_s;
+			pos[i]++;
+		}
+	}
+	fx_close(&x);
+}
+
+Test(engine, batch_rejects_bad_input, .timeout = 60)
+{
+	struct fx x;
+	fx_open_seqs(&x, "q4_0", 4);
+	cr_assert_eq(engine_batch_max(x.e), 4);
+	uint32_t t[5] = { 1, 2, 3, 4, 5 }, s[5] = { 0, 1, 2, 3, 0 }, p[5] = { 0, 0, 0, 0, 0 }, ids[5 * 64];
+	float v[5 * 64];
+	const uint32_t dup[2] = { 1, 1 }, far[2] = { 0, 64 }, bad_seq[2] = { 0, 4 }, bad_tok[2] = { 1, x.g.n_vocab };
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, dup, p, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 5, t, s, p, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL); /* n > max */
+	cr_assert_eq(engine_forward_batch(x.e, 0, t, s, p, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, s, far, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, bad_seq, p, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
+	cr_assert_eq(engine_forward_batch(x.e, 2, bad_tok, s, p, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, s, p, ENGINE_BATCH_TOPK, 65, ids, v), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, s, p, ENGINE_BATCH_TOPK, 0, ids, v), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, s, p, (enum engine_batch_mode)9, 1, ids, v), ERR_INVAL);
+	cr_assert_eq(engine_forward_batch(x.e, 2, t, s, p, ENGINE_BATCH_TOPK, 8, ids, NULL), ERR_INVAL);
+	/* a good batch of the maximum size still runs */
+	cr_assert_eq(engine_forward_batch(x.e, 4, t, s, p, ENGINE_BATCH_TOPK, 8, ids, v), 0, "%s", err_msg());
+	fx_close(&x);
+}

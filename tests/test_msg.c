@@ -48,6 +48,10 @@ static void fill(struct msg *m, uint16_t type)
 		m->u.run = (struct msg_run){ .seq_id = 8, .slot = 0, .n = 3, .pos0 = 10,
 					     .mode = MSG_HEAD_ARGMAX, .k = 1, .tokens = { 2, 106, 9 } };
 		break;
+	case MSG_RUN_BATCH:
+		m->u.run_batch = (struct msg_run_batch){ .n = 3, .mode = MSG_HEAD_TOPK, .k = 64,
+							 .e = { { 8, 0, 10, 2 }, { 9, 3, 0, 106 }, { 10, 1, 4095, 9 } } };
+		break;
 	case MSG_DONE: m->u.done = (struct msg_done){ 12, 8, 0, 262143, 40, 0, 123456789 }; break;
 	case MSG_RESET_SEQ: m->u.reset_seq = (struct msg_reset_seq){ 8, MSG_RESET_ALL }; break;
 	case MSG_GEN_REQ: {
@@ -73,7 +77,7 @@ static void fill(struct msg *m, uint16_t type)
 
 static const uint16_t all_types[] = {
 	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
-	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
+	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
 	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
 };
 
@@ -108,7 +112,7 @@ Test(msg, header_layout_is_little_endian)
 	fill(&a, MSG_PING);
 	size_t len = enc(&a);
 	cr_assert_eq(len, MSG_HDR_SIZE + 8);
-	static const uint8_t want[] = { 'U', 'N', 'I', 'C', 1, 0, MSG_PING, 0, 77, 0, 0, 0, 8, 0, 0, 0,
+	static const uint8_t want[] = { 'U', 'N', 'I', 'C', 2, 0, MSG_PING, 0, 77, 0, 0, 0, 8, 0, 0, 0,
 					0, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde };
 	cr_assert_arr_eq(buf, want, sizeof want);
 }
@@ -150,8 +154,10 @@ Test(msg, header_rules)
 	size_t len = enc(&a);
 	buf[0] = 'X';
 	expect_reject(len, "bad magic");
-	len = enc(&a), buf[4] = 2;
-	expect_reject(len, "version 2");
+	len = enc(&a), buf[4] = 1;
+	expect_reject(len, "version 1 (before RUN_BATCH)");
+	len = enc(&a), buf[4] = MSG_VERSION + 1;
+	expect_reject(len, "a later version");
 	len = enc(&a), buf[6] = 99;
 	expect_reject(len, "unknown type");
 	len = enc(&a), buf[16] = 1;
@@ -182,7 +188,7 @@ Test(msg, field_rules)
 {
 	patch_reject(MSG_HELLO, 0, 0, "role 0");
 	patch_reject(MSG_HELLO, 0, 7, "role 7");
-	patch_reject(MSG_HELLO, 8, 2, "hello version");
+	patch_reject(MSG_HELLO, 8, MSG_VERSION + 1, "hello version");
 	patch_reject(MSG_ACK, 4, 1, "positive ack code");
 	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 24, 3, "share path");
 	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 28, 3, "import mode");
@@ -197,6 +203,39 @@ Test(msg, field_rules)
 	patch_reject(MSG_HEAD, 12, 3, "head mode");
 	patch_reject(MSG_HEAD, 16, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_RUN, 16, 5, "run head mode");
+}
+
+/* RUN_BATCH payload: n, mode, k, then 16-byte entries {seq_id, slot, pos, token} from offset 12 */
+Test(msg, run_batch_rules)
+{
+	fill(&a, MSG_RUN_BATCH);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 12 + 3 * 16);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.run_batch.n, 3);
+	cr_assert_eq(b.u.run_batch.e[1].slot, 3);
+	cr_assert_eq(b.u.run_batch.e[2].pos, 4095);
+	cr_assert_eq(b.u.run_batch.e[1].token, 106);
+	patch_reject(MSG_RUN_BATCH, 0, 2, "n disagrees with the length");
+	patch_reject(MSG_RUN_BATCH, 0, 0, "n 0");
+	patch_reject(MSG_RUN_BATCH, 0, MSG_MAX_SLOTS + 1, "n cap");
+	patch_reject(MSG_RUN_BATCH, 4, 3, "batch head mode");
+	patch_reject(MSG_RUN_BATCH, 8, MSG_MAX_TOPK + 1, "batch k");
+	patch_reject(MSG_RUN_BATCH, 8, 0, "batch k 0");
+	patch_reject(MSG_RUN_BATCH, 16, MSG_MAX_SLOTS, "entry slot cap");
+	patch_reject(MSG_RUN_BATCH, 32, 0, "duplicate slot");
+	patch_reject(MSG_RUN_BATCH, 20, MSG_MAX_POS, "entry pos cap");
+	/* the encoder refuses the same */
+	fill(&a, MSG_RUN_BATCH);
+	a.u.run_batch.e[2].slot = 3;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0);
+	fill(&a, MSG_RUN_BATCH);
+	a.u.run_batch.n = MSG_MAX_SLOTS;
+	for (uint32_t i = 0; i < MSG_MAX_SLOTS; i++)
+		a.u.run_batch.e[i] = (struct msg_run_batch_entry){ i, i, i, i };
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), 0, "%s", err_msg());
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.run_batch.e[63].slot, 63);
 }
 
 Test(msg, more_field_rules)

@@ -93,7 +93,7 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 	if (kernel == 0)
 		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
 	else if (kernel == 1)
-		run1(&p, b, &pc, (nrows + 128 / tpr - 1) / (128 / tpr), n_tok, 1);
+		run1(&p, b, &pc, n_tok, (nrows + 128 / tpr - 1) / (128 / tpr), 1); /* x = token column */
 	else
 		run1(&p, b, &pc, (nrows + 63) / 64, (n_tok + 63) / 64, 1);
 	float *y = malloc((size_t)n_tok * y_stride * 4);
@@ -262,7 +262,13 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 		kc[i] = frand();
 		vc[i] = frand();
 	}
-	uint32_t step[8] = { pos0, T, 0, 0 };
+	/* per-token records (token, pos, KV base, 0): consecutive positions of one sequence */
+	uint32_t step[4 + 4 * T];
+	memset(step, 0, sizeof step);
+	step[0] = pos0;
+	step[1] = T;
+	for (uint32_t t = 0; t < T; t++)
+		step[4 + 4 * t + 1] = pos0 + t;
 	struct vk_pipe pr, pa, pc;
 	/* spec_hd: head_dim as a specialization constant, as the engine does; fused:
 	 * the last split workgroup merges (no combine dispatch) */
@@ -417,7 +423,7 @@ Test(vk_ops, gelu_argmax_topk_rows)
 	cr_assert_eq(vk_pipe_create(vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &pt), 0, "%s", err_msg());
 	uint32_t step[4] = { 0, 1, 64, 0 };
 	struct vk_buf *bl = buf_from(lg, n * 4), *br = buf_from(NULL, 128 * 4), *bs = buf_from(step, sizeof step);
-	struct argmax_push ap = { n, 0 };
+	struct argmax_push ap = { n, 0, n, 0 };
 	run1(&pa, (struct vk_buf *[]){ bl, br }, &ap, 1, 1, 1);
 	uint32_t res[128];
 	vk_download(vk, br, 0, res, 8);
@@ -443,7 +449,7 @@ Test(vk_ops, gelu_argmax_topk_rows)
 	quant_dequantize(TENSOR_Q8_0, eq, ed, rows * cols);
 	struct vk_pipe pe;
 	cr_assert_eq(vk_pipe_create(vk, "get_rows_q8_0", 3, sizeof(struct rows_push), wg, 1, &pe), 0, "%s", err_msg());
-	uint32_t st[6] = { 0, 2, 0, 0, 2, 0 };
+	uint32_t st[12] = { 0, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0 }; /* per-token records: ids 2, 0 */
 	struct vk_buf *be = buf_from(eq, sizeof eq), *bst = buf_from(st, sizeof st), *bh = buf_from(NULL, 2 * cols * 4);
 	struct rows_push rp = { cols, rows, 3 * 34, 2.5f };
 	run1(&pe, (struct vk_buf *[]){ be, bst, bh }, &rp, 2, 1, 1);

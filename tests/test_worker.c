@@ -78,7 +78,9 @@ static void start(const char *exe_name, int i, char *extra)
 	char exe[4096], err[128];
 	snprintf(exe, sizeof exe, "%s/%s", proc_bin_dir(), exe_name);
 	snprintf(err, sizeof err, "%s/%s.err", dir, exe_name);
-	char *argv[] = { exe, "--rundir", dir, extra ? extra : NULL, extra ? "vulkan" : NULL, NULL };
+	/* extra: "--attn-backend" (npu worker, vulkan) or "--max-seqs" (gpu worker, 2) */
+	bool seqs = extra && strcmp(extra, "--max-seqs") == 0;
+	char *argv[] = { exe, "--rundir", dir, extra ? extra : NULL, extra ? (seqs ? "2" : "vulkan") : NULL, NULL };
 	pids[i] = proc_spawn(argv, err);
 }
 
@@ -420,5 +422,68 @@ Test(worker, restart_without_model_file, .init = setup, .fini = teardown, .timeo
 	start("unicorn-gpu-worker", 1, NULL);
 	gpu = link_to(RUNDIR_GPU, MSG_ROLE_GPU_WORKER);
 	cr_assert_eq(run_prompt(&g, 20), before);
+	golden_free(&g);
+}
+
+static void run_at(uint32_t seq_id, uint32_t slot, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t mode,
+		   uint32_t k)
+{
+	msg_init(&m, MSG_RUN);
+	m.u.run = (struct msg_run){ .seq_id = seq_id, .slot = slot, .n = n, .pos0 = pos0, .mode = mode, .k = k };
+	memcpy(m.u.run.tokens, tokens, n * 4);
+	call(gpu, false);
+}
+
+/* RUN_BATCH steps two sequences at different positions in one message; each
+ * slot's head area then holds bitwise what a RUN of that token alone writes. */
+Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct golden g;
+	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
+	cluster_with(g.model_path);
+	/* a gpu worker with two slots in place of the default one */
+	kill(pids[1], SIGKILL);
+	waitpid(pids[1], NULL, 0);
+	bus_close(gpu);
+	start("unicorn-gpu-worker", 1, "--max-seqs");
+	gpu = link_to(RUNDIR_GPU, MSG_ROLE_GPU_WORKER);
+	uint32_t ids_alone[2][8], *ids;
+	float vals_alone[2][8], *vals;
+	const uint32_t plen[2] = { 20, 9 }, poff[2] = { 0, 25 };
+	for (uint32_t s = 0; s < 2; s++) {
+		run_at(7 + s, s, g.tokens + poff[s], plen[s], 0, MSG_HEAD_ARGMAX, 1);
+		run_at(7 + s, s, g.tokens + poff[s] + plen[s], 1, plen[s], MSG_HEAD_TOPK, 8);
+		cr_assert_eq(attach_head(att, s, &ids, &vals), 0, "%s", err_msg());
+		memcpy(ids_alone[s], ids, sizeof ids_alone[s]);
+		memcpy(vals_alone[s], vals, sizeof vals_alone[s]);
+		cr_assert_eq(r.u.done.token, ids_alone[s][0]);
+	}
+	/* forget both; rebuild the prompts, then one RUN_BATCH for both next tokens */
+	msg_init(&m, MSG_RESET_SEQ);
+	m.u.reset_seq.flags = MSG_RESET_ALL;
+	call(gpu, false);
+	for (uint32_t s = 0; s < 2; s++)
+		run_at(7 + s, s, g.tokens + poff[s], plen[s], 0, MSG_HEAD_ARGMAX, 1);
+	msg_init(&m, MSG_RUN_BATCH);
+	m.u.run_batch.n = 2;
+	m.u.run_batch.mode = MSG_HEAD_TOPK;
+	m.u.run_batch.k = 8;
+	for (uint32_t s = 0; s < 2; s++)
+		m.u.run_batch.e[s] = (struct msg_run_batch_entry){ 7 + s, s, plen[s], g.tokens[poff[s] + plen[s]] };
+	call(gpu, false);
+	cr_assert_eq(r.u.done.seq_id, 7);
+	cr_assert_eq(r.u.done.k, 8);
+	cr_assert_eq(r.u.done.token, ids_alone[0][0]);
+	for (uint32_t s = 0; s < 2; s++) {
+		cr_assert_eq(attach_head(att, s, &ids, &vals), 0, "%s", err_msg());
+		cr_assert_eq(memcmp(ids, ids_alone[s], sizeof ids_alone[s]), 0, "slot %u ids differ", s);
+		cr_assert_eq(memcmp(vals, vals_alone[s], sizeof vals_alone[s]), 0, "slot %u logits differ", s);
+	}
+	/* an entry that skips positions is refused, and the worker stays usable */
+	m.u.run_batch.e[1].pos = plen[1] + 5;
+	call(gpu, true);
+	m.u.run_batch.n = 1;
+	m.u.run_batch.e[0].pos = plen[0] + 1;
+	call(gpu, false);
 	golden_free(&g);
 }
