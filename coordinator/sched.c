@@ -159,7 +159,11 @@ uint32_t sched_live(const struct sched *s)
 
 int sched_queue_push(struct sched *s, uint64_t id)
 {
-	if (s->q_len >= s->q_cap)
+	/* Every request passes through the queue on its way to a slot, so a burst
+	 * that fits the free slots is never refused: q_cap bounds only the
+	 * requests that will really have to wait. */
+	uint32_t room = s->q_cap + (s->max_seqs - sched_live(s));
+	if (s->q_len >= room || s->q_len >= SCHED_MAX_QUEUE)
 		return err_set(ERR_RANGE, "sched: queue full (%u waiting)", s->q_len);
 	s->queue[(s->q_head + s->q_len) % SCHED_MAX_QUEUE] = id;
 	s->q_len++;

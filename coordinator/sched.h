@@ -66,7 +66,8 @@ int sched_init(struct sched *s, uint32_t max_seqs, uint32_t queue_cap);
 int sched_slot_alloc(struct sched *s, uint32_t *slot);
 void sched_slot_free(struct sched *s, uint32_t slot);
 uint32_t sched_live(const struct sched *s);
-/* ERR_RANGE when the queue is full. */
+/* ERR_RANGE when the queue is full: it holds at most queue_cap requests
+ * beyond the free slots. */
 int sched_queue_push(struct sched *s, uint64_t id);
 /* ERR_NOTFOUND when empty. */
 int sched_queue_pop(struct sched *s, uint64_t *id);

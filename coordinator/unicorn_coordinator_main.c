@@ -381,7 +381,7 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	rc = sched_queue_push(&c->sched, r->id);
 	if (rc)
 		return err_set(ERR_RANGE, "coordinator busy: %u requests running and %u waiting; "
-			       "try again later", c->sched.max_seqs, c->sched.q_cap);
+			       "try again later", sched_live(&c->sched), c->sched.q_len);
 	r->state = INTAKE_QUEUED;
 	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens%s%s, %u resumed\n",
 		(unsigned long long)r->id, r->n_prompt,
@@ -998,7 +998,7 @@ static bool http_submit(struct coord *c, struct http_job *j)
 		hreq_clear(q);
 		char m[160];
 		snprintf(m, sizeof m, "coordinator busy: %u requests running and %u waiting; try "
-			 "again later", c->sched.max_seqs, c->sched.q_cap);
+			 "again later", sched_live(&c->sched), c->sched.q_len);
 		job_fail(c, j, 429, "rate_limit_error", NULL, "queue_full", m);
 		return false;
 	}

@@ -140,6 +140,8 @@ Test(sched, queue_bounded_fifo)
 {
 	struct sched s;
 	cr_assert_eq(sched_init(&s, 1, 3), 0);
+	uint32_t slot;
+	cr_assert_eq(sched_slot_alloc(&s, &slot), 0); /* the only slot is busy: 3 may wait */
 	cr_assert_eq(sched_queue_push(&s, 11), 0);
 	cr_assert_eq(sched_queue_push(&s, 12), 0);
 	cr_assert_eq(sched_queue_push(&s, 13), 0);
@@ -232,4 +234,23 @@ Test(sched, utf8_holds_partial)
 	cr_assert_eq(sched_utf8_complete("\xc3", 1), 0);
 	cr_assert_eq(sched_utf8_complete("\x80\x80\x80\x80\x80", 5), 5); /* invalid: let through */
 	cr_assert_eq(sched_utf8_complete("", 0), 0);
+}
+
+/* A burst that fits the free slots is accepted even beyond queue_cap. */
+Test(sched, burst_fits_free_slots)
+{
+	struct sched s;
+	cr_assert_eq(sched_init(&s, 8, 2), 0);
+	for (uint64_t i = 0; i < 10; i++)
+		cr_assert_eq(sched_queue_push(&s, 100 + i), 0, "request %llu", (unsigned long long)i);
+	cr_assert_eq(sched_queue_push(&s, 200), ERR_RANGE);
+	uint32_t slot;
+	uint64_t id;
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(sched_queue_pop(&s, &id), 0);
+		cr_assert_eq(sched_slot_alloc(&s, &slot), 0);
+	}
+	cr_assert_eq(sched_queue_push(&s, 201), ERR_RANGE); /* 2 waiting, no free slot */
+	sched_slot_free(&s, 0);
+	cr_assert_eq(sched_queue_push(&s, 202), 0);
 }
