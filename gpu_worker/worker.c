@@ -93,12 +93,16 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
 	w->max_ctx = c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
-	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = o->max_batch,
+	/* one decode step can batch a token of every sequence (RUN_BATCH): the
+	 * engine's batch must hold max_seqs tokens */
+	w->max_batch = o->max_batch ? o->max_batch : 32;
+	if (w->max_batch < w->max_seqs)
+		w->max_batch = w->max_seqs;
+	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
 				  .max_seqs = w->max_seqs };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
-	w->max_batch = o->max_batch ? o->max_batch : 32; /* engine default */
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	if (!w->logits) {
 		rc = err_set(ERR_NOMEM, "worker: out of memory");

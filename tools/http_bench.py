@@ -90,6 +90,7 @@ def one_stream(target, prompt, max_tokens, barrier, out):
         arrivals = []
         tokens = None
         done = False
+        failed = False
         while True:
             line = r.readline()
             if not line:
@@ -108,7 +109,12 @@ def one_stream(target, prompt, max_tokens, barrier, out):
             for ch in ev.get("choices") or []:
                 if (ch.get("delta") or {}).get("content"):
                     arrivals.append(now)
+                if ch.get("finish_reason") == "error":
+                    failed = True
         out["t_end"] = time.perf_counter()
+        if failed:
+            out["error"] = "the server ended the stream with finish_reason \"error\""
+            return
         if not done:
             out["error"] = "the stream ended without [DONE]"
             return
