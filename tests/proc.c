@@ -1,10 +1,13 @@
 #include "tests/proc.h"
 
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,4 +43,31 @@ int proc_wait_ms(pid_t pid, int ms)
 		nanosleep(&ts, NULL);
 	}
 	return -1;
+}
+
+const char *proc_bin_dir_or_skip(void)
+{
+	const char *b = getenv("UNICORN_BIN");
+	if (!b || !*b)
+		cr_skip_test("UNICORN_BIN not set (run through `make test`)");
+	return b;
+}
+
+double proc_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int proc_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	socklen_t l = sizeof a;
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	close(fd);
+	return ntohs(a.sin_port);
 }

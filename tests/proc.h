@@ -12,5 +12,12 @@ const char *proc_bin_dir(void);
 pid_t proc_spawn(char *const argv[], const char *errfile);
 /* Wait up to ms for pid: its wait status, or -1 on timeout. */
 int proc_wait_ms(pid_t pid, int ms);
+/* Like proc_bin_dir, but skips the test when UNICORN_BIN is unset (tests that
+ * need the real binaries run through `make test`). */
+const char *proc_bin_dir_or_skip(void);
+/* Monotonic seconds. */
+double proc_now_s(void);
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int proc_free_port(void);
 
 #endif

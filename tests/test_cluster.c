@@ -44,13 +44,6 @@ struct cluster {
 	pid_t seen[256];     /* every child pid ever observed, for the leak check */
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void model_path(char *out, size_t n)
 {
 	snprintf(out, n, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
@@ -135,14 +128,14 @@ static bool file_exists(const struct cluster *c, const char *f)
 
 static void wait_ready(struct cluster *c, double timeout)
 {
-	double end = now_s() + timeout;
+	double end = proc_now_s() + timeout;
 	while (!file_exists(c, "ready")) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
 			dump_log(c);
 			cr_assert_fail("unicorn-up exited (status %d) before the cluster was ready", st);
 		}
-		if (now_s() > end) {
+		if (proc_now_s() > end) {
 			dump_log(c);
 			cr_assert_fail("cluster not ready within %.0f s", timeout);
 		}
@@ -265,9 +258,9 @@ static void assert_reference(const struct run *r)
 
 static pid_t wait_new_pid(struct cluster *c, const char *exe, pid_t old, double timeout)
 {
-	double end = now_s() + timeout;
+	double end = proc_now_s() + timeout;
 	pid_t p;
-	while (((p = child_pid(c, exe)) == 0 || p == old) && now_s() < end)
+	while (((p = child_pid(c, exe)) == 0 || p == old) && proc_now_s() < end)
 		usleep(20 * 1000);
 	if (p == 0 || p == old)
 		dump_log(c);
@@ -284,9 +277,9 @@ static void kill_during_run(struct cluster *c, const char *exe, const struct run
 	run_begin(&r, c);
 	usleep(300 * 1000);
 	cr_assert_eq(kill(victim, SIGKILL), 0);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	wait_new_pid(c, exe, victim, restart_s);
-	cr_log_info("%s restarted after %.2f s", exe, now_s() - t0);
+	cr_log_info("%s restarted after %.2f s", exe, proc_now_s() - t0);
 	run_end(&r, c);
 	assert_same(base, &r, exe);
 }
@@ -298,9 +291,9 @@ static void down(struct cluster *c)
 	int st = system(cmd);
 	cr_assert_eq(st, 0, "unicorn down failed");
 	int ws;
-	double end = now_s() + 15;
+	double end = proc_now_s() + 15;
 	pid_t r;
-	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && now_s() < end)
+	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
 		usleep(20 * 1000);
 	cr_assert_eq(r, c->sup, "unicorn-up still running after unicorn down");
 	cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "unicorn-up exit status %d", ws);
@@ -343,9 +336,9 @@ Test(cluster, fused_reference_kills_watchdog_down)
 	/* SIGSTOP: alive but silent; the watchdog (1.5 s) must replace it. */
 	pid_t gpu = child_pid(&c, "unicorn-gpu-worker");
 	cr_assert_eq(kill(gpu, SIGSTOP), 0);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	wait_new_pid(&c, "unicorn-gpu-worker", gpu, 5.0);
-	cr_assert_geq(now_s() - t0, 1.0, "replaced before the watchdog deadline");
+	cr_assert_geq(proc_now_s() - t0, 1.0, "replaced before the watchdog deadline");
 	struct run again;
 	run_sync(&again, &c);
 	assert_same(&base, &again, "after watchdog");

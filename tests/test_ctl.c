@@ -13,6 +13,7 @@
 #include "ipc/ctl.h"
 #include "ipc/err.h"
 #include "ipc/rundir.h"
+#include "tests/proc.h"
 
 static char dir[64];
 static struct msg req, rep;  /* large: static */
@@ -31,13 +32,6 @@ static void teardown(void)
 	rmdir(dir);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static struct bus *dial(void)
 {
 	char url[200];
@@ -52,12 +46,12 @@ static struct bus *dial(void)
  * until a reply of type want comes (PONG: with the same nonce). */
 static int ask(struct bus *b, uint16_t want, double timeout_s)
 {
-	double end = now_s() + timeout_s;
-	while (now_s() < end) {
+	double end = proc_now_s() + timeout_s;
+	while (proc_now_s() < end) {
 		req.seq = 0;
 		bus_send(b, &req);
-		double t = now_s() + 0.1;
-		while (now_s() < t) {
+		double t = proc_now_s() + 0.1;
+		while (proc_now_s() < t) {
 			if (bus_recv(b, 20, &rep) != 0)
 				continue;
 			if (rep.type != want)
@@ -173,12 +167,12 @@ Test(ctl, shutdown_flag)
 	msg_init(&req, MSG_SHUTDOWN);
 	req.u.shutdown.grace_ms = 1000;
 	cr_assert_eq(ask(b, MSG_ACK, 5), 0, "SHUTDOWN not acknowledged");
-	double end = now_s() + 2;
-	while (!ctl_shutdown_requested(c) && now_s() < end)
+	double end = proc_now_s() + 2;
+	while (!ctl_shutdown_requested(c) && proc_now_s() < end)
 		usleep(10 * 1000);
 	cr_assert(ctl_shutdown_requested(c));
 	bus_close(b);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	ctl_stop(c);
-	cr_assert_lt(now_s() - t0, 1.0, "ctl_stop must join promptly");
+	cr_assert_lt(proc_now_s() - t0, 1.0, "ctl_stop must join promptly");
 }

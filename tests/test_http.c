@@ -28,37 +28,11 @@
 #include <jansson.h>
 
 #include "golden.h"
+#include "tests/proc.h"
 
 #define PROMPT "Once upon a time"
 #define N_TOKENS 12
 #define KEY "test-key-123"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *bin_dir(void)
-{
-	const char *b = getenv("UNICORN_BIN");
-	if (!b || !*b)
-		cr_skip_test("UNICORN_BIN not set (run through `make test`)");
-	return b;
-}
-
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	socklen_t l = sizeof a;
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
 
 static int dial(int port)
 {
@@ -137,7 +111,7 @@ static void dump_log(const struct cl *c)
 
 static void start(struct cl *c)
 {
-	const char *bin = bin_dir();
+	const char *bin = proc_bin_dir_or_skip();
 	memset(c, 0, sizeof *c);
 	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	cr_assert_geq(c->lock_fd, 0);
@@ -148,7 +122,7 @@ static void start(struct cl *c)
 	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
 	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
 	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
-	c->port = free_port();
+	c->port = proc_free_port();
 	char up[512], model[512], port[16];
 	snprintf(up, sizeof up, "%s/unicorn-up", bin);
 	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
@@ -165,14 +139,14 @@ static void start(struct cl *c)
 	}
 	char ready[256];
 	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	double end = now_s() + 90;
+	double end = proc_now_s() + 90;
 	while (access(ready, F_OK)) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
 			dump_log(c);
 			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
 		}
-		if (now_s() > end) {
+		if (proc_now_s() > end) {
 			dump_log(c);
 			cr_assert_fail("cluster not ready within 90 s");
 		}
@@ -183,12 +157,12 @@ static void start(struct cl *c)
 static void stop(struct cl *c)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", bin_dir(), c->name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
 	cr_assert_eq(system(cmd), 0, "unicorn down failed");
 	int ws;
-	double end = now_s() + 15;
+	double end = proc_now_s() + 15;
 	pid_t r;
-	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && now_s() < end)
+	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
 		usleep(20 * 1000);
 	cr_assert_eq(r, c->sup, "unicorn-up still running");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
@@ -201,7 +175,7 @@ static char *cli_text(const struct cl *c)
 {
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --chat --json --max-tokens %d '" PROMPT
-		 "'", bin_dir(), c->name, N_TOKENS);
+		 "'", proc_bin_dir_or_skip(), c->name, N_TOKENS);
 	FILE *f = popen(cmd, "r");
 	cr_assert_not_null(f);
 	static char out[65536];
@@ -308,9 +282,9 @@ static void check_disconnect(const struct cl *c)
 	char buf[512];
 	cr_assert_gt(recv(fd, buf, sizeof buf, 0), 0, "no stream started");
 	close(fd);
-	double end = now_s() + 10;
+	double end = proc_now_s() + 10;
 	bool seen = false;
-	while (!seen && now_s() < end) {
+	while (!seen && proc_now_s() < end) {
 		FILE *f = fopen(c->log, "r");
 		char line[1024];
 		while (f && fgets(line, sizeof line, f))
@@ -328,7 +302,7 @@ Test(http, openai_api, .timeout = 240)
 {
 	struct cl c;
 	start(&c);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	char *greedy = cli_text(&c);
 	char url[64], cmd[512];
 	snprintf(url, sizeof url, "http://127.0.0.1:%d", c.port);
@@ -353,21 +327,21 @@ Test(http, openai_api, .timeout = 240)
 	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.200s", r);
 	free(r);
 	/* unicorn status prints the URL */
-	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", bin_dir(), c.name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", proc_bin_dir_or_skip(), c.name);
 	FILE *f = popen(cmd, "r");
 	char out[8192];
 	size_t k = fread(out, 1, sizeof out - 1, f);
 	out[k] = 0;
 	pclose(f);
 	cr_assert_not_null(strstr(out, url), "unicorn status does not show %s:\n%s", url, out);
-	cr_log_info("http checks took %.1f s", now_s() - t0);
+	cr_log_info("http checks took %.1f s", proc_now_s() - t0);
 	free(greedy);
 	stop(&c);
 }
 
 Test(http, non_loopback_needs_key)
 {
-	const char *bin = bin_dir();
+	const char *bin = proc_bin_dir_or_skip();
 	char cmd[1024];
 	snprintf(cmd, sizeof cmd,
 		 "UNICORN_API_KEY= %s/unicorn-up --model %s/golden/gemma3-tiny-q4_0.gguf --name nl%d "

@@ -37,33 +37,6 @@
 
 #define PROMPT "Once upon a time"
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *bin_dir(void)
-{
-	const char *b = getenv("UNICORN_BIN");
-	if (!b || !*b)
-		cr_skip_test("UNICORN_BIN not set (run through `make test`)");
-	return b;
-}
-
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	socklen_t l = sizeof a;
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
 struct cl {
 	char tmp[64], name[32], dir[200], log[128], tmux[32];
 	pid_t sup;
@@ -79,7 +52,7 @@ static void dump_log(const struct cl *c)
 
 static void start(struct cl *c)
 {
-	const char *bin = bin_dir();
+	const char *bin = proc_bin_dir_or_skip();
 	memset(c, 0, sizeof *c);
 	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	cr_assert_geq(c->lock_fd, 0);
@@ -92,7 +65,7 @@ static void start(struct cl *c)
 	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
 	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
 	unsetenv("UNICORN_API_KEY");
-	c->port = free_port();
+	c->port = proc_free_port();
 	char up[512], model[512], port[16];
 	snprintf(up, sizeof up, "%s/unicorn-up", bin);
 	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
@@ -103,14 +76,14 @@ static void start(struct cl *c)
 	cr_assert_gt(c->sup, 0);
 	char ready[256];
 	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	double end = now_s() + 90;
+	double end = proc_now_s() + 90;
 	while (access(ready, F_OK)) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
 			dump_log(c);
 			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
 		}
-		if (now_s() > end) {
+		if (proc_now_s() > end) {
 			dump_log(c);
 			cr_assert_fail("cluster not ready within 90 s");
 		}
@@ -123,12 +96,12 @@ static void stop(struct cl *c)
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "tmux -L %s kill-server 2>/dev/null", c->tmux);
 	if (system(cmd)) {}
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", bin_dir(), c->name);
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
 	cr_assert_eq(system(cmd), 0, "unicorn down failed");
 	int ws;
-	double end = now_s() + 15;
+	double end = proc_now_s() + 15;
 	pid_t r;
-	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && now_s() < end)
+	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
 		usleep(20 * 1000);
 	cr_assert_eq(r, c->sup, "unicorn-up still running");
 	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
@@ -141,7 +114,7 @@ static pid_t generate(const struct cl *c, int n)
 {
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "exec %s/unicorn run --name %s --max-tokens %d '" PROMPT
-		 "' >/dev/null", bin_dir(), c->name, n);
+		 "' >/dev/null", proc_bin_dir_or_skip(), c->name, n);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
 	char err[160];
 	snprintf(err, sizeof err, "%s/run.err", c->tmp);
@@ -270,8 +243,8 @@ Test(obs, live_cluster, .timeout = 180)
 		cr_assert_fail("node_modules/playwright-core missing: run `npm ci` (setup.sh does)");
 	struct cl c;
 	start(&c);
-	double t0 = now_s();
-	const char *bin = bin_dir();
+	double t0 = proc_now_s();
+	const char *bin = proc_bin_dir_or_skip();
 	char cmd[1024];
 	/* unicorn top in a detached tmux session (its own server socket) */
 	snprintf(cmd, sizeof cmd, "tmux -L %s new-session -d -s top -x 160 -y 40 "
@@ -280,8 +253,8 @@ Test(obs, live_cluster, .timeout = 180)
 	pid_t gen = generate(&c, 400);
 	/* two screens of top during the generation: the tokens counter moved */
 	static char s1[65536], s2[65536];
-	double a = -1, b = -1, end = now_s() + 20;
-	while (a <= 0 && now_s() < end) {
+	double a = -1, b = -1, end = proc_now_s() + 20;
+	while (a <= 0 && proc_now_s() < end) {
 		usleep(300 * 1000);
 		a = top_tokens(&c, s1, sizeof s1);
 	}
@@ -318,6 +291,6 @@ Test(obs, live_cluster, .timeout = 180)
 	ws = proc_wait_ms(gen, 60000);
 	cr_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "unicorn run: status %d", ws);
 	check_metrics(&c);
-	cr_log_info("obs checks took %.1f s", now_s() - t0);
+	cr_log_info("obs checks took %.1f s", proc_now_s() - t0);
 	stop(&c);
 }

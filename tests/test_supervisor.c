@@ -16,6 +16,7 @@
 #include "coordinator/supervisor.h"
 #include "ipc/ctl.h"
 #include "ipc/err.h"
+#include "tests/proc.h"
 
 /* ---- the ctl child: heartbeats until SHUTDOWN, then exits 0 ---- */
 __attribute__((constructor)) static void ctl_child(void)
@@ -59,13 +60,6 @@ static void teardown(void)
 }
 
 TestSuite(supervisor, .init = setup, .fini = teardown, .timeout = 30);
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static char *read_log(void)
 {
@@ -111,8 +105,8 @@ static void add_sh(struct supervisor *s, const char *name, const char *script, c
 
 static void run_for(struct supervisor *s, double seconds)
 {
-	double end = now_s() + seconds;
-	while (now_s() < end)
+	double end = proc_now_s() + seconds;
+	while (proc_now_s() < end)
 		cr_assert_geq(sup_step(s, 20), 0, "%s", err_msg());
 }
 
@@ -167,8 +161,8 @@ Test(supervisor, exit2_is_fatal)
 	add_sh(s, "loader", "echo 'model.gguf: bad magic' >&2; exit 2", NULL);
 	cr_assert_eq(sup_start(s), 0);
 	int ev = SUP_IDLE;
-	double end = now_s() + 5;
-	while (ev != SUP_FATAL && now_s() < end)
+	double end = proc_now_s() + 5;
+	while (ev != SUP_FATAL && proc_now_s() < end)
 		ev = sup_step(s, 20);
 	cr_assert_eq(ev, SUP_FATAL);
 	cr_assert_not_null(strstr(sup_fatal_msg(s), "loader"), "%s", sup_fatal_msg(s));
@@ -181,9 +175,9 @@ Test(supervisor, exit2_is_fatal)
 	sup_info(s, 0, &ci);
 	pid_t first = ci.pid;
 	cr_assert_gt(first, 0);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	sup_stop(s, 1000);
-	cr_assert_lt(now_s() - t0, 1.5);
+	cr_assert_lt(proc_now_s() - t0, 1.5);
 	sup_info(s, 0, &ci);
 	cr_assert_eq(ci.pid, 0);
 	cr_assert_eq(kill(first, 0), -1, "child still exists after sup_stop");
@@ -198,8 +192,8 @@ Test(supervisor, exec_failure_127_is_fatal)
 	add_sh(s, "coordinator", "echo 'libfoo.so.1: cannot open shared object file' >&2; exit 127", NULL);
 	cr_assert_eq(sup_start(s), 0);
 	int ev = SUP_IDLE;
-	double end = now_s() + 5;
-	while (ev != SUP_FATAL && now_s() < end)
+	double end = proc_now_s() + 5;
+	while (ev != SUP_FATAL && proc_now_s() < end)
 		ev = sup_step(s, 20);
 	cr_assert_eq(ev, SUP_FATAL);
 	cr_assert_not_null(strstr(sup_fatal_msg(s), "exit status 127"), "%s", sup_fatal_msg(s));
@@ -220,8 +214,8 @@ Test(supervisor, missing_binary_is_fatal)
 	cr_assert_eq(sup_add(s, &sp), 0);
 	cr_assert_eq(sup_start(s), 0);
 	int ev = SUP_IDLE;
-	double end = now_s() + 5;
-	while (ev != SUP_FATAL && now_s() < end)
+	double end = proc_now_s() + 5;
+	while (ev != SUP_FATAL && proc_now_s() < end)
 		ev = sup_step(s, 20);
 	cr_assert_eq(ev, SUP_FATAL);
 	cr_assert_not_null(strstr(sup_fatal_msg(s), "/nonexistent/unicorn-ghost"), "%s", sup_fatal_msg(s));
@@ -240,13 +234,13 @@ Test(supervisor, start_order_waits_for_ready_file)
 	add_sh(s, "b", sb, NULL);
 	cr_assert_eq(sup_start(s), 0);
 	struct sup_child_info ci;
-	double end = now_s() + 5;
+	double end = proc_now_s() + 5;
 	do {
 		cr_assert_geq(sup_step(s, 20), 0);
 		sup_info(s, 1, &ci);
 		if (ci.pid)
 			cr_assert_eq(access(fa, F_OK), 0, "b started before a was ready");
-	} while (!ci.pid && now_s() < end);
+	} while (!ci.pid && proc_now_s() < end);
 	cr_assert_gt(ci.pid, 0);
 	run_for(s, 0.2);
 	sup_stop(s, 1000);
@@ -270,11 +264,11 @@ Test(supervisor, watchdog_replaces_stopped_child, .timeout = 40)
 	cr_assert_eq(sup_start(s), 0);
 	/* Wait for the child's STATUS (its control link works). */
 	struct sup_child_info ci;
-	double end = now_s() + 10;
+	double end = proc_now_s() + 10;
 	do {
 		cr_assert_geq(sup_step(s, 20), 0);
 		sup_info(s, 0, &ci);
-	} while (!ci.have_status && now_s() < end);
+	} while (!ci.have_status && proc_now_s() < end);
 	cr_assert(ci.have_status, "no STATUS over the control link: %s", read_log());
 	cr_assert_eq(ci.status.pid, (uint32_t)ci.pid);
 	cr_assert_eq(ci.status.role, MSG_ROLE_GPU_WORKER);
@@ -284,13 +278,13 @@ Test(supervisor, watchdog_replaces_stopped_child, .timeout = 40)
 	cr_assert_eq(ci.restarts, 0);
 	pid_t old = ci.pid;
 	cr_assert_eq(kill(old, SIGSTOP), 0);
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	end = t0 + 6;
 	do {
 		cr_assert_geq(sup_step(s, 20), 0);
 		sup_info(s, 0, &ci);
-	} while ((ci.pid == old || ci.pid == 0) && now_s() < end);
-	double took = now_s() - t0;
+	} while ((ci.pid == old || ci.pid == 0) && proc_now_s() < end);
+	double took = proc_now_s() - t0;
 	cr_assert_neq(ci.pid, old, "stopped child not replaced: %s", read_log());
 	cr_assert_gt(ci.pid, 0);
 	cr_assert_eq(ci.watchdog_kills, 1);
@@ -299,16 +293,16 @@ Test(supervisor, watchdog_replaces_stopped_child, .timeout = 40)
 	cr_assert_lt(took, 3.0, "took %.2f s", took);
 	cr_assert_eq(kill(old, 0), -1, "the stopped child must be gone");
 	/* Graceful stop goes through SHUTDOWN on the control link: exit 0. */
-	end = now_s() + 10;
+	end = proc_now_s() + 10;
 	do {
 		cr_assert_geq(sup_step(s, 20), 0);
 		sup_info(s, 0, &ci);
-	} while (!ci.have_status && now_s() < end);
-	double ts = now_s();
+	} while (!ci.have_status && proc_now_s() < end);
+	double ts = proc_now_s();
 	sup_stop(s, 3000);
 	sup_info(s, 0, &ci);
 	cr_assert_eq(ci.last_exit, 0, "SHUTDOWN should end it with status 0 (got %d)", ci.last_exit);
-	cr_assert_lt(now_s() - ts, 0.6, "SHUTDOWN path should beat the SIGTERM fallback");
+	cr_assert_lt(proc_now_s() - ts, 0.6, "SHUTDOWN path should beat the SIGTERM fallback");
 	sup_destroy(s);
 	cr_assert_not_null(strstr(read_log(), "[gpu] ctl child"));
 }

