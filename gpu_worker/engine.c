@@ -79,6 +79,7 @@ struct engine {
 	VkCommandBuffer once;          /* re-recorded for stage calls */
 	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
+	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
 	uint32_t n_ts;
 };
@@ -783,6 +784,19 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 }
 
 /* Replay (recording on first use) the command buffer of (mode, n) over the step buffer as written. */
+/* Add the GPU time between timestamp queries q0 and q1 to e->gpu_ns. */
+static void gpu_ns_add(struct engine *e, uint32_t q0, uint32_t q1)
+{
+	uint64_t a, b;
+	if (!vk_query_ns(e->vk, q0, 1, &a) && !vk_query_ns(e->vk, q1, 1, &b) && b >= a)
+		e->gpu_ns += b - a;
+}
+
+uint64_t engine_gpu_ns(const struct engine *e)
+{
+	return e->gpu_ns;
+}
+
 static int replay(struct engine *e, int mode, uint32_t n)
 {
 	int rc;
@@ -802,6 +816,8 @@ static int replay(struct engine *e, int mode, uint32_t n)
 	}
 	rc = vk_submit_wait(e->vk, *cb);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
+	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
+		gpu_ns_add(e, 0, e->n_ts - 1);
 	return rc;
 }
 
@@ -1024,6 +1040,13 @@ static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uin
 	int rc = vk_cmd_begin(cb, one_time);
 	if (rc)
 		return rc;
+	/* the last two queries of the pool time stage calls (forward and the
+	 * profiler use the low ones) */
+	uint32_t qs = e->vk->n_queries - 2;
+	if (e->vk->timestamps) {
+		vk_cmd_reset_queries(cb, e->vk, qs, 2);
+		vk_cmd_timestamp(cb, e->vk, qs);
+	}
 	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
 	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
 	vk_cmd_barrier(cb);
@@ -1035,6 +1058,8 @@ static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uin
 	}
 	vkCmdCopyBuffer(cb, e->h->buf, e->hio->buf, 1, &region);
 	vk_cmd_barrier(cb);
+	if (e->vk->timestamps)
+		vk_cmd_timestamp(cb, e->vk, qs + 1);
 	VkResult r = vkEndCommandBuffer(cb);
 	return r == VK_SUCCESS ? 0 : err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
 }
@@ -1074,6 +1099,8 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	}
 	e->timed = false;
 	rc = vk_submit_wait(e->vk, cb);
+	if (!rc && e->vk->timestamps)
+		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
 	if (!rc)
 		memcpy(out, e->hio->map, bytes);
 	return rc;

@@ -127,6 +127,10 @@ int engine_seq_select(struct engine *e, uint32_t seq);
  * overwrites them in order. */
 int engine_seq_reset(struct engine *e, uint32_t seq);
 int engine_timing(struct engine *e, struct engine_timing *t);
+/* GPU time (timestamp queries) of every forward, batch and stage submission so
+ * far, in ns: what the workers report as their accelerator's busy time. 0 when
+ * the queue has no timestamps. */
+uint64_t engine_gpu_ns(const struct engine *e);
 
 /* Profiling: one forward of n tokens at pos0 (argmax mode) recorded with a
  * timestamp after every dispatch; GPU time aggregated per dispatch kind. */

@@ -429,7 +429,7 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		out->seq = in->seq;
 		return true;
 	}
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 	uint32_t token = 0, k = 0, seq_id = 0;
 	int rc;
 	switch (in->type) {
@@ -468,7 +468,11 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 			answer_error(out, in->seq, rc);
 			break;
 		}
-		uint64_t dt = mono_ns() - t0;
+		/* busy = the accelerator's own time (timestamp queries); steps the
+		 * engine does not time (embed, head) count their wall time */
+		uint64_t dt = engine_gpu_ns(w->e) - g0;
+		if (!dt)
+			dt = mono_ns() - t0;
 		if (in->type != MSG_RESET_SEQ) {
 			atomic_fetch_add(&w->busy_ns, dt);
 			atomic_fetch_add(&w->steps, 1);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu_worker/engine.h"
+#include "gpu_worker/vk.h"
 #include "ipc/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
@@ -172,6 +173,15 @@ Test(engine, stages_equal_fused, .timeout = 120)
 		if (!(isinf(a[i]) && isinf(c[i])))
 			cr_assert(fabsf(a[i] - c[i]) < 1e-3f, "stage_io logit %zu: %g vs %g", i, a[i], c[i]);
 	cr_assert_eq(engine_stage_io(x.e, 5, 2, ENGINE_STAGE_FFN, 1, 0, h, h), ERR_INVAL);
+	/* both kinds of submission add their GPU time (timestamp queries) */
+	if (engine_vk(x.e)->timestamps) {
+		uint64_t g0 = engine_gpu_ns(x.e);
+		cr_assert_eq(engine_stage_io(x.e, 0, 1, ENGINE_STAGE_ATTN, 1, n, h, h), 0, "%s", err_msg());
+		uint64_t g1 = engine_gpu_ns(x.e);
+		cr_assert_gt(g1, g0, "stage_io added no GPU time");
+		cr_assert_eq(engine_forward(x.e, x.g.tokens + n, 1, n, NULL, false), 0, "%s", err_msg());
+		cr_assert_gt(engine_gpu_ns(x.e), g1, "forward added no GPU time");
+	}
 	free(c);
 	free(h);
 	free(a);
