@@ -10,9 +10,11 @@
 #include "gpu_worker/engine.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu_worker/vk.h"
 #include "ipc/err.h"
@@ -32,10 +34,22 @@ enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL =
        N_MODES = 7 };
 #define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
 
-/* A weight matrix on the device: rows of ncols elements of one type. */
+/* A weight matrix on the device: rows of ncols elements of one type, at
+ * [off, off + bytes) of buf. Uploaded matrices own their buffer (off 0);
+ * imported ones are a range of a shared import (struct eimp). */
 struct ew {
 	struct vk_buf *buf;
+	VkDeviceSize off, bytes;
+	bool imported;
 	uint32_t type, ncols, nrows, row_bytes;
+};
+
+/* One host-memory import: an aligned piece of a span, imported on first use. */
+struct eimp {
+	const char *base;
+	uint64_t size;
+	struct vk_buf *buf;
+	bool tried;          /* import attempted (buf NULL: refused, upload instead) */
 };
 
 struct elayer {
@@ -59,6 +73,12 @@ struct engine {
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
 	struct vk_buf *output_norm;
+	/* zero-copy weights (engine_opts.weights_import) */
+	bool zc;                    /* try imports */
+	bool per_tensor_imp;        /* no spans given: import each tensor's aligned pages */
+	struct eimp *imp;
+	uint32_t n_imp, cap_imp;
+	uint64_t bytes_imported, bytes_matrix;
 	struct elayer *L;
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
@@ -107,7 +127,99 @@ void engine_placement(const struct engine *e, uint64_t *dl, uint64_t *hv)
 	*hv = e->vk->bytes_host_visible;
 }
 
-/* Upload n tensors with equal type and row length as one row-concatenated matrix. */
+void engine_weights_import(const struct engine *e, uint64_t *imported, uint64_t *total)
+{
+	*imported = e->bytes_imported;
+	*total = e->bytes_matrix;
+}
+
+static uint64_t align_down(uint64_t v, uint64_t a) { return v & ~(a - 1); }
+
+/* Add an import piece [base, base + size) (not yet imported). */
+static int imp_add(struct engine *e, const char *base, uint64_t size)
+{
+	if (e->n_imp == e->cap_imp) {
+		uint32_t cap = e->cap_imp ? 2 * e->cap_imp : 16;
+		struct eimp *p = realloc(e->imp, (size_t)cap * sizeof *p);
+		if (!p)
+			return err_set(ERR_NOMEM, "engine: import table: out of memory");
+		e->imp = p;
+		e->cap_imp = cap;
+	}
+	e->imp[e->n_imp++] = (struct eimp){ .base = base, .size = size };
+	return 0;
+}
+
+/* Cut each span into aligned pieces of at most 2 GiB (one VkBuffer each):
+ * from the span's first aligned address to its last aligned end, so an
+ * import never reaches outside the mapping. */
+static int imp_plan(struct engine *e, const struct engine_opts *o)
+{
+	uint64_t a = e->vk->host_import_align;
+	for (uint32_t i = 0; i < o->n_spans; i++) {
+		uint64_t lo = (uintptr_t)o->spans[i].addr, sz = o->spans[i].size;
+		if (!lo || sz > UINTPTR_MAX - lo || lo > UINT64_MAX - a)
+			continue;
+		uint64_t b = align_down(lo + a - 1, a), end = align_down(lo + sz, a);
+		while (b < end) {
+			uint64_t n = end - b < VK_MAX_BUFFER_BYTES ? end - b : VK_MAX_BUFFER_BYTES;
+			int rc = imp_add(e, (const char *)(uintptr_t)b, n);
+			if (rc)
+				return rc;
+			b += n;
+		}
+	}
+	return 0;
+}
+
+/* Find (importing on first use) an import holding [p, p + n) at an offset a
+ * storage binding may start at. ERR_NOTFOUND: upload instead. */
+static int imp_find(struct engine *e, const void *p, uint64_t n, struct vk_buf **buf, VkDeviceSize *off)
+{
+	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
+	uint64_t q = (uintptr_t)p;
+	if (!p || n == 0 || n > lim->maxStorageBufferRange || q > UINTPTR_MAX - n - e->vk->host_import_align)
+		return ERR_NOTFOUND;
+	uint32_t first = 0;
+	if (e->per_tensor_imp) {
+		/* the pages around a tensor are mapped wherever a byte of it is */
+		uint64_t a = e->vk->host_import_align, b = align_down(q, a), end = align_down(q + n + a - 1, a);
+		int rc = imp_add(e, (const char *)(uintptr_t)b, end - b);
+		if (rc)
+			return rc;
+		first = e->n_imp - 1;
+	}
+	for (uint32_t i = first; i < e->n_imp; i++) {
+		struct eimp *m = &e->imp[i];
+		uint64_t mb = (uintptr_t)m->base;
+		if (q < mb || q - mb > m->size || n > m->size - (q - mb))
+			continue;
+		uint64_t o = q - mb;
+		if (o % lim->minStorageBufferOffsetAlignment)
+			return ERR_NOTFOUND;
+		if (!m->tried) {
+			m->tried = true;
+			if (vk_buf_import_host(e->vk, m->base, m->size, &m->buf)) {
+				fprintf(stderr, "engine: weights in this range are uploaded instead: %s\n", err_msg());
+				/* per-tensor pages of one mapping: the driver will refuse
+				 * the others alike, so stop trying (and logging) */
+				if (e->per_tensor_imp)
+					e->zc = false;
+			}
+		}
+		if (!m->buf)
+			return ERR_NOTFOUND;
+		*buf = m->buf;
+		*off = o;
+		return 0;
+	}
+	return ERR_NOTFOUND;
+}
+
+/* Place n tensors with equal type and row length as one row-concatenated
+ * matrix: in place when zero-copy is on and they lie back to back in an
+ * importable range, else uploaded (a copy: concatenation only ever happens
+ * in our own buffer, never in the read-only weights). */
 static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint32_t n, struct ew *w)
 {
 	memset(w, 0, sizeof *w);
@@ -132,6 +244,16 @@ static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint
 			       "use a quantized or f16 copy)", t[0]->name, (unsigned long long)(rows * rb));
 	w->nrows = (uint32_t)rows;
 	w->row_bytes = (uint32_t)rb;
+	w->bytes = rows * rb;
+	e->bytes_matrix += w->bytes;
+	bool adjacent = true;
+	for (uint32_t i = 1; i < n; i++)
+		adjacent = adjacent && (const char *)t[i]->data == (const char *)t[i - 1]->data + t[i - 1]->nbytes;
+	if (e->zc && adjacent && imp_find(e, t[0]->data, w->bytes, &w->buf, &w->off) == 0) {
+		w->imported = true;
+		e->bytes_imported += w->bytes;
+		return 0;
+	}
 	rc = vk_buf_create(e->vk, VK_BUF_DEVICE, rows * rb, &w->buf);
 	if (rc)
 		return err_prefix(rc, "engine: %s", t[0]->name);
@@ -166,6 +288,23 @@ static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, 
 		 struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
 {
 	struct vk_bind b[6] = { { b0, 0, 0 }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 } };
+	return vk_set_create(e->vk, p, b, s);
+}
+
+/* Same with a weight matrix at binding 0: its range of its buffer (an
+ * imported matrix is a slice of a shared import). */
+static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
+		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
+{
+	VkDeviceSize size = 0;
+	if (w->imported) {
+		/* keep up to 16 bytes past the last row in range, as an uploaded
+		 * buffer (rounded up to 16) has, when the import holds them */
+		size = w->bytes + 16 <= w->buf->size - w->off ? w->bytes + 16 : w->buf->size - w->off;
+		if (size > e->vk->props.limits.maxStorageBufferRange)
+			size = w->bytes;
+	}
+	struct vk_bind b[6] = { { w->buf, w->off, size }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 } };
 	return vk_set_create(e->vk, p, b, s);
 }
 
@@ -252,7 +391,11 @@ static int weights_upload(struct engine *e, const struct model *m)
 		const struct model_layer *ml = &m->layers[il];
 		struct elayer *l = &e->L[il];
 		const struct model_tensor *qkv[3] = { ml->wq, ml->wk, ml->wv };
-		if (ml->wq->type == ml->wk->type && ml->wk->type == ml->wv->type) {
+		bool qkv_adj = (const char *)ml->wk->data == (const char *)ml->wq->data + ml->wq->nbytes &&
+			       (const char *)ml->wv->data == (const char *)ml->wk->data + ml->wk->nbytes;
+		/* zero-copy: q, k and v that are not back to back run as three
+		 * matvecs over their own ranges (the same per-row arithmetic) */
+		if (ml->wq->type == ml->wk->type && ml->wk->type == ml->wv->type && (!e->zc || qkv_adj)) {
 			l->n_qkv = 1;
 			rc = ew_upload(e, qkv, 3, &l->qkv[0]);
 		} else {
@@ -296,11 +439,11 @@ static int sets_create(struct engine *e)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
-	int rc = mkset(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, e->embd.buf, e->stepd, e->h, d, d, d);
+	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
-	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, e->embd.buf, e->xb, e->logits, d, d, d);
-	if (!rc) rc = mkset(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, e->embd.buf, e->xb, e->logitsd, d, d, d);
+	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->xb, e->logits, d, d, d);
+	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->xb, e->logitsd, d, d, d);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, d, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
@@ -308,26 +451,44 @@ static int sets_create(struct engine *e)
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
-			rc = mkset(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], l->qkv[i].buf, e->xb, e->qkv, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv, d, d, d);
 		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd);
 		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, e->att);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
-		if (!rc) rc = mkset(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, l->wo.buf, e->att, e->o, d, d, d);
+		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
 		if (!rc && l->n_gu == 1)
-			rc = mkset(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], l->gu[0].buf, e->xb, e->ff, d, d, d);
+			rc = mksetw(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->xb, e->ff, d, d, d);
 		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
-			rc = mkset(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], l->gu[i].buf, e->xb, e->gu, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->xb, e->gu, d, d, d);
 		if (!rc)
 			rc = mkset(e, &e->gelu, &l->s_gelu, e->gu, e->ff, d, d, d, d);
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
 		if (!rc && l->n_gu == 1)
-			rc = mkset(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, l->gu[0].buf, e->xb, e->gu, d, d, d);
-		if (!rc) rc = mkset(e, &e->mv[type_slot(l->down.type)], &l->s_down, l->down.buf, e->ff, e->o, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu, d, d, d);
+		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, e->ff, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
 	}
 	return rc;
+}
+
+/* Decide whether weights are used in place (see enum engine_import). */
+static int imports_setup(struct engine *e, const struct engine_opts *o)
+{
+	const char *t = e->vk->info.type;
+	bool host_mem = strcmp(t, "cpu") == 0 || strcmp(t, "integrated") == 0;
+	e->zc = e->vk->host_import && (o->weights_import == ENGINE_IMPORT_ZERO_COPY ||
+				      (o->weights_import == ENGINE_IMPORT_AUTO && host_mem));
+	if (!e->zc)
+		return 0;
+	if (o->n_spans)
+		return imp_plan(e, o);
+	/* no spans: a tensor's own pages are only known mapped up to the page size */
+	long pg = sysconf(_SC_PAGESIZE);
+	e->per_tensor_imp = pg > 0 && e->vk->host_import_align <= (uint64_t)pg;
+	e->zc = e->per_tensor_imp;
+	return 0;
 }
 
 int engine_create(const struct model *m, const struct engine_opts *o, struct engine **out)
@@ -419,6 +580,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	if (!rc)
 		rc = engine_reset(e);
 	if (!rc)
+		rc = imports_setup(e, o);
+	if (!rc)
 		rc = weights_upload(e, m);
 	if (!rc)
 		rc = sets_create(e);
@@ -436,7 +599,11 @@ fail:
 	return rc;
 }
 
-static void ew_free(struct engine *e, struct ew *w) { vk_buf_destroy(e->vk, w->buf); }
+static void ew_free(struct engine *e, struct ew *w)
+{
+	if (!w->imported)
+		vk_buf_destroy(e->vk, w->buf);
+}
 
 void engine_destroy(struct engine *e)
 {
@@ -463,6 +630,8 @@ void engine_destroy(struct engine *e)
 				vk_buf_destroy(e->vk, bs[i]);
 		}
 		ew_free(e, &e->embd);
+		for (uint32_t i = 0; i < e->n_imp; i++)
+			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
 					e->logits, e->logitsd, e->res, e->hio, e->dummy };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
@@ -484,6 +653,7 @@ void engine_destroy(struct engine *e)
 		free(e->cbs[m]);
 	free(e->stage_cbs);
 	free(e->L);
+	free(e->imp);
 	free(e);
 }
 

@@ -12,12 +12,31 @@
 struct engine;
 struct vk_ctx;
 
+/* Weight placement (docs/vulkan.md "Weights in place"):
+ * AUTO: use the weights in place (VK_EXT_external_memory_host) on devices
+ *   whose memory is host memory anyway (CPU implementations, integrated GPUs),
+ *   copy them into device memory on discrete GPUs (VRAM bandwidth wins);
+ * UPLOAD: always copy; ZERO_COPY: import wherever the device can.
+ * Any tensor whose range cannot be imported (no extension, misaligned,
+ * driver refusal) is uploaded instead: import never fails the engine. */
+enum engine_import { ENGINE_IMPORT_AUTO = 0, ENGINE_IMPORT_UPLOAD = 1, ENGINE_IMPORT_ZERO_COPY = 2 };
+
+/* Host memory the weights live in (e.g. the loader's read-only region
+ * mappings): imports cover whole aligned spans of these, one per span. */
+struct engine_span { const void *addr; uint64_t size; };
+
 struct engine_opts {
 	const char *device;   /* NULL = first discrete GPU else first device; index or name substring */
 	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) */
 	uint32_t max_batch;   /* tokens per submission (prefill chunk); 0 = 32 */
 	uint32_t max_seqs;    /* sequences with their own KV cache (engine_seq_select); 0 = 1 */
 	uint32_t n_split;     /* attention splits over the KV length; 0 = 16 */
+	enum engine_import weights_import;
+	/* where tensor data live; NULL: each tensor's own page-aligned range is
+	 * imported (page-sized alignments only). Must stay mapped until
+	 * engine_destroy. */
+	const struct engine_span *spans;
+	uint32_t n_spans;
 };
 
 /* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
@@ -91,6 +110,10 @@ void engine_destroy(struct engine *e);
 struct vk_ctx *engine_vk(struct engine *e);
 /* Bytes of weights/KV/activations placed in device-local and host-visible memory. */
 void engine_placement(const struct engine *e, uint64_t *device_local, uint64_t *host_visible);
+
+/* Weight-matrix bytes used in place (imported) and in all; norms, always
+ * converted copies, are not counted. */
+void engine_weights_import(const struct engine *e, uint64_t *imported, uint64_t *total);
 
 /* Run tokens[0..n) at positions pos0.. (earlier positions must have been run).
  * logits: if all_rows, [n][n_vocab]; else the last row only [n_vocab]; may be NULL.

@@ -262,11 +262,25 @@ int vk_create(const char *select, struct vk_ctx **out)
 	vk->queue_family = fam;
 	vk->timestamps = qf[fam].timestampValidBits > 0 && vk->props.limits.timestampPeriod > 0;
 
-	const char *exts[2];
+	const char *exts[3];
 	uint32_t n_ext = 0;
 	if (has_ext(vk->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
 		exts[n_ext++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
 		vk->has_budget = true;
+	}
+	/* host-pointer import lets the engine use the loader's shared weight
+	 * regions in place (VK_KHR_external_memory is core since 1.1) */
+	if (vk->props.apiVersion >= VK_API_VERSION_1_1 && has_ext(vk->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+		VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
+		};
+		VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &hp };
+		vkGetPhysicalDeviceProperties2(vk->phys, &p2);
+		VkDeviceSize a = hp.minImportedHostPointerAlignment;
+		if (a && (a & (a - 1)) == 0) {
+			exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+			vk->host_import_align = a;
+		}
 	}
 	float prio = 1.0f;
 	VkDeviceQueueCreateInfo qci = {
@@ -284,6 +298,13 @@ int vk_create(const char *select, struct vk_ctx **out)
 		goto fail;
 	}
 	vkGetDeviceQueue(vk->dev, fam, 0, &vk->queue);
+	if (vk->host_import_align) {
+		vk->get_host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
+			vk->dev, "vkGetMemoryHostPointerPropertiesEXT");
+		vk->host_import = vk->get_host_ptr_props != NULL;
+		if (!vk->host_import)
+			vk->host_import_align = 0;
+	}
 	VkCommandPoolCreateInfo pci = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
 		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -453,6 +474,84 @@ int vk_buf_create(struct vk_ctx *vk, enum vk_buf_kind kind, VkDeviceSize size, s
 	return 0;
 }
 
+int vk_buf_import_host(struct vk_ctx *vk, const void *ptr, VkDeviceSize size, struct vk_buf **out)
+{
+	*out = NULL;
+	if (!vk->host_import)
+		return err_set(ERR_UNSUP, "vulkan: %s: host memory import: VK_EXT_external_memory_host not supported",
+			       vk->info.name);
+	VkDeviceSize a = vk->host_import_align;
+	if (!ptr || size == 0 || (uintptr_t)ptr % a || size % a)
+		return err_set(ERR_INVAL, "vulkan: host memory import: pointer %p and size %llu must be non-zero multiples "
+			       "of minImportedHostPointerAlignment %llu of %s", ptr, (unsigned long long)size,
+			       (unsigned long long)a, vk->info.name);
+	if (size > VK_MAX_BUFFER_BYTES)
+		return err_set(ERR_UNSUP, "vulkan: host memory import of %llu bytes exceeds the 2 GiB per-buffer limit",
+			       (unsigned long long)size);
+	struct vk_buf *b = calloc(1, sizeof *b);
+	if (!b)
+		return err_set(ERR_NOMEM, "vulkan: buffer: out of memory");
+	b->size = size;
+	b->imported = true;
+	VkExternalMemoryBufferCreateInfo ebci = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+	};
+	/* no TRANSFER_DST: nothing may write memory that can be mapped read-only */
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ebci, .size = size,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkResult r = vkCreateBuffer(vk->dev, &bci, NULL, &b->buf);
+	if (r != VK_SUCCESS) {
+		free(b);
+		return vk_fail(r, "vkCreateBuffer (host import)");
+	}
+	VkMemoryRequirements req;
+	vkGetBufferMemoryRequirements(vk->dev, b->buf, &req);
+	VkMemoryHostPointerPropertiesEXT hp = { .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT };
+	r = vk->get_host_ptr_props(vk->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, ptr, &hp);
+	uint32_t bits = r == VK_SUCCESS ? hp.memoryTypeBits & req.memoryTypeBits : 0;
+	int rc = 0;
+	if (r != VK_SUCCESS)
+		rc = err_set(ERR_UNSUP, "vulkan: %s: vkGetMemoryHostPointerPropertiesEXT refused %p: %s", vk->info.name, ptr,
+			     vk_res(r));
+	else if (!bits || req.size > size || req.alignment > a)
+		rc = err_set(ERR_UNSUP, "vulkan: %s: host memory at %p: no memory type fits a %llu-byte buffer "
+			     "(types 0x%x, buffer types 0x%x, needs %llu bytes)", vk->info.name, ptr, (unsigned long long)size,
+			     hp.memoryTypeBits, req.memoryTypeBits, (unsigned long long)req.size);
+	if (rc) {
+		vkDestroyBuffer(vk->dev, b->buf, NULL);
+		free(b);
+		return rc;
+	}
+	uint32_t ti = 0;
+	while (!(bits & (1u << ti)))
+		ti++;
+	VkImportMemoryHostPointerInfoEXT imp = {
+		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+		.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+		.pHostPointer = (void *)ptr, /* the API is not const; the device only reads it */
+	};
+	VkMemoryAllocateInfo ai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp, .allocationSize = size, .memoryTypeIndex = ti,
+	};
+	r = vkAllocateMemory(vk->dev, &ai, NULL, &b->mem);
+	if (r == VK_SUCCESS)
+		r = vkBindBufferMemory(vk->dev, b->buf, b->mem, 0);
+	if (r != VK_SUCCESS) {
+		rc = err_set(ERR_UNSUP, "vulkan: %s: import of %llu bytes of host memory at %p failed: %s", vk->info.name,
+			     (unsigned long long)size, ptr, vk_res(r));
+		vk_buf_destroy(vk, b);
+		return rc;
+	}
+	b->device_local = vk->mem.memoryTypes[ti].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+	vk->bytes_imported += size;
+	*out = b;
+	return 0;
+}
+
 void vk_buf_destroy(struct vk_ctx *vk, struct vk_buf *b)
 {
 	if (!b)
@@ -460,7 +559,8 @@ void vk_buf_destroy(struct vk_ctx *vk, struct vk_buf *b)
 	if (b->map)
 		vkUnmapMemory(vk->dev, b->mem);
 	vkDestroyBuffer(vk->dev, b->buf, NULL);
-	vkFreeMemory(vk->dev, b->mem, NULL);
+	if (b->mem)
+		vkFreeMemory(vk->dev, b->mem, NULL);
 	free(b);
 }
 
@@ -547,6 +647,8 @@ out:
 
 static int copy(struct vk_ctx *vk, struct vk_buf *b, VkDeviceSize off, void *host, size_t n, int dir)
 {
+	if (dir == 0 && b->imported)
+		return err_set(ERR_INVAL, "vulkan: upload into imported host memory refused (it may be mapped read-only)");
 	if (off > b->size || n > b->size - off)
 		return err_set(ERR_RANGE, "vulkan: copy of %zu bytes at %llu exceeds buffer of %llu bytes", n,
 			       (unsigned long long)off, (unsigned long long)b->size);
@@ -580,6 +682,8 @@ int vk_download(struct vk_ctx *vk, struct vk_buf *src, VkDeviceSize off, void *d
 
 int vk_fill_zero(struct vk_ctx *vk, struct vk_buf *b)
 {
+	if (b->imported)
+		return err_set(ERR_INVAL, "vulkan: fill of imported host memory refused (it may be mapped read-only)");
 	if (b->map) {
 		memset(b->map, 0, b->size);
 		return 0;

@@ -49,10 +49,14 @@ struct vk_ctx {
 	struct vk_device_info info;
 	bool has_budget;             /* VK_EXT_memory_budget enabled */
 	bool timestamps;             /* the queue family supports timestamps */
+	bool host_import;            /* VK_EXT_external_memory_host enabled (vk_buf_import_host) */
+	VkDeviceSize host_import_align; /* minImportedHostPointerAlignment (0 without the extension) */
+	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	/* staging ring used by vk_upload/vk_download */
 	struct vk_buf *staging;
 	/* bytes placed so far */
 	uint64_t bytes_device_local, bytes_host_visible;
+	uint64_t bytes_imported;     /* host memory used in place (vk_buf_import_host) */
 };
 
 enum vk_buf_kind {
@@ -66,6 +70,7 @@ struct vk_buf {
 	VkDeviceSize size;
 	void *map;            /* non-NULL when host-visible */
 	bool device_local;
+	bool imported;        /* host memory imported in place: read-only for us (no upload/fill) */
 };
 
 /* Create a context on the device chosen by `select`: NULL/"" = first discrete GPU
@@ -78,6 +83,14 @@ uint64_t vk_device_local_free(struct vk_ctx *vk);
 
 int vk_buf_create(struct vk_ctx *vk, enum vk_buf_kind kind, VkDeviceSize size, struct vk_buf **out);
 void vk_buf_destroy(struct vk_ctx *vk, struct vk_buf *b);
+/* Use size bytes of host memory at ptr in place as a storage buffer
+ * (VK_EXT_external_memory_host, HOST_ALLOCATION_BIT): no copy. ptr and size
+ * must be multiples of vk->host_import_align (ERR_INVAL otherwise); ERR_UNSUP
+ * without the extension or when the driver refuses this memory (e.g. RADV and
+ * file-backed pages). The buffer is read-only for vk_upload/vk_fill_zero (the
+ * memory may be mapped read-only) and the caller keeps the memory mapped
+ * until vk_buf_destroy. */
+int vk_buf_import_host(struct vk_ctx *vk, const void *ptr, VkDeviceSize size, struct vk_buf **out);
 /* Copy host <-> buffer through the staging buffer in chunks (waits). */
 int vk_upload(struct vk_ctx *vk, struct vk_buf *dst, VkDeviceSize off, const void *src, size_t n);
 int vk_download(struct vk_ctx *vk, struct vk_buf *src, VkDeviceSize off, void *dst, size_t n);

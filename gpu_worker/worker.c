@@ -37,6 +37,7 @@ struct worker {
 	char backend[MSG_MAX_BACKEND];
 	char device[MSG_MAX_DEVICE];
 	uint64_t weights_bytes, kv_bytes, scratch_bytes;
+	uint32_t import_mode;   /* MSG_IMPORT_*: how the engine placed the weights */
 	uint64_t t_start;
 	_Atomic uint64_t busy_ns, steps;
 	struct msg in, out;     /* large: kept off the stack */
@@ -98,11 +99,28 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->max_batch = o->max_batch ? o->max_batch : 32;
 	if (w->max_batch < w->max_seqs)
 		w->max_batch = w->max_seqs;
+	/* the engine may use the read-only weight mappings in place: they stay
+	 * mapped until attach_close, which worker_destroy runs after
+	 * engine_destroy */
+	struct engine_span spans[MANIFEST_MAX_REGIONS];
+	uint32_t n_spans = 0;
+	for (uint32_t i = 0; i < w->att->n_weights && n_spans < MANIFEST_MAX_REGIONS; i++)
+		if (w->att->weights[i].addr && w->att->weights[i].size)
+			spans[n_spans++] = (struct engine_span){ w->att->weights[i].addr, w->att->weights[i].size };
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
-				  .max_seqs = w->max_seqs };
+				  .max_seqs = w->max_seqs, .weights_import = o->weights_import,
+				  .spans = spans, .n_spans = n_spans };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
+	/* zero-copy when most (at least half) of the weight-matrix bytes are used
+	 * in place; norms are always small converted copies */
+	uint64_t imp = 0, tot = 0;
+	engine_weights_import(w->e, &imp, &tot);
+	w->import_mode = tot && imp >= tot - tot / 2 ? MSG_IMPORT_ZERO_COPY : MSG_IMPORT_UPLOAD;
+	fprintf(stderr, "%s: weights: %llu of %llu matrix bytes used in place (%s)\n",
+		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
+		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	if (!w->logits) {
 		rc = err_set(ERR_NOMEM, "worker: out of memory");
@@ -115,6 +133,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->kv_bytes = 2ull * c->n_layer * w->max_ctx * c->n_head_kv * c->head_dim * 4;
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
+	dl += imp; /* weights used in place still count as placed */
 	w->scratch_bytes = dl + hv > w->weights_bytes + w->kv_bytes ? dl + hv - w->weights_bytes - w->kv_bytes : 0;
 	char url[BUS_URL_MAX];
 	rc = rundir_url(o->rundir, o->role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU, url, sizeof url);
@@ -139,7 +158,7 @@ void worker_status(struct worker *w, struct msg_status *st)
 	st->kv_bytes = w->kv_bytes;
 	st->scratch_bytes = w->scratch_bytes;
 	st->share_path = w->att->share_path == SHM_PATH_UDMABUF ? MSG_SHARE_UDMABUF : MSG_SHARE_MEMFD;
-	st->import_mode = MSG_IMPORT_UPLOAD; /* the engine copies weights into its own buffers */
+	st->import_mode = w->import_mode;
 	st->uptime_ns = mono_ns() - w->t_start;
 	st->busy_ns = atomic_load(&w->busy_ns);
 	st->steps = atomic_load(&w->steps);
@@ -548,6 +567,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "max-seqs", required_argument, 0, 's' },
 		{ "max-batch", required_argument, 0, 'b' },
 		{ "attn-backend", required_argument, 0, 'a' },
+		{ "import", required_argument, 0, 'i' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -567,6 +587,18 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'i':
+			if (strcmp(optarg, "auto") == 0)
+				o.weights_import = ENGINE_IMPORT_AUTO;
+			else if (strcmp(optarg, "upload") == 0)
+				o.weights_import = ENGINE_IMPORT_UPLOAD;
+			else if (strcmp(optarg, "zero-copy") == 0)
+				o.weights_import = ENGINE_IMPORT_ZERO_COPY;
+			else {
+				fprintf(stderr, "%s: --import: want auto, upload or zero-copy\n", prog);
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -574,7 +606,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 			}
 			break;
 		default:
-			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N]%s\n", prog,
+			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
+				"[--import auto|upload|zero-copy]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gpu_worker/engine.h"
 #include "ipc/msg.h"
 
 #define WORKER_ATTACH_TIMEOUT_MS 10000
@@ -43,6 +44,7 @@ struct worker_opts {
 	uint32_t max_batch;         /* engine rows per submission; 0 = engine default */
 	int attach_timeout_ms;      /* 0 = WORKER_ATTACH_TIMEOUT_MS */
 	const char *backend;        /* STATUS backend field; NULL = "vulkan" */
+	enum engine_import weights_import; /* --import: in place or uploaded (AUTO by default) */
 };
 
 struct worker;
@@ -64,7 +66,7 @@ int worker_serve(struct worker *w, int timeout_ms);
 void worker_status(struct worker *w, struct msg_status *st);
 
 /* The whole process: parse --rundir DIR [--vk-device D] [--max-seqs N]
- * [--max-batch N] [--attn-backend B (npu role)], start the control link
+ * [--max-batch N] [--import auto|upload|zero-copy] [--attn-backend B (npu role)], start the control link
  * (ipc/ctl.h), create the worker and serve until SHUTDOWN or SIGTERM.
  * Returns the exit code: 0 ok, 1 restartable failure, 2 fatal (no Vulkan
  * device, bad arguments). */

@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gpu_worker/vk.h"
 #include "ipc/err.h"
@@ -54,5 +56,69 @@ Test(vk, buffers_round_trip, .timeout = 60)
 	cr_assert(vk->bytes_device_local + vk->bytes_host_visible > 0);
 	free(a);
 	free(b);
+	vk_destroy(vk);
+}
+
+/* A read-only memfd mapping (how workers see the loader's weight regions) used
+ * in place through VK_EXT_external_memory_host, read back by the device. */
+Test(vk, import_host_memory, .timeout = 60)
+{
+	struct vk_ctx *vk;
+	cr_assert_eq(vk_create(NULL, &vk), 0, "%s", err_msg());
+	if (!vk->host_import) {
+		/* lavapipe has the extension: only another driver may lack it */
+		cr_assert(strcmp(vk->info.type, "cpu") != 0, "lavapipe without VK_EXT_external_memory_host");
+		vk_destroy(vk);
+		cr_skip_test("%s: no VK_EXT_external_memory_host", vk->info.name);
+	}
+	cr_assert(vk->host_import_align >= 1 && (vk->host_import_align & (vk->host_import_align - 1)) == 0);
+	size_t n = (size_t)1 << 20;
+	if (n % vk->host_import_align)
+		n = (n / vk->host_import_align + 1) * vk->host_import_align;
+	int fd = memfd_create("unicorn-test-import", MFD_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(ftruncate(fd, (off_t)n), 0);
+	uint8_t *w = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	cr_assert(w != MAP_FAILED);
+	for (size_t i = 0; i < n; i++)
+		w[i] = (uint8_t)(i * 2654435761u >> 11);
+	const uint8_t *ro = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert(ro != MAP_FAILED);
+	if ((uintptr_t)ro % vk->host_import_align) {
+		/* alignments above the page size: nothing to test with a bare mapping */
+		munmap((void *)ro, n);
+		munmap(w, n);
+		close(fd);
+		vk_destroy(vk);
+		cr_skip_test("mapping not aligned to %llu", (unsigned long long)vk->host_import_align);
+	}
+	struct vk_buf *b;
+	cr_assert_eq(vk_buf_import_host(vk, ro, n, &b), 0, "%s", err_msg());
+	cr_assert(b->imported && b->size == n);
+	cr_assert_eq(vk->bytes_imported, n);
+	/* the device copies out of the imported memory: the same bytes */
+	uint8_t *got = malloc(n);
+	memset(got, 0, n);
+	cr_assert_eq(vk_download(vk, b, 0, got, n), 0, "%s", err_msg());
+	cr_assert(memcmp(got, w, n) == 0);
+	/* in place, not a snapshot: a later write by the owner is seen */
+	w[12345] ^= 0xff;
+	cr_assert_eq(vk_download(vk, b, 12344, got, 4), 0, "%s", err_msg());
+	cr_assert_eq(got[1], w[12345]);
+	/* nothing writes imported memory (it may be mapped read-only) */
+	cr_assert_eq(vk_upload(vk, b, 0, got, 16), ERR_INVAL);
+	cr_assert_eq(vk_fill_zero(vk, b), ERR_INVAL);
+	cr_assert_eq(ro[0], w[0]);
+	vk_buf_destroy(vk, b);
+	/* misaligned pointer or size: refused with the alignment named */
+	cr_assert_eq(vk_buf_import_host(vk, ro + 16, vk->host_import_align, &b), ERR_INVAL);
+	cr_assert(b == NULL);
+	cr_assert(strstr(err_msg(), "minImportedHostPointerAlignment"), "%s", err_msg());
+	if (vk->host_import_align > 1)
+		cr_assert_eq(vk_buf_import_host(vk, ro, vk->host_import_align + 1, &b), ERR_INVAL);
+	free(got);
+	munmap((void *)ro, n);
+	munmap(w, n);
+	close(fd);
 	vk_destroy(vk);
 }

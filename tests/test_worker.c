@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "golden.h"
+#include "gpu_worker/vk.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"
 #include "ipc/err.h"
@@ -250,6 +251,19 @@ Test(worker, split_and_fused_match_golden, .init = setup, .fini = teardown, .tim
 	cr_assert(r.u.status.steps >= 7 * (2 + n_layer) + 7, "steps %llu", (unsigned long long)r.u.status.steps);
 	cr_assert(r.u.status.busy_ns > 0 && r.u.status.weights_bytes > 0 && r.u.status.kv_bytes > 0);
 	cr_assert_eq(r.u.status.share_path, MSG_SHARE_MEMFD + (att->share_path == SHM_PATH_UDMABUF));
+	/* --import auto: on lavapipe (no discrete GPU to prefer) the weights
+	 * were used in place from the loader's regions, and the golden checks
+	 * above ran on them; a discrete GPU keeps them in VRAM */
+	struct vk_device_info dv[8];
+	uint32_t n_dev = 0;
+	bool discrete = false;
+	cr_assert_eq(vk_list_devices(dv, 8, &n_dev), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < n_dev; i++)
+		discrete = discrete || strcmp(dv[i].type, "discrete") == 0;
+	if (discrete)
+		cr_assert_eq(r.u.status.import_mode, MSG_IMPORT_UPLOAD);
+	else if (strcmp(dv[0].type, "cpu") == 0)
+		cr_assert_eq(r.u.status.import_mode, MSG_IMPORT_ZERO_COPY, "lavapipe should use the regions in place");
 
 	printf("worker: split decode: %.1f us per STAGE round trip (%.1f us of it in the worker's step, %.1f us "
 	       "handoff overhead), %.1f us per layer (npu attn + gpu ffn); fused decode step %.1f us per RUN round trip "
