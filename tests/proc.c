@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -70,4 +72,21 @@ int proc_free_port(void)
 	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
 	close(fd);
 	return ntohs(a.sin_port);
+}
+
+int proc_cluster_lock(void)
+{
+	int fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(flock(fd, LOCK_EX), 0);
+	return fd;
+}
+
+void proc_tail(const char *path, int lines)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "tail -n %d '%s' >&2", lines, path);
+	if (system(cmd)) {
+		/* nothing to add: this only decorates a failure */
+	}
 }

@@ -17,6 +17,11 @@ int proc_wait_ms(pid_t pid, int ms);
 const char *proc_bin_dir_or_skip(void);
 /* Monotonic seconds. */
 double proc_now_s(void);
+/* Take the lock that keeps cluster tests from running at the same time (they
+ * share ports, CPU and the GPU); returns the fd to close when done. */
+int proc_cluster_lock(void);
+/* Print the last lines of a log to stderr (for a failing test's context). */
+void proc_tail(const char *path, int lines);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int proc_free_port(void);
 

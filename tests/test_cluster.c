@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,13 +46,6 @@ struct cluster {
 static void model_path(char *out, size_t n)
 {
 	snprintf(out, n, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
-}
-
-static void dump_log(const struct cluster *c)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "tail -n 60 %s >&2", c->log);
-	if (system(cmd)) {}
 }
 
 /* The pid of the live (non-zombie) child of the supervisor whose argv[0] ends
@@ -132,11 +124,11 @@ static void wait_ready(struct cluster *c, double timeout)
 	while (!file_exists(c, "ready")) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			dump_log(c);
+			proc_tail(c->log, 60);
 			cr_assert_fail("unicorn-up exited (status %d) before the cluster was ready", st);
 		}
 		if (proc_now_s() > end) {
-			dump_log(c);
+			proc_tail(c->log, 60);
 			cr_assert_fail("cluster not ready within %.0f s", timeout);
 		}
 		usleep(50 * 1000);
@@ -147,9 +139,7 @@ static void start(struct cluster *c, const char *placement)
 {
 	const char *bin = proc_bin_dir();
 	memset(c, 0, sizeof *c);
-	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(c->lock_fd, 0);
-	cr_assert_eq(flock(c->lock_fd, LOCK_EX), 0);
+	c->lock_fd = proc_cluster_lock();
 	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-cl-XXXXXX");
 	cr_assert_not_null(mkdtemp(c->tmp));
 	snprintf(c->name, sizeof c->name, "t%d", (int)getpid());
@@ -196,7 +186,7 @@ static void run_end(struct run *r, const struct cluster *c)
 	out[n] = 0;
 	int st = pclose(r->f);
 	if (st)
-		dump_log(c);
+		proc_tail(c->log, 60);
 	cr_assert_eq(st, 0, "unicorn run failed (status %d): %s", st, out);
 	json_error_t je;
 	json_t *j = json_loads(out, 0, &je);
@@ -263,7 +253,7 @@ static pid_t wait_new_pid(struct cluster *c, const char *exe, pid_t old, double 
 	while (((p = child_pid(c, exe)) == 0 || p == old) && proc_now_s() < end)
 		usleep(20 * 1000);
 	if (p == 0 || p == old)
-		dump_log(c);
+		proc_tail(c->log, 60);
 	cr_assert(p != 0 && p != old, "%s (pid %d) not replaced within %.1f s", exe, (int)old, timeout);
 	return p;
 }

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -102,20 +101,11 @@ struct cl {
 	int port, lock_fd;
 };
 
-static void dump_log(const struct cl *c)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "tail -n 40 %s >&2", c->log);
-	if (system(cmd)) {}
-}
-
 static void start(struct cl *c)
 {
 	const char *bin = proc_bin_dir_or_skip();
 	memset(c, 0, sizeof *c);
-	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(c->lock_fd, 0);
-	cr_assert_eq(flock(c->lock_fd, LOCK_EX), 0);
+	c->lock_fd = proc_cluster_lock();
 	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-http-XXXXXX");
 	cr_assert_not_null(mkdtemp(c->tmp));
 	snprintf(c->name, sizeof c->name, "h%d", (int)getpid());
@@ -143,11 +133,11 @@ static void start(struct cl *c)
 	while (access(ready, F_OK)) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			dump_log(c);
+			proc_tail(c->log, 40);
 			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
 		}
 		if (proc_now_s() > end) {
-			dump_log(c);
+			proc_tail(c->log, 40);
 			cr_assert_fail("cluster not ready within 90 s");
 		}
 		usleep(50 * 1000);
@@ -294,7 +284,7 @@ static void check_disconnect(const struct cl *c)
 		usleep(100 * 1000);
 	}
 	if (!seen)
-		dump_log(c);
+		proc_tail(c->log, 40);
 	cr_assert(seen, "the generation was not cancelled after the client disconnected");
 }
 
@@ -315,7 +305,7 @@ Test(http, openai_api, .timeout = 240)
 	snprintf(cmd, sizeof cmd, "node tests/openai_client.mjs %s >&2", url);
 	int st = system(cmd);
 	if (st)
-		dump_log(&c);
+		proc_tail(c.log, 40);
 	cr_assert_eq(st, 0, "tests/openai_client.mjs failed (status %d)", st);
 	check_413(&c);
 	check_sse(&c);

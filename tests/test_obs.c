@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,20 +39,11 @@ struct cl {
 	int port, lock_fd;
 };
 
-static void dump_log(const struct cl *c)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof cmd, "tail -n 40 %s >&2", c->log);
-	if (system(cmd)) {}
-}
-
 static void start(struct cl *c)
 {
 	const char *bin = proc_bin_dir_or_skip();
 	memset(c, 0, sizeof *c);
-	c->lock_fd = open("/tmp/unicorn-cluster-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_geq(c->lock_fd, 0);
-	cr_assert_eq(flock(c->lock_fd, LOCK_EX), 0);
+	c->lock_fd = proc_cluster_lock();
 	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-obs-XXXXXX");
 	cr_assert_not_null(mkdtemp(c->tmp));
 	snprintf(c->name, sizeof c->name, "o%d", (int)getpid());
@@ -77,11 +67,11 @@ static void start(struct cl *c)
 	while (access(ready, F_OK)) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			dump_log(c);
+			proc_tail(c->log, 40);
 			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
 		}
 		if (proc_now_s() > end) {
-			dump_log(c);
+			proc_tail(c->log, 40);
 			cr_assert_fail("cluster not ready within 90 s");
 		}
 		usleep(50 * 1000);
@@ -262,7 +252,7 @@ Test(obs, live_cluster, .timeout = 180)
 	snprintf(cmd, sizeof cmd, "%s/unicorn trace --name %s --seconds 2 -o %s", bin, c.name, tr);
 	int st = system(cmd);
 	if (st)
-		dump_log(&c);
+		proc_tail(c.log, 40);
 	cr_assert_eq(st, 0, "unicorn trace failed");
 	b = top_tokens(&c, s2, sizeof s2);
 	cr_assert_gt(b, a, "top did not change during the generation:\n%s\n---\n%s", s1, s2);
