@@ -535,7 +535,7 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 		{ &ids->worker_steps, "unicorn_worker_steps_total", METRICS_COUNTER, "worker",
 		  "Step messages (EMBED/STAGE/HEAD/RUN) answered by each worker.", NULL, 0 },
 		{ &ids->worker_busy, "unicorn_worker_busy_seconds_total", METRICS_COUNTER, "worker",
-		  "The worker's own step time (DONE.gpu_ns).", NULL, 0 },
+		  "The worker's accelerator time per step (DONE.gpu_ns: Vulkan timestamps).", NULL, 0 },
 		{ &ids->link_busy, "unicorn_worker_link_busy_seconds_total", METRICS_COUNTER, "worker",
 		  "Time with a step message outstanding on the worker's link (send to DONE).", NULL, 0 },
 		{ &ids->worker_util, "unicorn_worker_utilization_ratio", METRICS_GAUGE, "worker",
