@@ -15,7 +15,7 @@ int attach_act_layout(uint32_t n_embd, uint64_t *slot_stride, uint64_t *size)
 {
 	if (n_embd == 0 || n_embd > (1u << 20))
 		return err_set(ERR_RANGE, "attach: activation layout: n_embd %u outside [1, 2^20]", n_embd);
-	uint64_t s = (uint64_t)MSG_MAX_TOKENS * n_embd * 4 + ATTACH_HEAD_BYTES;
+	uint64_t s = (uint64_t)MSG_MAX_TOKENS * n_embd * 4 + ATTACH_HEAD_BYTES + ATTACH_KV_TABLE * 4;
 	s = (s + ATTACH_SLOT_ALIGN - 1) / ATTACH_SLOT_ALIGN * ATTACH_SLOT_ALIGN;
 	uint64_t total = s * MSG_MAX_SLOTS; /* s < 2^31, no overflow */
 	if (total > SHM_MAX_REGION)
@@ -289,5 +289,28 @@ int attach_head(const struct attach *a, uint32_t slot, uint32_t **ids, float **l
 		return err_set(ERR_RANGE, "attach: head area of slot %u outside the activation region", slot);
 	*ids = (uint32_t *)p;
 	*logits = (float *)(p + MSG_MAX_TOPK * 4);
+	return 0;
+}
+
+int attach_head_lse(const struct attach *a, uint32_t slot, float **lse)
+{
+	uint32_t *ids;
+	float *logits;
+	int rc = attach_head(a, slot, &ids, &logits);
+	*lse = rc ? NULL : logits + MSG_MAX_TOPK;
+	return rc;
+}
+
+int attach_kv_table(const struct attach *a, uint32_t slot, uint32_t **tab)
+{
+	*tab = NULL;
+	if (slot >= MSG_MAX_SLOTS)
+		return err_set(ERR_RANGE, "attach: KV table of slot %u (max %d)", slot, MSG_MAX_SLOTS);
+	uint64_t off = (uint64_t)slot * a->slot_stride + (uint64_t)MSG_MAX_TOKENS * a->n_embd * 4 +
+		       ATTACH_HEAD_BYTES;
+	void *p = shm_ptr(&a->act, off, (uint64_t)ATTACH_KV_TABLE * 4);
+	if (!p)
+		return err_set(ERR_RANGE, "attach: KV table of slot %u outside the activation region", slot);
+	*tab = p;
 	return 0;
 }

@@ -20,7 +20,12 @@
  * Activation region layout (read-write, shared by every worker and the
  * coordinator): MSG_MAX_SLOTS slots of attach_slot_stride bytes; slot s holds
  *   hidden  f32 [MSG_MAX_TOKENS][n_embd]   at s*stride
- *   head    u32 ids[MSG_MAX_TOPK], f32 logits[MSG_MAX_TOPK] right after it
+ *   head    u32 ids[MSG_MAX_TOPK], f32 logits[MSG_MAX_TOPK], f32 lse (the
+ *           log-sum-exp of the whole logit row, for logprobs), 12 bytes pad
+ *           right after it
+ *   kvtab   u32 [ATTACH_KV_TABLE]: the slot's KV block table, written by the
+ *           coordinator before a step and read by the worker that holds the
+ *           KV cache (ipc/kvlayout.h says what the entries mean)
  * and the stride is rounded up to 4096 bytes. */
 #ifndef UNICORN_ATTACH_H
 #define UNICORN_ATTACH_H
@@ -36,7 +41,8 @@
 #define ATTACH_TAG_REGIONS 2      /* loader -> worker: memfds */
 #define ATTACH_TAG_DMABUF 3       /* loader -> worker: dma-buf fds */
 #define ATTACH_F_DMABUF 0x1u
-#define ATTACH_HEAD_BYTES (MSG_MAX_TOPK * 8)
+#define ATTACH_HEAD_BYTES (MSG_MAX_TOPK * 8 + 16)
+#define ATTACH_KV_TABLE 4096      /* block-table entries per slot */
 #define ATTACH_SLOT_ALIGN 4096
 #define ATTACH_RETRY_MS 100
 
@@ -67,6 +73,10 @@ void attach_close(struct attach *a);
 int attach_hidden(const struct attach *a, uint32_t slot, uint32_t row0, uint32_t n, float **out);
 /* The slot's head area: ids[MSG_MAX_TOPK], logits[MSG_MAX_TOPK]. */
 int attach_head(const struct attach *a, uint32_t slot, uint32_t **ids, float **logits);
+/* The slot's head log-sum-exp (one f32 after the logits). */
+int attach_head_lse(const struct attach *a, uint32_t slot, float **lse);
+/* The slot's KV block table: ATTACH_KV_TABLE u32 entries. */
+int attach_kv_table(const struct attach *a, uint32_t slot, uint32_t **tab);
 
 /* Tag-2 data codec (the loader encodes, attach_open decodes). */
 #define ATTACH_INFO_MAX (4 + 8 + 8 * MANIFEST_MAX_REGIONS + 8 + 4)

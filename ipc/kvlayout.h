@@ -1,0 +1,62 @@
+/* kvlayout: the shape of the paged KV cache, agreed by the coordinator (which
+ * owns the block bookkeeping, coordinator/kvcache.h) and the worker that holds
+ * the cache (which owns the memory, gpu_worker/engine.h). Both compute it from
+ * the same model config, context, sequence count and budget, so nothing about
+ * it travels in messages.
+ *
+ * A block holds KV_BLOCK consecutive positions of one sequence, K and V, for
+ * every layer of one kind. Global layers and sliding-window (local) layers have
+ * separate pools, because a local layer only ever reads the last
+ * sliding_window positions: its blocks form a ring of `ring` entries per
+ * sequence, and a block that falls out of the window is freed and reused.
+ *
+ * A sequence's block table (ATTACH_KV_TABLE u32 in its activation slot) is
+ *   [0, max_blocks)                 global pool block of logical block b
+ *   [max_blocks, max_blocks + ring) local pool block of logical block b at
+ *                                   entry max_blocks + b % ring
+ * where logical block b covers positions [b * KV_BLOCK, (b + 1) * KV_BLOCK).
+ *
+ * ring is large enough for any step of up to KV_RING_SLACK positions: the
+ * blocks a step writes and every block its tokens read fit without wrapping
+ * onto each other. */
+#ifndef UNICORN_KVLAYOUT_H
+#define UNICORN_KVLAYOUT_H
+
+#include <stdint.h>
+
+#include "ipc/msg.h"
+#include "loader/model.h"
+
+#define KV_BLOCK 16                 /* positions per block */
+#define KV_RING_SLACK MSG_MAX_TOKENS /* most positions one step writes */
+#define KV_MAX_CTX 16384            /* positions per sequence the table covers */
+
+struct kv_layout {
+	uint32_t block;                 /* KV_BLOCK */
+	uint32_t max_ctx;               /* positions per sequence */
+	uint32_t max_blocks;            /* global entries per table: ceil(max_ctx / block) */
+	uint32_t ring;                  /* local entries per table (<= max_blocks) */
+	uint32_t n_global, n_local;     /* layers of each kind */
+	uint32_t n_gblocks, n_lblocks;  /* blocks in each pool */
+	uint64_t gblock_bytes;          /* K+V of one global block over the global layers */
+	uint64_t lblock_bytes;          /* same for a local block */
+	uint64_t bytes;                 /* both pools */
+};
+
+/* Entries one sequence's table uses. */
+static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_blocks + l->ring; }
+
+/* Plan the pools for max_seqs sequences of up to max_ctx positions each
+ * (1..KV_MAX_CTX) within budget bytes. budget 0: room for every sequence at
+ * full length (what a lone engine uses). Otherwise the local pool gets the
+ * share a full-length sequence would use, capped at max_seqs full rings, and
+ * the global pool the rest. ERR_RANGE when the budget does not hold even one
+ * full-length sequence, naming the bytes that would. */
+int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t max_seqs, uint64_t budget,
+		   struct kv_layout *out);
+
+/* Parse a byte count: digits with an optional K, M, G or T suffix (binary
+ * units, "2G" = 2^31), or "auto" (0). ERR_INVAL on anything else or overflow. */
+int kv_parse_bytes(const char *s, uint64_t *out);
+
+#endif
