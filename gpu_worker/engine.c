@@ -33,6 +33,8 @@
 enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
        N_MODES = 7 };
 #define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
+/* the top-k kernel's per-row log-sum-exps follow the batch_max result rows */
+#define LSE_OFF(e) ((e)->batch_max * RES_ROW)
 
 /* A weight matrix on the device: rows of ncols elements of one type, at
  * [off, off + bytes) of buf. Uploaded matrices own their buffer (off 0);
@@ -69,6 +71,7 @@ struct engine {
 	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
 	uint32_t max_seqs, seq;     /* KV-cache slots and the selected one */
 	uint32_t batch_max;         /* engine_forward_batch rows: min(max_batch, max_seqs) */
+	uint32_t lse_rows;          /* rows of the last top-k submission (engine_topk_lse) */
 	bool rec_batch;             /* recording a batch: per-token kernels only (mv_kind) */
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
@@ -97,6 +100,15 @@ struct engine {
 	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_logits_d, s_argmax, s_topk;
 	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
+	/* paged KV cache: block tables [max_seqs][tab_len], written by the host
+	 * into tabh and copied to tabd before the next submission that follows a
+	 * change (kernels read device memory, not host memory over PCIe) */
+	struct kv_layout kv;
+	uint32_t tab_len;
+	struct vk_buf *tabh, *tabd;
+	uint8_t tab_dirty[256];        /* per sequence (max_seqs <= 256) */
+	bool tab_any_dirty;
+	VkCommandBuffer tabcb;
 	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
@@ -291,6 +303,14 @@ static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, 
 	return vk_set_create(e->vk, p, b, s);
 }
 
+/* Seven buffers (the KV kernels: ... + the block tables). */
+static int mkset7(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *b0, struct vk_buf *b1,
+		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5, struct vk_buf *b6)
+{
+	struct vk_bind b[7] = { { b0, 0, 0 }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 }, { b6, 0, 0 } };
+	return vk_set_create(e->vk, p, b, s);
+}
+
 /* Same with a weight matrix at binding 0: its range of its buffer (an
  * imported matrix is a slice of a shared import). */
 static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
@@ -361,7 +381,7 @@ static int pipes_create(struct engine *e)
 	const char *nenv = getenv("UNICORN_VK_NORM");
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
-	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &e->rope);
+	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
 	 * coherent partial traffic and the serial merge cost more than a dispatch),
@@ -369,7 +389,7 @@ static int pipes_create(struct engine *e)
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
-	if (!rc) rc = vk_pipe_create(e->vk, "attn", 6, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn", 7, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &e->combine);
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 2, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
@@ -452,8 +472,8 @@ static int sets_create(struct engine *e)
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv, d, d, d);
-		if (!rc) rc = mkset(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd);
-		if (!rc) rc = mkset(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, e->att);
+		if (!rc) rc = mkset7(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd);
+		if (!rc) rc = mkset7(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
 		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
@@ -520,12 +540,35 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 			     "max_seqs <= 256 and max_seqs * max_ctx <= 2^24");
 		goto fail;
 	}
-	/* one KV buffer per layer holds every sequence's rows (seq * max_ctx + pos) */
-	uint64_t kv_bytes = (uint64_t)e->max_seqs * e->max_ctx * c->n_head_kv * c->head_dim * 4;
-	if (kv_bytes > VK_MAX_BUFFER_BYTES) {
-		rc = err_set(ERR_RANGE, "engine: KV cache of %u sequences x %u positions needs %llu MiB per layer "
-			     "(limit %llu MiB): lower max_seqs or max_ctx", e->max_seqs, e->max_ctx,
-			     (unsigned long long)(kv_bytes >> 20), (unsigned long long)(VK_MAX_BUFFER_BYTES >> 20));
+	/* paged KV cache: one buffer per layer holds its kind's pool of blocks */
+	if (o->kv) {
+		e->kv = *o->kv;
+		if (e->max_batch > KV_RING_SLACK || e->kv.block != KV_BLOCK || !e->kv.max_ctx ||
+		    e->kv.max_blocks != (e->kv.max_ctx + KV_BLOCK - 1) / KV_BLOCK || e->kv.ring > e->kv.max_blocks ||
+		    (e->kv.n_local != 0) != (e->kv.ring != 0)) {
+			rc = err_set(ERR_INVAL, "engine: KV layout inconsistent (block %u, %u positions, ring %u, "
+				     "max_batch %u <= %d)", e->kv.block, e->kv.max_ctx, e->kv.ring, e->max_batch,
+				     KV_RING_SLACK);
+			goto fail;
+		}
+		e->max_ctx = e->kv.max_ctx;
+	} else {
+		if ((rc = kv_layout_plan(c, e->max_ctx, e->max_seqs, 0, &e->kv)))
+			goto fail;
+		if (e->max_batch > KV_RING_SLACK && e->kv.n_local) {
+			/* a step longer than the ring's slack: give local layers whole tables */
+			e->kv.ring = e->kv.max_blocks;
+			e->kv.n_lblocks = e->max_seqs * e->kv.ring;
+		}
+	}
+	e->tab_len = kv_table_len(&e->kv);
+	uint64_t row_bytes = (uint64_t)c->n_head_kv * c->head_dim * 4;
+	uint64_t kv_g = (uint64_t)e->kv.n_gblocks * KV_BLOCK * row_bytes, kv_l = (uint64_t)e->kv.n_lblocks * KV_BLOCK * row_bytes;
+	if (kv_g > VK_MAX_BUFFER_BYTES || kv_l > VK_MAX_BUFFER_BYTES) {
+		rc = err_set(ERR_RANGE, "engine: KV pool of %u+%u blocks needs %llu MiB per layer "
+			     "(limit %llu MiB): lower the KV budget, max_seqs or max_ctx", e->kv.n_gblocks, e->kv.n_lblocks,
+			     (unsigned long long)((kv_g > kv_l ? kv_g : kv_l) >> 20),
+			     (unsigned long long)(VK_MAX_BUFFER_BYTES >> 20));
 		goto fail;
 	}
 	rc = vk_create(o->device, &e->vk);
@@ -564,16 +607,33 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		 * row per sequence of a batch): the host only reads the result, and a
 		 * reduction over host memory crosses PCIe */
 		{ &e->logitsd, VK_BUF_DEVICE, RB * c->n_vocab * F },
-		{ &e->res, VK_BUF_HOST, RB * RES_ROW * 4 },
+		/* RB result rows, then RB log-sum-exps (top-k steps: LSE_OFF) */
+		{ &e->res, VK_BUF_HOST, RB * RES_ROW * 4 + RB * 4 },
 		{ &e->hio, VK_BUF_HOST, B * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
+		{ &e->tabh, VK_BUF_HOST, (uint64_t)e->max_seqs * e->tab_len * 4 },
+		{ &e->tabd, VK_BUF_DEVICE, (uint64_t)e->max_seqs * e->tab_len * 4 },
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
 		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+		uint64_t kv_bytes = c->layer_global[il] ? kv_g : kv_l;
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
 		if (!rc)
 			rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].vc);
+	}
+	if (!rc)
+		rc = vk_cmd_alloc(e->vk, &e->tabcb);
+	/* every sequence starts on its own blocks in order (a lone engine's layout;
+	 * a worker replaces them with the coordinator's tables) */
+	for (uint32_t sq = 0; sq < e->max_seqs && !rc; sq++) {
+		uint32_t *t = (uint32_t *)e->tabh->map + (size_t)sq * e->tab_len;
+		for (uint32_t b = 0; b < e->kv.max_blocks; b++)
+			t[b] = e->kv.n_gblocks ? (sq * e->kv.max_blocks + b) % e->kv.n_gblocks : 0;
+		for (uint32_t j = 0; j < e->kv.ring; j++)
+			t[e->kv.max_blocks + j] = e->kv.n_lblocks ? (sq * e->kv.ring + j) % e->kv.n_lblocks : 0;
+		e->tab_dirty[sq] = 1;
+		e->tab_any_dirty = true;
 	}
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->part); /* the fused combine's counters start at zero */
@@ -615,6 +675,7 @@ void engine_destroy(struct engine *e)
 			for (uint32_t n = 0; e->cbs[m] && n <= e->max_batch; n++)
 				vk_cmd_free(e->vk, e->cbs[m][n]);
 		vk_cmd_free(e->vk, e->once);
+		vk_cmd_free(e->vk, e->tabcb);
 		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 3; i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
@@ -633,7 +694,7 @@ void engine_destroy(struct engine *e)
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->logitsd, e->res, e->hio, e->dummy };
+					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -663,6 +724,66 @@ int engine_seq_select(struct engine *e, uint32_t seq)
 		return err_set(ERR_RANGE, "engine: sequence %u out of range (max_seqs %u)", seq, e->max_seqs);
 	e->seq = seq;
 	return 0;
+}
+
+const struct kv_layout *engine_kv_layout(const struct engine *e) { return &e->kv; }
+
+int engine_seq_blocks(struct engine *e, uint32_t seq, const uint32_t *tab, uint32_t n)
+{
+	if (seq >= e->max_seqs)
+		return err_set(ERR_RANGE, "engine: sequence %u out of range (max_seqs %u)", seq, e->max_seqs);
+	if (!tab || n != e->tab_len)
+		return err_set(ERR_INVAL, "engine: block table of %u entries (this layout has %u)", n, e->tab_len);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t cap = i < e->kv.max_blocks ? e->kv.n_gblocks : e->kv.n_lblocks;
+		if (tab[i] >= cap && cap) /* an empty pool's entries are never read */
+			return err_set(ERR_RANGE, "engine: block table entry %u: block %u outside the %s pool of %u",
+				       i, tab[i], i < e->kv.max_blocks ? "global" : "local", cap);
+	}
+	uint32_t *t = (uint32_t *)e->tabh->map + (size_t)seq * e->tab_len;
+	if (memcmp(t, tab, (size_t)n * 4)) {
+		for (uint32_t i = 0; i < n; i++)
+			t[i] = tab[i] < (i < e->kv.max_blocks ? e->kv.n_gblocks : e->kv.n_lblocks) ? tab[i] : 0;
+		e->tab_dirty[seq] = 1;
+		e->tab_any_dirty = true;
+	}
+	return 0;
+}
+
+/* Copy the changed block tables to the device before a submission. */
+static int tab_flush(struct engine *e)
+{
+	if (!e->tab_any_dirty)
+		return 0;
+	VkBufferCopy r[256];
+	uint32_t nr = 0;
+	for (uint32_t sq = 0; sq < e->max_seqs; sq++) {
+		if (!e->tab_dirty[sq])
+			continue;
+		VkDeviceSize off = (VkDeviceSize)sq * e->tab_len * 4;
+		if (nr && r[nr - 1].srcOffset + r[nr - 1].size == off)
+			r[nr - 1].size += (VkDeviceSize)e->tab_len * 4; /* neighbours: one region */
+		else
+			r[nr++] = (VkBufferCopy){ off, off, (VkDeviceSize)e->tab_len * 4 };
+	}
+	vkResetCommandBuffer(e->tabcb, 0);
+	int rc = vk_cmd_begin(e->tabcb, true);
+	if (rc)
+		return rc;
+	vkCmdCopyBuffer(e->tabcb, e->tabh->buf, e->tabd->buf, nr, r);
+	vk_cmd_barrier(e->tabcb);
+	if ((rc = vk_submit_wait(e->vk, e->tabcb)))
+		return rc;
+	memset(e->tab_dirty, 0, sizeof e->tab_dirty);
+	e->tab_any_dirty = false;
+	return 0;
+}
+
+/* Every submission goes through here: the tables first when they changed. */
+static int submit(struct engine *e, VkCommandBuffer cb)
+{
+	int rc = tab_flush(e);
+	return rc ? rc : vk_submit_wait(e->vk, cb);
 }
 
 int engine_seq_reset(struct engine *e, uint32_t seq)
@@ -818,6 +939,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, c->eps,
 		global ? c->rope_base_global : c->rope_base_local,
 		global && c->rope_scale_global > 0 ? 1.0f / c->rope_scale_global : 1.0f, e->max_ctx,
+		global ? 0 : e->kv.max_blocks, global ? e->kv.max_blocks : e->kv.ring,
 	};
 	disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
 	bar(e, cb);
@@ -825,6 +947,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
 		1.0f / sqrtf(qpas), 32, e->max_batch * c->n_head * e->n_split * (c->head_dim + 2),
+		global ? 0 : e->kv.max_blocks, global ? e->kv.max_blocks : e->kv.ring,
 	};
 	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
 	bar(e, cb);
@@ -915,7 +1038,7 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 	bool batch = mode >= MODE_B_ALL, all = mode == MODE_ALL || batch;
 	bool am = mode == MODE_ARGMAX || mode == MODE_B_ARGMAX, tk = mode == MODE_TOPK || mode == MODE_B_TOPK;
 	rec_logits_to(e, cb, n, all ? n : 1, am || tk ? e->s_logits_d : e->s_logits);
-	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, 0 };
+	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	uint32_t rows = batch ? n : 1;
 	if (am)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, rows, 1);
@@ -942,7 +1065,7 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 	s->pos0 = pos0;
 	s->n = n;
 	s->k = k;
-	s->kv_base = e->seq * e->max_ctx;
+	s->kv_base = e->seq * e->tab_len;
 	/* the kernels read every token's own record: one sequence, consecutive positions */
 	for (uint32_t i = 0; i < n; i++) {
 		if (tokens)
@@ -984,7 +1107,7 @@ static int replay(struct engine *e, int mode, uint32_t n)
 			return rc;
 		}
 	}
-	rc = vk_submit_wait(e->vk, *cb);
+	rc = submit(e, *cb);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
 		gpu_ns_add(e, 0, e->n_ts - 1);
@@ -1030,11 +1153,11 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 	s->pos0 = pos[0];
 	s->n = n;
 	s->k = k;
-	s->kv_base = seqs[0] * e->max_ctx;
+	s->kv_base = seqs[0] * e->tab_len;
 	for (uint32_t t = 0; t < n; t++) {
 		s->tok[t].token = tokens[t];
 		s->tok[t].pos = pos[t];
-		s->tok[t].base = seqs[t] * e->max_ctx;
+		s->tok[t].base = seqs[t] * e->tab_len;
 	}
 	int rc = replay(e, m, n);
 	if (rc)
@@ -1044,6 +1167,8 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 		return 0;
 	}
 	const uint32_t *r = e->res->map;
+	if (mode == ENGINE_BATCH_TOPK)
+		e->lse_rows = n;
 	for (uint32_t t = 0; t < n; t++)
 		for (uint32_t i = 0; i < k; i++) {
 			if (ids)
@@ -1117,6 +1242,17 @@ int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t p
 		ids[i] = r[2 * i];
 		memcpy(&vals[i], &r[2 * i + 1], 4);
 	}
+	e->lse_rows = 1;
+	return 0;
+}
+
+int engine_topk_lse(const struct engine *e, uint32_t n, float *lse)
+{
+	if (!lse || n == 0 || n > e->lse_rows)
+		return err_set(ERR_STATE, "engine: topk_lse: %u rows asked, the last top-k step had %u", n,
+			       e->lse_rows);
+	/* the kernel wrote them in this same submission's result buffer */
+	memcpy(lse, (const uint32_t *)e->res->map + LSE_OFF(e), (size_t)n * 4);
 	return 0;
 }
 
@@ -1159,7 +1295,7 @@ static int once_submit(struct engine *e)
 	if (r != VK_SUCCESS)
 		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
 	e->timed = false;
-	return vk_submit_wait(e->vk, e->once);
+	return submit(e, e->once);
 }
 
 int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
@@ -1268,7 +1404,7 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 			return rc;
 	}
 	e->timed = false;
-	rc = vk_submit_wait(e->vk, cb);
+	rc = submit(e, cb);
 	if (!rc && e->vk->timestamps)
 		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
 	if (!rc)
@@ -1322,7 +1458,7 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 	e->prof = false;
 	if (rc)
 		return rc;
-	rc = vk_submit_wait(e->vk, e->once);
+	rc = submit(e, e->once);
 	e->timed = false;
 	if (rc)
 		return rc;

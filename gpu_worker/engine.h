@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ipc/kvlayout.h"
 #include "loader/model.h"
 
 struct engine;
@@ -37,6 +38,11 @@ struct engine_opts {
 	 * engine_destroy. */
 	const struct engine_span *spans;
 	uint32_t n_spans;
+	/* the paged KV cache's pools (ipc/kvlayout.h), for a worker whose block
+	 * tables come from the coordinator; its max_ctx replaces max_ctx above and
+	 * max_batch must be <= KV_RING_SLACK. NULL: room for max_seqs full
+	 * sequences, each table set to its own blocks in order (a lone engine). */
+	const struct kv_layout *kv;
 };
 
 /* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
@@ -53,20 +59,24 @@ struct rope_push {
 	uint32_t head_dim, n_head, n_kv, qkv_stride;
 	float eps, base, freq_scale;
 	uint32_t kv_cap;
+	uint32_t tab_off, tab_mod;  /* block-table entries of this layer kind (KV_ROW) */
 };
-_Static_assert(sizeof(struct rope_push) == 32, "rope_push mirrors shaders/rope_kv.comp");
+_Static_assert(sizeof(struct rope_push) == 40, "rope_push mirrors shaders/rope_kv.comp");
 struct attn_push {
 	uint32_t head_dim, n_head, n_kv, qkv_stride, window, n_split;
 	float scale;
 	uint32_t min_chunk;
 	uint32_t cnt_off;    /* fused combine: first counter (uint index) in the partials buffer */
+	uint32_t tab_off, tab_mod;
 };
-_Static_assert(sizeof(struct attn_push) == 36, "attn_push mirrors shaders/attn.comp");
+_Static_assert(sizeof(struct attn_push) == 44, "attn_push mirrors shaders/attn.comp");
 struct combine_push { uint32_t head_dim, n_head, n_split, pad; };
 _Static_assert(sizeof(struct combine_push) == 16, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
 _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");
-struct argmax_push { uint32_t n, off, stride, pad; };   /* one workgroup per row: row r at off + r * stride */
+/* one workgroup per row: row r at off + r * stride; topk.comp also writes the
+ * row's log-sum-exp to res[lse_off + r] (argmax.comp ignores lse_off) */
+struct argmax_push { uint32_t n, off, stride, lse_off; };
 _Static_assert(sizeof(struct argmax_push) == 16, "argmax_push mirrors shaders/argmax.comp, topk.comp");
 
 /* One token of a step: the kernels read its position and KV base from here, so
@@ -74,7 +84,7 @@ _Static_assert(sizeof(struct argmax_push) == 16, "argmax_push mirrors shaders/ar
 struct engine_step_tok {
 	uint32_t token;
 	uint32_t pos;       /* its position in its sequence */
-	uint32_t base;      /* first KV-cache row of its sequence (seq * max_ctx) */
+	uint32_t base;      /* first block-table entry of its sequence (seq * table length) */
 	uint32_t pad;
 };
 /* The host-visible step buffer the kernels read (STEP_* in shaders/common.glsl). */
@@ -124,6 +134,13 @@ int engine_argmax(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t
 /* Same, then the k (1..64) best ids/logits of the last row, descending. */
 int engine_topk(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k,
 		uint32_t *ids, float *vals);
+/* The log-sum-exp of each whole logit row (ids >= n_vocab_text, -inf, add
+ * nothing) of the last top-k submission, computed by the same kernel in the
+ * same pass: lse[0..n) for n <= its rows (engine_topk: 1, the last token;
+ * engine_forward_batch TOPK: its n rows, in order). logit - lse is the
+ * token's log-probability. ERR_STATE when no top-k step ran yet or n is
+ * larger. Valid until the next top-k submission (other modes leave it). */
+int engine_topk_lse(const struct engine *e, uint32_t n, float *lse);
 /* Continuous batching: one submission runs tokens[t] of sequence seqs[t] at
  * position pos[t] for t < n (n <= max_batch and <= max_seqs; seqs distinct and
  * < max_seqs; positions before pos[t] of seqs[t] must have been run), reading
@@ -145,6 +162,15 @@ int engine_reset(struct engine *e);
  * stage calls read and extend. Sequences are independent: each has its own
  * positions 0..max_ctx-1. */
 int engine_seq_select(struct engine *e, uint32_t seq);
+/* Paged KV cache: give sequence seq its block table, tab[n] with n =
+ * kv_table_len(engine_kv_layout(e)) (layout in ipc/kvlayout.h). Every entry
+ * must name a block of its pool (ERR_RANGE otherwise; nothing changes). It
+ * takes effect from the next submission; sequences may share blocks (a
+ * shared prefix), but a step must not write a block another sequence of the
+ * same step reads. */
+int engine_seq_blocks(struct engine *e, uint32_t seq, const uint32_t *tab, uint32_t n);
+/* The KV layout in use. */
+const struct kv_layout *engine_kv_layout(const struct engine *e);
 /* Forget sequence seq. Its KV rows need no clearing: attention only reads
  * positions a step has written before, so the next sequence in the slot
  * overwrites them in order. */

@@ -31,6 +31,9 @@ struct worker {
 	struct engine *e;
 	struct bus *bus;
 	uint32_t max_seqs, max_batch, max_ctx;
+	struct kv_layout kv;    /* the paged KV cache (ipc/kvlayout.h) */
+	bool kv_identity;       /* the pools hold every slot at full length */
+	uint32_t tab[ATTACH_KV_TABLE]; /* scratch: a slot's table, copied out of the region */
 	uint32_t n_vocab, n_vocab_text, n_layer;
 	float *logits;          /* [n_vocab] head scratch */
 	struct wslot slot[MSG_MAX_SLOTS];
@@ -96,9 +99,13 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->max_ctx = c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
-	w->max_batch = o->max_batch ? o->max_batch : 32;
-	if (w->max_batch < w->max_seqs)
-		w->max_batch = w->max_seqs;
+	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);
+	rc = kv_layout_plan(c, w->max_ctx, w->max_seqs, o->kv_budget, &w->kv);
+	if (rc) {
+		rc = err_prefix(ERR_UNSUP, "worker"); /* a budget that cannot work: fatal, not restarted */
+		goto fail;
+	}
+	w->kv_identity = w->kv.n_gblocks >= w->max_seqs * w->kv.max_blocks && w->kv.n_lblocks >= w->max_seqs * w->kv.ring;
 	/* the engine may use the read-only weight mappings in place: they stay
 	 * mapped until attach_close, which worker_destroy runs after
 	 * engine_destroy */
@@ -109,7 +116,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 			spans[n_spans++] = (struct engine_span){ w->att->weights[i].addr, w->att->weights[i].size };
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
 				  .max_seqs = w->max_seqs, .weights_import = o->weights_import,
-				  .spans = spans, .n_spans = n_spans };
+				  .spans = spans, .n_spans = n_spans, .kv = &w->kv };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -130,7 +137,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
 	for (size_t i = 0; i < m->n_tensors; i++)
 		w->weights_bytes += m->tensors[i].nbytes;
-	w->kv_bytes = 2ull * c->n_layer * w->max_ctx * c->n_head_kv * c->head_dim * 4;
+	w->kv_bytes = w->kv.bytes;
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
 	dl += imp; /* weights used in place still count as placed */
@@ -206,6 +213,38 @@ static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uin
 	return 0;
 }
 
+/* A KV step of slot: check it as check_seq does, then hand the engine the
+ * slot's block table from the activation region (copied out first: the
+ * coordinator may write the region at any time). No table (count 0) means
+ * the slot's own blocks in order, which only exist when the pools hold
+ * every slot at full length. */
+static int check_kv(struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
+{
+	int rc = check_seq(w, seq_id, slot, pos0, n);
+	uint32_t *src;
+	if (!rc)
+		rc = attach_kv_table(w->att, slot, &src);
+	if (rc)
+		return rc;
+	uint32_t len = kv_table_len(&w->kv), cnt = src[0];
+	if (cnt == 0) {
+		if (!w->kv_identity)
+			return err_set(ERR_STATE, "worker: slot %u has no KV block table (the pools of %u+%u blocks are "
+				       "smaller than %u slots at full length, so the coordinator must give one)",
+				       slot, w->kv.n_gblocks, w->kv.n_lblocks, w->max_seqs);
+		for (uint32_t b = 0; b < w->kv.max_blocks; b++)
+			w->tab[b] = slot * w->kv.max_blocks + b;
+		for (uint32_t j = 0; j < w->kv.ring; j++)
+			w->tab[w->kv.max_blocks + j] = slot * w->kv.ring + j;
+	} else if (cnt != len) {
+		return err_set(ERR_INVAL, "worker: slot %u: KV block table of %u entries (this layout has %u)", slot, cnt,
+			       len);
+	} else {
+		memcpy(w->tab, src + 1, (size_t)len * 4);
+	}
+	return engine_seq_blocks(w->e, slot, w->tab, len);
+}
+
 static void seq_advance(struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
 {
 	struct wslot *s = &w->slot[slot];
@@ -258,7 +297,7 @@ static int do_stage(struct worker *w, const struct msg_stage *m)
 		return err_set(ERR_RANGE, "worker: layers [%u, %u) outside the model's %u layers", m->layer,
 			       m->layer + m->n_layers, w->n_layer);
 	bool kv = m->stage != MSG_STAGE_FFN;
-	int rc = kv ? check_seq(w, m->seq_id, m->slot, m->pos0, m->n) : check_rows(w, m->slot, m->n);
+	int rc = kv ? check_kv(w, m->seq_id, m->slot, m->pos0, m->n) : check_rows(w, m->slot, m->n);
 	if (!rc && kv)
 		rc = select_slot(w, m->slot);
 	if (rc)
@@ -323,6 +362,17 @@ static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, 
 	uint32_t got = topk(w->logits, w->n_vocab_text, k, ids, vals);
 	if (got == 0)
 		return err_set(ERR_RANGE, "worker: head: no finite logit");
+	/* the row's log-sum-exp for logprobs, as the GPU top-k kernel gives it:
+	 * over the text ids (the others are -inf), in double, max-shifted */
+	float *lse;
+	rc = attach_head_lse(w->att, m->slot, &lse);
+	if (rc)
+		return rc;
+	double mx = vals[0], sum = 0;
+	for (uint32_t i = 0; i < w->n_vocab_text; i++)
+		if (w->logits[i] > -INFINITY)
+			sum += exp((double)w->logits[i] - mx);
+	*lse = (float)(mx + log(sum));
 	*token = ids[0];
 	*k_out = got;
 	return 0;
@@ -330,7 +380,7 @@ static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, 
 
 static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, uint32_t *k_out)
 {
-	int rc = check_seq(w, m->seq_id, m->slot, m->pos0, m->n);
+	int rc = check_kv(w, m->seq_id, m->slot, m->pos0, m->n);
 	if (!rc)
 		rc = check_tokens(w, m->tokens, m->n);
 	uint32_t k = m->mode == MSG_HEAD_TOPK ? m->k : 1;
@@ -344,11 +394,18 @@ static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, ui
 		rc = select_slot(w, m->slot);
 	if (rc)
 		return rc;
+	float *lse;
+	rc = attach_head_lse(w->att, m->slot, &lse);
+	if (rc)
+		return rc;
 	if (m->mode == MSG_HEAD_TOPK) {
 		rc = engine_topk(w->e, m->tokens, m->n, m->pos0, k, ids, vals);
+		if (!rc)
+			rc = engine_topk_lse(w->e, 1, lse);
 	} else {
 		rc = engine_argmax(w->e, m->tokens, m->n, m->pos0, &ids[0]);
 		vals[0] = NAN; /* the argmax kernel returns only the id */
+		*lse = NAN;
 	}
 	if (rc)
 		return rc;
@@ -370,17 +427,19 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 		return err_set(ERR_RANGE, "worker: run_batch k %u outside [1, %d]", k, MSG_MAX_TOPK);
 	uint32_t tok[MSG_MAX_SLOTS], seq[MSG_MAX_SLOTS], pos[MSG_MAX_SLOTS];
 	uint32_t *ids[MSG_MAX_SLOTS];
-	float *vals[MSG_MAX_SLOTS];
+	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS];
 	uint64_t used = 0;
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_batch_entry *e = &m->e[i];
-		int rc = check_seq(w, e->seq_id, e->slot, e->pos, 1);
+		int rc = check_kv(w, e->seq_id, e->slot, e->pos, 1);
 		if (!rc)
 			rc = check_tokens(w, &e->token, 1);
 		if (!rc && (used >> e->slot & 1)) /* check_seq bounds slot < max_seqs <= MSG_MAX_SLOTS */
 			rc = err_set(ERR_INVAL, "worker: run_batch: slot %u appears twice", e->slot);
 		if (!rc)
 			rc = attach_head(w->att, e->slot, &ids[i], &vals[i]);
+		if (!rc)
+			rc = attach_head_lse(w->att, e->slot, &lse[i]);
 		if (rc)
 			return err_prefix(rc, "run_batch entry %u", i);
 		used |= (uint64_t)1 << e->slot;
@@ -389,18 +448,23 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 		pos[i] = e->pos;
 	}
 	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
-	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK];
+	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 	int rc = engine_forward_batch(w->e, m->n, tok, seq, pos,
 				      m->mode == MSG_HEAD_TOPK ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
 				      m->mode == MSG_HEAD_TOPK ? out_vals : NULL);
+	if (!rc && m->mode == MSG_HEAD_TOPK)
+		rc = engine_topk_lse(w->e, m->n, out_lse);
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < m->n; i++) {
 		memcpy(ids[i], out_ids + (size_t)i * k, k * sizeof *out_ids);
-		if (m->mode == MSG_HEAD_TOPK)
+		if (m->mode == MSG_HEAD_TOPK) {
 			memcpy(vals[i], out_vals + (size_t)i * k, k * sizeof *out_vals);
-		else
+			*lse[i] = out_lse[i];
+		} else {
 			vals[i][0] = NAN; /* as RUN: the argmax head returns only the id */
+			*lse[i] = NAN;
+		}
 		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos, 1);
 	}
 	*token = ids[0][0];
@@ -568,6 +632,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "max-batch", required_argument, 0, 'b' },
 		{ "attn-backend", required_argument, 0, 'a' },
 		{ "import", required_argument, 0, 'i' },
+		{ "kv-budget", required_argument, 0, 'k' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -599,6 +664,12 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'k':
+			if (kv_parse_bytes(optarg, &o.kv_budget)) {
+				fprintf(stderr, "%s: --kv-budget: %s\n", prog, err_msg());
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -607,7 +678,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 			break;
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
-				"[--import auto|upload|zero-copy]%s\n", prog,
+				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}
@@ -643,8 +714,10 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		return rc == ERR_DEVICE || rc == ERR_UNSUP ? 2 : 1;
 	}
 	atomic_store(&worker_live, w);
-	fprintf(stderr, "%s: %s on %s, %u slot(s), model of %u layers; serving %s\n", prog, w->backend, w->device,
-		w->max_seqs, w->n_layer, role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
+	fprintf(stderr, "%s: %s on %s, %u slot(s), model of %u layers; KV cache %.1f MiB in %u global + %u local "
+		"blocks of %u positions; serving %s\n", prog, w->backend, w->device, w->max_seqs, w->n_layer,
+		(double)w->kv.bytes / (1 << 20), w->kv.n_gblocks, w->kv.n_lblocks, w->kv.block,
+		role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
 	while (!worker_stop && !ctl_shutdown_requested(ctl)) {
 		ctl_heartbeat(ctl);
 		rc = worker_serve(w, 100);

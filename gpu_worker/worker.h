@@ -23,6 +23,10 @@
  * the next position the slot has seen (rerunning a chunk is allowed: replays
  * after a restart). FFN/EMBED/HEAD are stateless and only check the slot.
  *
+ * KV steps (STAGE attn/layers, RUN, RUN_BATCH) first load the slot's block
+ * table from the activation region (ipc/attach.h kvtab, ipc/kvlayout.h); a
+ * table that names a block outside the pools is refused with ERROR.
+ *
  * Steps of more rows than the engine's max_batch are run in max_batch chunks
  * (attention is causal, so chunks see the KV of earlier chunks). */
 #ifndef UNICORN_WORKER_H
@@ -45,6 +49,7 @@ struct worker_opts {
 	int attach_timeout_ms;      /* 0 = WORKER_ATTACH_TIMEOUT_MS */
 	const char *backend;        /* STATUS backend field; NULL = "vulkan" */
 	enum engine_import weights_import; /* --import: in place or uploaded (AUTO by default) */
+	uint64_t kv_budget;         /* --kv-budget: KV pool bytes (ipc/kvlayout.h); 0 = every slot at full length */
 };
 
 struct worker;
@@ -66,7 +71,7 @@ int worker_serve(struct worker *w, int timeout_ms);
 void worker_status(struct worker *w, struct msg_status *st);
 
 /* The whole process: parse --rundir DIR [--vk-device D] [--max-seqs N]
- * [--max-batch N] [--import auto|upload|zero-copy] [--attn-backend B (npu role)], start the control link
+ * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--attn-backend B (npu role)], start the control link
  * (ipc/ctl.h), create the worker and serve until SHUTDOWN or SIGTERM.
  * Returns the exit code: 0 ok, 1 restartable failure, 2 fatal (no Vulkan
  * device, bad arguments). */

@@ -25,7 +25,8 @@
  *           right after it
  *   kvtab   u32 [ATTACH_KV_TABLE]: the slot's KV block table, written by the
  *           coordinator before a step and read by the worker that holds the
- *           KV cache (ipc/kvlayout.h says what the entries mean)
+ *           KV cache: [0] = entries that follow (kv_table_len, or 0: none
+ *           given), then the entries (ipc/kvlayout.h says what they mean)
  * and the stride is rounded up to 4096 bytes. */
 #ifndef UNICORN_ATTACH_H
 #define UNICORN_ATTACH_H
@@ -42,7 +43,7 @@
 #define ATTACH_TAG_DMABUF 3       /* loader -> worker: dma-buf fds */
 #define ATTACH_F_DMABUF 0x1u
 #define ATTACH_HEAD_BYTES (MSG_MAX_TOPK * 8 + 16)
-#define ATTACH_KV_TABLE 4096      /* block-table entries per slot */
+#define ATTACH_KV_TABLE (1 + 4096) /* count + block-table entries per slot */
 #define ATTACH_SLOT_ALIGN 4096
 #define ATTACH_RETRY_MS 100
 

@@ -13,8 +13,8 @@ int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t m
 	memset(out, 0, sizeof *out);
 	if (max_ctx == 0 || max_ctx > KV_MAX_CTX)
 		return err_set(ERR_RANGE, "kv: context of %u positions outside [1, %d]", max_ctx, KV_MAX_CTX);
-	if (max_seqs == 0 || max_seqs > MSG_MAX_SLOTS)
-		return err_set(ERR_RANGE, "kv: %u sequences outside [1, %d]", max_seqs, MSG_MAX_SLOTS);
+	if (max_seqs == 0 || max_seqs > KV_MAX_SEQS)
+		return err_set(ERR_RANGE, "kv: %u sequences outside [1, %d]", max_seqs, KV_MAX_SEQS);
 	if (cfg->n_layer == 0 || cfg->n_layer > MODEL_MAX_LAYERS || !cfg->n_head_kv || !cfg->head_dim ||
 	    (uint64_t)cfg->n_head_kv * cfg->head_dim > (1u << 20))
 		return err_set(ERR_RANGE, "kv: model shape (%u layers, %u kv heads of %u) out of range",

@@ -29,7 +29,8 @@
 
 #define KV_BLOCK 16                 /* positions per block */
 #define KV_RING_SLACK MSG_MAX_TOKENS /* most positions one step writes */
-#define KV_MAX_CTX 16384            /* positions per sequence the table covers */
+#define KV_MAX_CTX 32768            /* positions per sequence the table covers */
+#define KV_MAX_SEQS 256             /* sequences (a worker serves <= MSG_MAX_SLOTS) */
 
 struct kv_layout {
 	uint32_t block;                 /* KV_BLOCK */
@@ -42,6 +43,19 @@ struct kv_layout {
 	uint64_t lblock_bytes;          /* same for a local block */
 	uint64_t bytes;                 /* both pools */
 };
+
+/* Rows a worker's engine runs per submission: --max-batch (default 32), at
+ * least max_seqs (a decode step batches one token of each), rounded up to a
+ * whole block and capped at KV_RING_SLACK. The coordinator shares prompt
+ * prefixes in units of this, so a sequence that reuses a prefix computes its
+ * own positions in exactly the submissions it would have alone. */
+static inline uint32_t kv_worker_batch(uint32_t max_batch, uint32_t max_seqs)
+{
+	uint32_t b = max_batch ? max_batch : 32;
+	b = b < max_seqs ? max_seqs : b;
+	b = (b + KV_BLOCK - 1) / KV_BLOCK * KV_BLOCK;
+	return b > KV_RING_SLACK ? KV_RING_SLACK : b;
+}
 
 /* Entries one sequence's table uses. */
 static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_blocks + l->ring; }

@@ -4,7 +4,8 @@
 // a sliding window when window > 0), keeping an online softmax, and writes
 // (max, sum, unnormalized output) for attn_combine. The slice is computed from
 // the position in the step buffer, so one recorded command buffer serves every
-// position. GQA: query head h reads kv head h / (n_head / n_kv).
+// position. GQA: query head h reads kv head h / (n_head / n_kv). Keys live in
+// a paged cache: each key's row comes from the sequence's block table (KV_ROW).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -28,6 +29,7 @@ layout(binding = 3) coherent buffer Part { float part[]; };
 layout(binding = 3) coherent buffer PartU { uint partu[]; };
 layout(binding = 4) readonly buffer Step { uint step[]; };
 layout(binding = 5) writeonly buffer Out { float outv[]; };
+layout(binding = 6) readonly buffer Tab { uint tab[]; };
 
 // Mirrors struct attn_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -40,11 +42,14 @@ layout(push_constant) uniform Push {
 	float scale;     // 1/sqrt(query_pre_attn_scalar)
 	uint min_chunk;
 	uint cnt_off;    // FUSE: index of the (token, head) counters in part[]
+	uint tab_off;    // paged KV: this layer kind's first table entry (KV_ROW)
+	uint tab_mod;    // and its entry count
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
 shared vec4 q4[128];
 shared float pr[WG];
+shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
 shared float red[WG];
 shared uint last;
 
@@ -68,7 +73,7 @@ void main()
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
 	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
 	uint pos = step[STEP_TPOS(t)];       // each token its own causal range
-	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's rows (read once)
+	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's block table
 	uint kvh = h / (p.n_head / p.n_kv);
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
@@ -97,8 +102,10 @@ void main()
 	for (uint kb = k0; kb < k1; kb += WG) {
 		uint j = kb + tid;
 		float s = NEG_INF;
+		uint row = j < k1 ? KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, j) : 0u;
+		rowk[tid] = row;  // published to the P.V loop by wg_reduce's barriers
 		if (j < k1) {
-			uint ko = (kv_base + j) * kvs + kvh * hd;
+			uint ko = row * kvs + kvh * hd;
 			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
 				// four independent vec4 loads per step keep several loads in flight
 				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
@@ -126,34 +133,34 @@ void main()
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = tid + di * WG;
 				if (d4 < hd / 4u) {
-					uint vo4 = ((kv_base + kb) * kvs + kvh * hd) / 4u + d4, ks4 = kvs / 4u;
+					uint vo4 = (kvh * hd) / 4u + d4, ks4 = kvs / 4u;
 					vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
 					uint jj = 0u;
 					for (; jj + 4u <= nk; jj += 4u) {
-						a0 += pr[jj] * vc4[vo4 + jj * ks4];
-						a1 += pr[jj + 1u] * vc4[vo4 + (jj + 1u) * ks4];
-						a2 += pr[jj + 2u] * vc4[vo4 + (jj + 2u) * ks4];
-						a3 += pr[jj + 3u] * vc4[vo4 + (jj + 3u) * ks4];
+						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
+						a1 += pr[jj + 1u] * vc4[vo4 + rowk[jj + 1u] * ks4];
+						a2 += pr[jj + 2u] * vc4[vo4 + rowk[jj + 2u] * ks4];
+						a3 += pr[jj + 3u] * vc4[vo4 + rowk[jj + 3u] * ks4];
 					}
 					for (; jj < nk; jj++)
-						a0 += pr[jj] * vc4[vo4 + jj * ks4];
+						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
 					o4[di] = o4[di] * corr + ((a0 + a1) + (a2 + a3));
 				}
 			}
 		} else for (uint di = 0u; di < MAXD; di++) {
 			uint d = tid + di * WG;
 			if (d < hd) {
-				uint vo = (kv_base + kb) * kvs + kvh * hd + d;
+				uint vo = kvh * hd + d;
 				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
 				uint jj = 0u;
 				for (; jj + 4u <= nk; jj += 4u) {
-					a0 += pr[jj] * vc[vo + jj * kvs];
-					a1 += pr[jj + 1u] * vc[vo + (jj + 1u) * kvs];
-					a2 += pr[jj + 2u] * vc[vo + (jj + 2u) * kvs];
-					a3 += pr[jj + 3u] * vc[vo + (jj + 3u) * kvs];
+					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
+					a1 += pr[jj + 1u] * vc[vo + rowk[jj + 1u] * kvs];
+					a2 += pr[jj + 2u] * vc[vo + rowk[jj + 2u] * kvs];
+					a3 += pr[jj + 3u] * vc[vo + rowk[jj + 3u] * kvs];
 				}
 				for (; jj < nk; jj++)
-					a0 += pr[jj] * vc[vo + jj * kvs];
+					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
 				o[di] = o[di] * corr + ((a0 + a1) + (a2 + a3));
 			}
 		}

@@ -15,10 +15,10 @@
 
 // The per-step values (one submission per token reads them; never push constants,
 // so a recorded command buffer can be replayed). Mirrors struct engine_step in C.
-// Every token t has its own record (token id, position, first KV-cache row of
-// its sequence), so one step can hold tokens of different sequences at
+// Every token t has its own record (token id, position, first block-table
+// entry of its sequence), so one step can hold tokens of different sequences at
 // different positions (engine_forward_batch); a single-sequence step fills
-// pos = pos0 + t and base = seq * max_ctx for every t.
+// pos = pos0 + t and base = seq * table_len for every t.
 #define STEP_POS0 0
 #define STEP_N 1
 #define STEP_K 2
@@ -27,6 +27,13 @@
 #define STEP_TOK(t) (STEP_TOKENS + 4u * (t))
 #define STEP_TPOS(t) (STEP_TOKENS + 4u * (t) + 1u)
 #define STEP_TBASE(t) (STEP_TOKENS + 4u * (t) + 2u)
+
+// Paged KV cache (ipc/kvlayout.h): position p of a sequence lives in row
+// blk * KV_BLOCK + p % KV_BLOCK of the layer's cache, blk being entry
+// base + tab_off + (p / KV_BLOCK) % tab_mod of the block table. Global layers
+// use tab_off 0, tab_mod max_blocks; sliding-window layers the ring after it.
+#define KV_BLOCK 16u
+#define KV_ROW(tab, base, off, mod, p) ((tab)[(base) + (off) + ((p) / KV_BLOCK) % (mod)] * KV_BLOCK + (p) % KV_BLOCK)
 
 float gelu_tanh(float x)
 {

@@ -2,7 +2,8 @@
 // rope_kv: per (head, token) of the fused qkv buffer: RMSNorm over head_dim with
 // the q_norm / k_norm weight, NEOX RoPE at token t's own position (from the step
 // buffer), then q is written back in place and k (plus the matching v head) is
-// appended to this layer's KV cache at that position.
+// appended to this layer's KV cache at that position (the row its block table
+// gives: paged cache, see KV_ROW in common.glsl).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -14,6 +15,7 @@ layout(binding = 2) readonly buffer KN { float kn[]; };
 layout(binding = 3) writeonly buffer KC { float kc[]; };
 layout(binding = 4) writeonly buffer VC { float vc[]; };
 layout(binding = 5) readonly buffer Step { uint step[]; };
+layout(binding = 6) readonly buffer Tab { uint tab[]; };
 
 // Mirrors struct rope_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -24,7 +26,9 @@ layout(push_constant) uniform Push {
 	float eps;
 	float base;        // theta base of this layer (local or global)
 	float freq_scale;  // 1 / linear scaling factor
-	uint kv_cap;       // positions the cache holds
+	uint kv_cap;       // positions a sequence holds
+	uint tab_off;      // this layer kind's first table entry
+	uint tab_mod;      // and its entry count (ring size on sliding layers)
 } p;
 
 shared float v[512];
@@ -57,7 +61,7 @@ void main()
 	if (pos >= p.kv_cap)
 		return;
 	uint kvh = hh - p.n_head;
-	uint ko = (step[STEP_TBASE(t)] + pos) * (p.n_kv * hd) + kvh * hd;
+	uint ko = KV_ROW(tab, step[STEP_TBASE(t)], p.tab_off, p.tab_mod, pos) * (p.n_kv * hd) + kvh * hd;
 	for (uint i = tid; i < half_d; i += WG) {
 		float inv = pow(p.base, -2.0 * float(i) / float(hd)) * p.freq_scale;
 		float th = float(pos) * inv;

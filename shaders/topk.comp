@@ -4,6 +4,10 @@
 // workgroup: each thread keeps a sorted list of its strided slice in shared
 // memory, then k rounds pick the best list head. One workgroup per logits row
 // (gl_WorkGroupID.y): row r reads off + r * stride and writes res[128 r ..].
+// The same scan also gives the log-sum-exp of the row's n logits (the ids >=
+// n are the masked ones, -inf, so they add nothing): each thread keeps an
+// online (max, sum of exp(v - max)) of its slice, thread 0 merges them and
+// writes the f32 bits to res[lse_off + r] (for OpenAI logprobs).
 #include "common.glsl"
 
 #define KMAX 64u
@@ -19,7 +23,7 @@ layout(push_constant) uniform Push {
 	uint n;
 	uint off;
 	uint stride;  // floats between the logits rows of a batch
-	uint pad;
+	uint lse_off; // uint index of row 0's log-sum-exp in res
 } p;
 
 shared float lv[WG * KMAX];
@@ -28,6 +32,8 @@ shared uint head[WG];
 shared uint cnt[WG];
 shared float bv[WG];
 shared uint bt[WG];
+shared float sm[WG];
+shared float ss[WG];
 
 bool better(float v, uint i, float w, uint j) { return v > w || (v == w && i < j); }
 
@@ -38,8 +44,16 @@ void main()
 	uint k = min(step[STEP_K], KMAX);
 	uint b = tid * KMAX;
 	uint c = 0u;
+	float mx = NEG_INF, sum = 0.0;
 	for (uint i = tid; i < p.n; i += WG) {
 		float v = logits[lo + i];
+		// -inf adds nothing (and exp(-inf - -inf) would be NaN); NaN is skipped too
+		if (v > mx) {
+			sum = sum * exp(mx - v) + 1.0;
+			mx = v;
+		} else if (v > NEG_INF) {
+			sum += exp(v - mx);
+		}
 		if (c == k && (k == 0u || !better(v, i, lv[b + c - 1u], li[b + c - 1u])))
 			continue;
 		uint at = c < k ? c : k - 1u;
@@ -58,7 +72,20 @@ void main()
 	}
 	head[tid] = 0u;
 	cnt[tid] = c;
+	sm[tid] = mx;
+	ss[tid] = sum;
 	barrier();
+	if (tid == 0u) {
+		float m = NEG_INF;
+		for (uint t = 0u; t < WG; t++)
+			m = max(m, sm[t]);
+		float s = 0.0;
+		if (m > NEG_INF)
+			for (uint t = 0u; t < WG; t++)
+				if (sm[t] > NEG_INF)
+					s += ss[t] * exp(sm[t] - m);
+		res[p.lse_off + gl_WorkGroupID.y] = floatBitsToUint(m > NEG_INF ? m + log(s) : NEG_INF);
+	}
 	for (uint r = 0u; r < k; r++) {
 		uint hd = head[tid];
 		bool has = hd < cnt[tid];

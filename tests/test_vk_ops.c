@@ -243,11 +243,17 @@ Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm(
 /* q/k norm + NEOX rope + KV append, then attention (GQA, causal, window,
  * split over the KV length) and the combine pass, against a CPU computation.
  * Run for a local layer (base 1e4, window 5) and a global one (base 1e6,
- * linear scaling 8, no window). */
+ * linear scaling 8, no window). The cache is paged: logical blocks map to
+ * scattered physical blocks through a block table; a windowed layer uses a
+ * two-entry ring (positions 40..52 span logical blocks 2 and 3, which reuse
+ * the entries of blocks 0 and 1). */
 static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
 			    bool fused)
 {
-	const uint32_t nh = 4, nkv = 2, T = 13, pos0 = 3, cap = 20;
+	const uint32_t nh = 4, nkv = 2, T = 13, pos0 = 40, cap = 64, pool = 6 * 16;
+	/* global entries 0..3, ring entries 4..5 */
+	const uint32_t tab[6] = { 3, 0, 5, 1, 4, 2 }, toff = window ? 4 : 0, tmod = window ? 2 : 4;
+#define PROW(p) (tab[toff + ((p) / 16) % tmod] * 16 + (p) % 16)
 	const uint32_t S = (nh + 2 * nkv) * hd;
 	float *qkv = malloc(T * S * 4), qn[hd], kn[hd];
 	for (uint32_t i = 0; i < T * S; i++)
@@ -257,10 +263,16 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 		kn[i] = 1 + 0.5f * frand();
 	}
 	/* positions 0..pos0-1 already in the cache (random, as from earlier steps) */
-	float *kc = calloc(cap * nkv * hd, 4), *vc = calloc(cap * nkv * hd, 4);
+	float *kc = calloc(pool * nkv * hd, 4), *vc = calloc(pool * nkv * hd, 4);
+	float *K0 = malloc(pos0 * nkv * hd * 4), *V0 = malloc(pos0 * nkv * hd * 4);
 	for (uint32_t i = 0; i < pos0 * nkv * hd; i++) {
-		kc[i] = frand();
-		vc[i] = frand();
+		K0[i] = frand();
+		V0[i] = frand();
+	}
+	/* a ring holds only its last blocks: logical blocks 2.. (positions 32..) */
+	for (uint32_t p = window ? 32 : 0; p < pos0; p++) {
+		memcpy(kc + PROW(p) * nkv * hd, K0 + p * nkv * hd, nkv * hd * 4);
+		memcpy(vc + PROW(p) * nkv * hd, V0 + p * nkv * hd, nkv * hd * 4);
 	}
 	/* per-token records (token, pos, KV base, 0): consecutive positions of one sequence */
 	uint32_t step[4 + 4 * T];
@@ -273,22 +285,23 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	/* spec_hd: head_dim as a specialization constant, as the engine does; fused:
 	 * the last split workgroup merges (no combine dispatch) */
 	uint32_t wg[3] = { 64, spec_hd ? hd : 0, fused };
-	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 6, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn", 6, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn", 7, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
 	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
 	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
-		      *bk = buf_from(kc, cap * nkv * hd * 4), *bv = buf_from(vc, cap * nkv * hd * 4),
+		      *bk = buf_from(kc, pool * nkv * hd * 4), *bv = buf_from(vc, pool * nkv * hd * 4),
+		      *bt = buf_from(tab, sizeof tab),
 		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4 + T * nh * 4),
 		      *bo = buf_from(NULL, T * nh * hd * 4);
-	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap };
-	run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs }, &rp, nh + nkv, T, 1);
-	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2) };
+	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap, toff, tmod };
+	run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs, bt }, &rp, nh + nkv, T, 1);
+	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2), toff, tmod };
 	if (fused) {
 		uint32_t *zero = calloc(T * nh, 4);
 		vk_upload(vk, bp, (size_t)ap.cnt_off * 4, zero, T * nh * 4);
 		free(zero);
 	}
-	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo }, &ap, nh, T, n_split);
+	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo, bt }, &ap, nh, T, n_split);
 	if (fused) {
 		/* counters must be back at zero for the next dispatch */
 		uint32_t *cnt = malloc(T * nh * 4);
@@ -297,7 +310,7 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 			cr_assert_eq(cnt[i], 0u, "counter %u not reset", i);
 		free(cnt);
 		/* a second run over the same state must give the same output */
-		run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo }, &ap, nh, T, n_split);
+		run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo, bt }, &ap, nh, T, n_split);
 	} else {
 		struct combine_push cp = { hd, nh, n_split, 0 };
 		run1(&pc, (struct vk_buf *[]){ bp, bo }, &cp, nh, T, 1);
@@ -309,8 +322,8 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	double *q = malloc(sizeof(double) * T * nh * hd);
 	double *K = malloc(sizeof(double) * cap * nkv * hd), *V = malloc(sizeof(double) * cap * nkv * hd);
 	for (uint32_t i = 0; i < pos0 * nkv * hd; i++) {
-		K[i] = kc[i];
-		V[i] = vc[i];
+		K[i] = K0[i];
+		V[i] = V0[i];
 	}
 	for (uint32_t t = 0; t < T; t++) {
 		uint32_t pos = pos0 + t;
@@ -344,7 +357,7 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 		uint32_t lo = window && pos + 1 > window ? pos + 1 - window : 0;
 		for (uint32_t h = 0; h < nh; h++) {
 			uint32_t kh = h / (nh / nkv);
-			double sc[32], mx = -INFINITY, sum = 0;
+			double sc[64], mx = -INFINITY, sum = 0;
 			for (uint32_t j = lo; j <= pos; j++) {
 				double s = 0;
 				for (uint32_t i = 0; i < hd; i++)
@@ -365,16 +378,19 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	}
 	check_close(got, want, NULL, T * nh * hd, 2e-4, "attention");
 	/* the k cache holds the roped keys */
-	float *gk = malloc(cap * nkv * hd * 4);
-	vk_download(vk, bk, 0, gk, cap * nkv * hd * 4);
-	check_close(gk + pos0 * nkv * hd, K + pos0 * nkv * hd, NULL, T * nkv * hd, 1e-4, "k cache");
-	struct vk_buf *all[] = { bq, bqn, bkn, bk, bv, bs, bp, bo };
-	for (size_t i = 0; i < 8; i++)
+	float *gk = malloc(pool * nkv * hd * 4), *gkl = malloc(T * nkv * hd * 4);
+	vk_download(vk, bk, 0, gk, pool * nkv * hd * 4);
+	for (uint32_t t = 0; t < T; t++) /* back to logical order */
+		memcpy(gkl + t * nkv * hd, gk + PROW(pos0 + t) * nkv * hd, nkv * hd * 4);
+	check_close(gkl, K + pos0 * nkv * hd, NULL, T * nkv * hd, 1e-4, "k cache");
+#undef PROW
+	struct vk_buf *all[] = { bq, bqn, bkn, bk, bv, bs, bp, bo, bt };
+	for (size_t i = 0; i < 9; i++)
 		vk_buf_destroy(vk, all[i]);
 	vk_pipe_destroy(vk, &pr);
 	vk_pipe_destroy(vk, &pa);
 	vk_pipe_destroy(vk, &pc);
-	free(qkv); free(kc); free(vc); free(got); free(q); free(K); free(V); free(want); free(gk);
+	free(qkv); free(kc); free(vc); free(got); free(q); free(K); free(V); free(want); free(gk); free(gkl); free(K0); free(V0);
 }
 
 Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3, 32, false, false); }
