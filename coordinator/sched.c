@@ -119,6 +119,32 @@ void sched_seq_replay(struct sched_seq *s)
 	s->replaying = s->n_chunks > 0;
 }
 
+int sched_seq_skip(struct sched_seq *s, uint32_t n)
+{
+	if (s->n_fed || s->n_chunks || s->replaying || n > s->n_prompt || n % s->chunk_max)
+		return err_set(ERR_STATE, "sched: skip %u: only whole prompt chunks of a fresh sequence", n);
+	while (s->n_fed < n) {
+		struct sched_chunk c = { s->n_fed, s->chunk_max };
+		int rc = sched_seq_advance(s, &c);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int sched_seq_replay_from(struct sched_seq *s, uint32_t pos)
+{
+	uint32_t i = 0, at = 0;
+	while (i < s->n_chunks && at < pos)
+		at += s->chunks[i++].n;
+	if (at != pos)
+		return err_set(ERR_STATE, "sched: replay from %u: not a chunk boundary", pos);
+	s->n_fed = pos;
+	s->replay_idx = i;
+	s->replaying = i < s->n_chunks;
+	return 0;
+}
+
 int sched_init(struct sched *s, uint32_t max_seqs, uint32_t queue_cap)
 {
 	memset(s, 0, sizeof *s);

@@ -53,6 +53,14 @@ int sched_seq_advance(struct sched_seq *s, const struct sched_chunk *c);
 bool sched_seq_chunk_samples(const struct sched_seq *s, const struct sched_chunk *c);
 /* Forget the workers' state: replay the recorded chunks from position 0. */
 void sched_seq_replay(struct sched_seq *s);
+/* Replay from pos on: positions before it are in the workers' KV (a shared
+ * prefix); pos must end a recorded chunk (ERR_STATE otherwise). */
+int sched_seq_replay_from(struct sched_seq *s, uint32_t pos);
+/* A fresh sequence whose first n prompt positions are already in the KV
+ * cache (a shared prefix): record the chunks it would have run for them
+ * (whole chunk_max chunks: n must be a multiple of it), so a replay from 0
+ * recomputes them exactly as they were computed. */
+int sched_seq_skip(struct sched_seq *s, uint32_t n);
 
 struct sched {
 	uint32_t max_seqs;

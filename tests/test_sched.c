@@ -254,3 +254,37 @@ Test(sched, burst_fits_free_slots)
 	sched_slot_free(&s, 0);
 	cr_assert_eq(sched_queue_push(&s, 202), 0);
 }
+
+/* A shared prefix: the chunks it would have run are recorded, so a replay
+ * recomputes it the same way; a replay may start at a chunk boundary. */
+Test(sched, skip_prefix_and_replay_from)
+{
+	uint32_t p[100];
+	for (uint32_t i = 0; i < 100; i++)
+		p[i] = i;
+	struct sched_seq s;
+	cr_assert_eq(sched_seq_init(&s, p, 100, NULL, 0, 32), 0);
+	cr_assert_eq(sched_seq_skip(&s, 48), ERR_STATE, "not whole chunks");
+	cr_assert_eq(sched_seq_skip(&s, 64), 0);
+	cr_assert_eq(s.n_fed, 64u);
+	cr_assert_eq(s.n_chunks, 2u);
+	struct sched_chunk c;
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 64u);
+	cr_assert_eq(c.n, 32u);
+	cr_assert_eq(sched_seq_advance(&s, &c), 0);
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.n, 4u);
+	cr_assert_eq(sched_seq_advance(&s, &c), 0);
+	cr_assert_eq(sched_seq_skip(&s, 0), ERR_STATE, "not fresh");
+	/* replay from a boundary: the chunks after it, in order */
+	cr_assert_eq(sched_seq_replay_from(&s, 50), ERR_STATE);
+	cr_assert_eq(sched_seq_replay_from(&s, 32), 0);
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 32u);
+	cr_assert_eq(c.n, 32u);
+	cr_assert_eq(sched_seq_replay_from(&s, 100), 0);
+	cr_assert(!s.replaying);
+	cr_assert(!sched_seq_next(&s, &c));
+	sched_seq_free(&s);
+}
