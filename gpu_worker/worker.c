@@ -193,7 +193,7 @@ static int check_rows(const struct worker *w, uint32_t slot, uint32_t n)
 
 /* A KV-touching step of seq_id at [pos0, pos0+n) in slot: pos0 0 (re)binds
  * the slot; later chunks must continue the bound sequence without a gap. */
-static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
+static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n, bool table)
 {
 	int rc = check_rows(w, slot, n);
 	if (rc)
@@ -202,7 +202,10 @@ static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uin
 		return err_set(ERR_RANGE, "worker: positions [%u, %u) exceed the context of %u", pos0, pos0 + n,
 			       w->max_ctx);
 	const struct wslot *s = &w->slot[slot];
-	if (pos0 == 0)
+	/* pos0 0 binds the slot; so may a later position when the coordinator
+	 * gave a block table: its earlier positions are blocks it shares from
+	 * another sequence's prompt (a reused prefix) */
+	if (pos0 == 0 || (table && (!s->bound || s->seq_id != seq_id)))
 		return 0;
 	if (!s->bound || s->seq_id != seq_id)
 		return err_set(ERR_NOTFOUND, "worker: unknown seq %u in slot %u at pos0 %u (start it at pos0 0)",
@@ -220,13 +223,15 @@ static int check_seq(const struct worker *w, uint32_t seq_id, uint32_t slot, uin
  * every slot at full length. */
 static int check_kv(struct worker *w, uint32_t seq_id, uint32_t slot, uint32_t pos0, uint32_t n)
 {
-	int rc = check_seq(w, seq_id, slot, pos0, n);
 	uint32_t *src;
+	int rc = check_rows(w, slot, n);
 	if (!rc)
 		rc = attach_kv_table(w->att, slot, &src);
+	uint32_t len = kv_table_len(&w->kv), cnt = rc ? 0 : src[0];
+	if (!rc)
+		rc = check_seq(w, seq_id, slot, pos0, n, cnt != 0);
 	if (rc)
 		return rc;
-	uint32_t len = kv_table_len(&w->kv), cnt = src[0];
 	if (cnt == 0) {
 		if (!w->kv_identity)
 			return err_set(ERR_STATE, "worker: slot %u has no KV block table (the pools of %u+%u blocks are "
