@@ -16,9 +16,10 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn chat [--name N] [--system TEXT] [--max-tokens N] [--temp T]\n"
-		"                    [--top-k K] [--top-p P] [--seed S]\n\n"
+		"                    [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+		"                    [--presence-penalty X] [--frequency-penalty X] [--seed S]\n\n"
 		"Read one message per line from standard input, print the model's reply.\n"
-		"/exit (or end of input) quits.\n");
+		"/exit (or end of input) quits. Sampling options as in `unicorn run --help`.\n");
 }
 
 static void print_piece(void *arg, const char *piece, size_t len)
@@ -31,7 +32,9 @@ static void print_piece(void *arg, const char *piece, size_t len)
 int cli_chat(int argc, char **argv)
 {
 	const char *name = NULL, *system = NULL;
-	struct intake_gen_opts o = { .max_tokens = 512, .sp = { .top_p = 1.0f }, .deadline_ms = 60000 };
+	struct intake_gen_opts o = { .max_tokens = 512,
+				     .sp = { .top_p = 1.0f, .repetition_penalty = 1.0f },
+				     .deadline_ms = 60000 };
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' },
 		{ "system", required_argument, 0, 'y' },
@@ -40,11 +43,16 @@ int cli_chat(int argc, char **argv)
 		{ "top-k", required_argument, 0, 'k' },
 		{ "top-p", required_argument, 0, 'p' },
 		{ "seed", required_argument, 0, 's' },
+		{ "min-p", required_argument, 0, 'M' },
+		{ "repeat-penalty", required_argument, 0, 'R' },
+		{ "presence-penalty", required_argument, 0, 'E' },
+		{ "frequency-penalty", required_argument, 0, 'F' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	optind = 1;
 	int ch;
+	char *end;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n': name = optarg; break;
@@ -54,13 +62,20 @@ int cli_chat(int argc, char **argv)
 		case 'k': o.sp.top_k = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'p': o.sp.top_p = strtof(optarg, NULL); break;
 		case 's': o.sp.seed = strtoull(optarg, NULL, 0); break;
+		case 'M': o.sp.min_p = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'R': o.sp.repetition_penalty = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'E': o.sp.presence_penalty = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'F': o.sp.frequency_penalty = strtof(optarg, &end); if (*end) goto bad; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc || o.max_tokens < 1 || o.max_tokens > MSG_MAX_GEN ||
-	    sampler_check(&o.sp)) {
+	if (optind != argc) {
 		usage(stderr);
+		return 2;
+	}
+	if (intake_gen_opts_check(&o)) {
+		fprintf(stderr, "unicorn chat: %s\n", err_msg());
 		return 2;
 	}
 	char rundir[RUNDIR_PATH_MAX];
@@ -120,6 +135,9 @@ int cli_chat(int argc, char **argv)
 			rc = 1;
 			break;
 		}
+		if (res.reason == MSG_END_TIMEOUT)
+			fprintf(stderr, "unicorn chat: the reply timed out (the cluster's "
+				"--request-timeout) after %u tokens\n", res.n_ids);
 		owned[n] = res.text; /* keep the reply as the model's turn */
 		res.text = NULL;
 		conv[n] = (struct chat_msg){ "model", owned[n] };
@@ -132,4 +150,7 @@ int cli_chat(int argc, char **argv)
 	free(owned);
 	free(conv);
 	return rc;
+bad:
+	fprintf(stderr, "unicorn chat: bad number '%s'\n", optarg);
+	return 2;
 }

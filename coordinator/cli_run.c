@@ -15,9 +15,16 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
-		"                   [--seed S] [--chat] [--json] PROMPT|-\n\n"
+		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
+		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat] [--json]\n"
+		"                   PROMPT|-\n\n"
 		"Stream a continuation of PROMPT (standard input with '-') from the cluster N\n"
 		"(default 'default', started by unicorn-up). --temp 0 (default) is greedy.\n"
+		"--min-p [0, 1] (0 = off); --repeat-penalty (0, 100] (1 = off, > 1 discourages\n"
+		"tokens already in the prompt or reply); --presence-penalty and\n"
+		"--frequency-penalty [-2, 2] (0 = off): as in the HTTP API (docs/http.md).\n"
+		"--timeout S stops the generation after S seconds (capped by the cluster's\n"
+		"--request-timeout); it then exits 1 after the text so far.\n"
 		"--chat wraps the prompt in the Gemma 3 chat template. --json prints\n"
 		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n");
 }
@@ -91,8 +98,11 @@ static json_t *prompt_ids(const char *rundir, const char *prompt, size_t len, bo
 int cli_run(int argc, char **argv)
 {
 	const char *name = NULL;
-	struct intake_gen_opts o = { .max_tokens = 128, .sp = { .top_p = 1.0f }, .deadline_ms = 60000 };
+	struct intake_gen_opts o = { .max_tokens = 128,
+				     .sp = { .top_p = 1.0f, .repetition_penalty = 1.0f },
+				     .deadline_ms = 60000 };
 	bool json = false;
+	double timeout_s = 0;
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' },
 		{ "max-tokens", required_argument, 0, 'm' },
@@ -100,6 +110,11 @@ int cli_run(int argc, char **argv)
 		{ "top-k", required_argument, 0, 'k' },
 		{ "top-p", required_argument, 0, 'p' },
 		{ "seed", required_argument, 0, 's' },
+		{ "min-p", required_argument, 0, 'M' },
+		{ "repeat-penalty", required_argument, 0, 'R' },
+		{ "presence-penalty", required_argument, 0, 'E' },
+		{ "frequency-penalty", required_argument, 0, 'F' },
+		{ "timeout", required_argument, 0, 'T' },
 		{ "chat", no_argument, 0, 'c' },
 		{ "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' },
@@ -124,6 +139,22 @@ int cli_run(int argc, char **argv)
 		case 'k': o.sp.top_k = (uint32_t)strtoul(optarg, &end, 10); if (*end) goto bad; break;
 		case 'p': o.sp.top_p = strtof(optarg, &end); if (*end) goto bad; break;
 		case 's': o.sp.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
+		case 'M': o.sp.min_p = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'R': o.sp.repetition_penalty = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'E': o.sp.presence_penalty = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'F': o.sp.frequency_penalty = strtof(optarg, &end); if (*end) goto bad; break;
+		case 'T':
+			timeout_s = strtod(optarg, &end);
+			/* GEN_REQ carries u32 milliseconds */
+			if (*end || !(timeout_s > 0 && timeout_s <= UINT32_MAX / 1000.0)) {
+				fprintf(stderr, "unicorn run: --timeout '%s': seconds, > 0 and <= %u\n",
+					optarg, UINT32_MAX / 1000);
+				return 2;
+			}
+			o.timeout_ms = (uint32_t)(timeout_s * 1000.0);
+			if (!o.timeout_ms)
+				o.timeout_ms = 1;
+			break;
 		case 'c': o.flags |= MSG_GEN_CHAT; break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
@@ -134,7 +165,7 @@ int cli_run(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (sampler_check(&o.sp)) {
+	if (intake_gen_opts_check(&o)) {
 		fprintf(stderr, "unicorn run: %s\n", err_msg());
 		return 2;
 	}
@@ -160,7 +191,9 @@ int cli_run(int argc, char **argv)
 	if (!json)
 		o.on_piece = print_piece;
 	struct intake_gen_result res;
+	int64_t t0 = intake_now_ns();
 	int rc = intake_client_generate(rundir, prompt, len, &o, &res);
+	double took = (double)(intake_now_ns() - t0) / 1e9;
 	if (rc) {
 		if (!json && res.n_ids)
 			printf("\n");
@@ -188,9 +221,16 @@ int cli_run(int argc, char **argv)
 	} else {
 		printf("\n");
 	}
-	rc = res.reason == MSG_END_ERROR ? 1 : 0;
-	if (rc)
+	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT ? 1 : 0;
+	if (res.reason == MSG_END_ERROR)
 		fprintf(stderr, "unicorn run: generation ended with an error (see the cluster log)\n");
+	if (res.reason == MSG_END_TIMEOUT) {
+		char lim[64] = "";
+		if (timeout_s > 0)
+			snprintf(lim, sizeof lim, "--timeout %g s or ", timeout_s);
+		fprintf(stderr, "unicorn run: timed out after %.1f s (limit: %sthe cluster's "
+			"--request-timeout); %u tokens generated\n", took, lim, res.n_ids);
+	}
 	intake_gen_result_free(&res);
 	free(prompt);
 	return rc;

@@ -48,6 +48,7 @@ struct conn {
 	char *frame;              /* SSE bytes not yet handed to MHD */
 	size_t n_frame, off_frame;
 	size_t sent;              /* bytes of job->out already framed */
+	uint32_t lp_sent;         /* job->lp entries already framed */
 	int phase;                /* 0 role chunk, 1 text, 2 usage, 3 [DONE], 4 end */
 };
 
@@ -65,6 +66,9 @@ static void job_unref_locked(struct http *h, struct http_job *j)
 	free(j->ids);
 	free(j->out);
 	free(j->result);
+	for (uint32_t i = 0; i < j->n_lp; i++)
+		oai_lp_tok_free(&j->lp[i]);
+	free(j->lp);
 	free(j);
 	h->n_jobs--;
 }
@@ -116,10 +120,38 @@ void http_job_accept(struct http *h, struct http_job *j, uint32_t prompt_tokens)
 
 int http_job_emit(struct http *h, struct http_job *j, const char *text, size_t len)
 {
-	if (!len)
+	return http_job_emit_lp(h, j, text, len, NULL, 0);
+}
+
+int http_job_emit_lp(struct http *h, struct http_job *j, const char *text, size_t len,
+		     struct oai_lp_tok *lp, uint32_t n_lp)
+{
+	if (!len && !n_lp)
 		return 0;
 	int rc = 0;
 	pthread_mutex_lock(&h->mu);
+	if (n_lp && j->n_lp + n_lp > j->cap_lp) {
+		uint32_t cap = (j->n_lp + n_lp) * 2;
+		struct oai_lp_tok *p = realloc(j->lp, cap * sizeof *p);
+		if (!p) {
+			for (uint32_t i = 0; i < n_lp; i++)
+				oai_lp_tok_free(&lp[i]);
+			rc = err_set(ERR_NOMEM, "http: out of memory");
+			goto out;
+		}
+		j->lp = p;
+		j->cap_lp = cap;
+	}
+	/* taken over: the caller's entries are left empty */
+	if (n_lp)
+		memcpy(j->lp + j->n_lp, lp, n_lp * sizeof *lp);
+	j->n_lp += n_lp;
+	if (n_lp)
+		memset(lp, 0, n_lp * sizeof *lp);
+	if (!len) {
+		pthread_cond_broadcast(&h->cv);
+		goto out;
+	}
 	if (j->n_out + len + 1 > j->cap_out) {
 		size_t cap = (j->n_out + len + 1) * 2;
 		char *p = realloc(j->out, cap);
@@ -299,6 +331,15 @@ static void make_id(struct conn *cn, const char *prefix)
 	cn->created = (int64_t)time(NULL);
 }
 
+/* A generation that ran past its time limit (body "timeout" or the server's
+ * --request-timeout): 408, OpenAI-style error object. */
+static void timeout_err(struct oai_err *e)
+{
+	oai_err_set(e, 408, "timeout", NULL, "request_timeout",
+		    "the request ran longer than its time limit and was stopped (the 'timeout' "
+		    "field, capped by the server's --request-timeout)");
+}
+
 /* SSE producer: called by MHD whenever it can send; blocks (on the condition
  * variable, watching the socket) until there is something to send. */
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -322,10 +363,22 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 						      NULL);
 				want = true;
 			}
-		} else if (cn->phase == 1 && j->n_out > cn->sent) {
-			json = oai_chunk_json(kind, cn->id, cn->created, h->model, j->out + cn->sent,
-					      j->n_out - cn->sent, false, NULL);
+		} else if (cn->phase == 1 && (j->n_out > cn->sent || j->n_lp > cn->lp_sent)) {
+			/* a chunk carries the logprobs of the tokens whose text it holds */
+			json = oai_chunk_json_lp(kind, cn->id, cn->created, h->model, j->out + cn->sent,
+						 j->n_out - cn->sent, false, NULL, j->lp + cn->lp_sent,
+						 j->n_lp - cn->lp_sent);
 			cn->sent = j->n_out;
+			cn->lp_sent = j->n_lp;
+			want = true;
+		} else if (cn->phase == 1 && j->state == JOB_DONE && j->finish &&
+			   !strcmp(j->finish, "timeout")) {
+			/* the status line is long sent: the error travels as an
+			 * event of its own, then [DONE] (no finish chunk, no usage) */
+			struct oai_err e;
+			timeout_err(&e);
+			json = oai_error_json(&e);
+			cn->phase = 3;
 			want = true;
 		} else if (cn->phase == 1 && j->state == JOB_DONE) {
 			json = oai_chunk_json(kind, cn->id, cn->created, h->model,
@@ -570,15 +623,22 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 		pthread_mutex_unlock(&h->mu);
 		return MHD_NO;
 	}
-	char *s = oai_response_json(j->req.kind, cn->id, cn->created, h->model,
-				    j->out ? j->out : "", j->n_out, j->finish, j->prompt_tokens,
-				    j->completion_tokens);
+	char *s = oai_response_json_lp(j->req.kind, cn->id, cn->created, h->model,
+				       j->out ? j->out : "", j->n_out, j->finish, j->prompt_tokens,
+				       j->completion_tokens, j->req.logprobs, j->lp, j->n_lp);
 	bool failed = j->finish && !strcmp(j->finish, "error");
+	bool timed_out = j->finish && !strcmp(j->finish, "timeout");
 	pthread_mutex_unlock(&h->mu);
 	if (failed) {
 		free(s);
 		return send_error(c, h, 500, "server_error", "generation_failed",
 				  "the generation failed (a worker error; see the cluster log)");
+	}
+	if (timed_out) {
+		free(s);
+		struct oai_err e;
+		timeout_err(&e);
+		return send_err(c, h, &e);
 	}
 	return send_json(c, h, 200, s);
 }

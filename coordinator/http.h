@@ -54,6 +54,8 @@ struct http_job {
 	char *out;                /* generated text (stop strings cut) */
 	size_t n_out, cap_out;
 	char *result;             /* TOKENIZE/DETOKENIZE answer JSON */
+	struct oai_lp_tok *lp;    /* logprobs of the emitted tokens (req.logprobs) */
+	uint32_t n_lp, cap_lp;
 	const char *finish;
 	uint32_t prompt_tokens, completion_tokens;
 	bool gone;
@@ -83,7 +85,12 @@ void http_job_result(struct http *h, struct http_job *j, char *json);
 void http_job_accept(struct http *h, struct http_job *j, uint32_t prompt_tokens);
 /* Append generated text. */
 int http_job_emit(struct http *h, struct http_job *j, const char *text, size_t len);
-/* Generation over (finish: "stop", "length", or "error"/"cancelled"). */
+/* Append generated text and the logprobs of the tokens it completes (lp[0..n)
+ * is taken over, also on failure, and left zeroed); either may be empty. */
+int http_job_emit_lp(struct http *h, struct http_job *j, const char *text, size_t len,
+		     struct oai_lp_tok *lp, uint32_t n_lp);
+/* Generation over (finish: "stop", "length", or "error"/"cancelled"/"timeout";
+ * "error" answers 500 and "timeout" 408, or an SSE error event when streaming). */
 void http_job_end(struct http *h, struct http_job *j, const char *finish,
 		  uint32_t completion_tokens);
 /* The client disconnected or gave up: cancel the work. */

@@ -60,6 +60,9 @@ static void req_clear(struct intake_req *r)
 	free(r->gen);
 	free(r->prompt);
 	free(r->resume);
+	free(r->lp);
+	free(r->lp_ids);
+	free(r->lp_vals);
 	sched_seq_free(&r->seq);
 	memset(r, 0, sizeof *r);
 }
@@ -242,6 +245,10 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		r->sp.top_k = g->top_k;
 		r->sp.top_p = g->top_p;
 		r->sp.seed = g->seed;
+		r->sp.min_p = g->min_p;
+		r->sp.repetition_penalty = g->repetition_penalty;
+		r->sp.presence_penalty = g->presence_penalty;
+		r->sp.frequency_penalty = g->frequency_penalty;
 		r->max_tokens = g->max_tokens;
 		r->flags = g->flags;
 		r->t_start = r->t_last_poll = now;
@@ -343,6 +350,7 @@ const char *intake_reason_name(uint32_t reason)
 	case MSG_END_CANCELLED: return "cancelled";
 	case MSG_END_ERROR: return "error";
 	case MSG_END_CONTEXT: return "context";
+	case MSG_END_TIMEOUT: return "timeout";
 	default: return "?";
 	}
 }
@@ -391,6 +399,34 @@ static int res_add(struct intake_gen_result *res, uint32_t id, const char *piece
 	return 0;
 }
 
+int intake_gen_opts_check(const struct intake_gen_opts *o)
+{
+	const struct sampler_params *p = &o->sp;
+	/* the rules of msg_validate (GEN_REQ), worded for the command line; the
+	 * negated comparisons also refuse NaN */
+	if (o->max_tokens < 1 || o->max_tokens > MSG_MAX_GEN)
+		return err_set(ERR_INVAL, "--max-tokens: %u outside 1..%d", o->max_tokens,
+			       MSG_MAX_GEN);
+	if (!(p->temperature >= 0 && p->temperature <= 100))
+		return err_set(ERR_INVAL, "--temp: %g outside [0, 100]", (double)p->temperature);
+	if (p->top_k > MSG_MAX_TOPK)
+		return err_set(ERR_INVAL, "--top-k: %u outside 0..%d", p->top_k, MSG_MAX_TOPK);
+	if (!(p->top_p > 0 && p->top_p <= 1))
+		return err_set(ERR_INVAL, "--top-p: %g outside (0, 1]", (double)p->top_p);
+	if (!(p->min_p >= 0 && p->min_p <= 1))
+		return err_set(ERR_INVAL, "--min-p: %g outside [0, 1]", (double)p->min_p);
+	if (!(p->repetition_penalty > 0 && p->repetition_penalty <= 100))
+		return err_set(ERR_INVAL, "--repeat-penalty: %g outside (0, 100] (1 = off)",
+			       (double)p->repetition_penalty);
+	if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+		return err_set(ERR_INVAL, "--presence-penalty: %g outside [-2, 2]",
+			       (double)p->presence_penalty);
+	if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+		return err_set(ERR_INVAL, "--frequency-penalty: %g outside [-2, 2]",
+			       (double)p->frequency_penalty);
+	return 0;
+}
+
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res)
 {
@@ -434,6 +470,12 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->top_k = o->sp.top_k;
 			g->temperature = o->sp.temperature;
 			g->top_p = o->sp.top_p;
+			g->min_p = o->sp.min_p;
+			/* the sampler reads 0 as "off" too; the wire spells off as 1 */
+			g->repetition_penalty = o->sp.repetition_penalty ? o->sp.repetition_penalty : 1.0f;
+			g->presence_penalty = o->sp.presence_penalty;
+			g->frequency_penalty = o->sp.frequency_penalty;
+			g->timeout_ms = o->timeout_ms;
 			g->flags = o->flags;
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */

@@ -23,6 +23,7 @@
 #define INTAKE_MAX_PENDING 64
 #define INTAKE_ABANDON_MS 5000
 #define INTAKE_KEEP_DONE_MS 60000
+#define INTAKE_MAX_TOP_LP 20       /* logprobs alternatives per token (OpenAI's cap) */
 
 enum intake_state { INTAKE_FREE = 0, INTAKE_QUEUED, INTAKE_LIVE, INTAKE_DONE };
 
@@ -45,7 +46,19 @@ struct intake_req {
 	bool has_slot;
 	uint32_t slot;
 	struct sched_seq seq;
+	/* logprobs (HTTP requests that ask for them; docs/http.md "Logprobs"):
+	 * the head then runs top-k even for greedy, and take_token records per
+	 * generated token i (same index as gen[]) lp[i] = logit - lse of the raw
+	 * model distribution (temperature 1, before penalties) and the lp_n most
+	 * likely tokens lp_ids/lp_vals[i * lp_n ..] with their logprobs. */
+	bool want_lp;
+	uint32_t lp_n;               /* alternatives per token, 0..INTAKE_MAX_TOP_LP */
+	float *lp;                   /* [cap_lp] */
+	uint32_t *lp_ids;            /* [cap_lp * lp_n] */
+	float *lp_vals;              /* [cap_lp * lp_n] */
+	uint32_t n_lp, cap_lp;       /* entries recorded (== n_gen for HTTP requests) */
 	int64_t t_start, t_first, t_last_poll, t_done; /* ns, CLOCK_MONOTONIC */
+	int64_t t_deadline;          /* ns, CLOCK_MONOTONIC: ends with MSG_END_TIMEOUT after it; 0 = none */
 };
 
 struct intake;
@@ -79,6 +92,8 @@ struct intake_gen_opts {
 	struct sampler_params sp;
 	uint32_t flags;              /* MSG_GEN_CHAT */
 	int deadline_ms;             /* give up after this long without progress */
+	uint32_t timeout_ms;         /* server-side limit of the whole request (GEN_REQ
+	                              * timeout_ms); 0 = the server's --request-timeout */
 	/* Called with each piece as it arrives (may be NULL). */
 	void (*on_piece)(void *arg, const char *piece, size_t len);
 	void *arg;
@@ -92,6 +107,12 @@ struct intake_gen_result {
 	uint32_t reason;             /* enum msg_end_reason */
 	uint32_t resubmits;          /* times the request was resubmitted */
 };
+
+/* The options as the CLI takes them: ERR_INVAL naming the flag (--temp,
+ * --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+ * --frequency-penalty, --max-tokens) for a value GEN_REQ would refuse (the
+ * ranges of the HTTP API; --repeat-penalty 0 is refused, 1 = off). */
+int intake_gen_opts_check(const struct intake_gen_opts *o);
 
 /* Generate over coordinator.ipc of the cluster in rundir: submit, poll to the
  * end, resubmit with resume[] when the coordinator restarted. */

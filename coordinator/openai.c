@@ -149,13 +149,8 @@ static json_t *load(const char *body, size_t len, struct oai_err *e)
  * unless they carry their neutral value. */
 static int unsupported(json_t *o, int kind, struct oai_err *e)
 {
+	(void)kind;
 	json_t *v;
-	v = field(o, "logprobs");
-	if (v && !json_is_false(v) && !(kind == OAI_COMPLETION && json_is_integer(v) &&
-					 json_integer_value(v) == 0))
-		return BAD(e, "logprobs", "'logprobs' is not supported");
-	if (field(o, "top_logprobs"))
-		return BAD(e, "top_logprobs", "'top_logprobs' is not supported");
 	v = field(o, "logit_bias");
 	if (v && !(json_is_object(v) && json_object_size(v) == 0))
 		return BAD(e, "logit_bias", "'logit_bias' is not supported");
@@ -180,6 +175,38 @@ static int unsupported(json_t *o, int kind, struct oai_err *e)
 	v = field(o, "suffix");
 	if (v && !(json_is_string(v) && json_string_length(v) == 0))
 		return BAD(e, "suffix", "'suffix' is not supported");
+	return 0;
+}
+
+/* chat: "logprobs": bool, "top_logprobs": 0..20 (only with logprobs true);
+ * completions: "logprobs": 0..5 (null = none). */
+static int parse_logprobs(json_t *o, int kind, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "logprobs"), *t = field(o, "top_logprobs");
+	long long x = 0;
+	if (kind == OAI_COMPLETION) {
+		if (t)
+			return BAD(e, "top_logprobs", "'top_logprobs' is a chat completions field; "
+				   "completions take 'logprobs': 0..%d", OAI_MAX_LOGPROBS_CMPL);
+		if (v && !json_is_integer(v))
+			return BAD(e, "logprobs", "'logprobs' must be an integer (0..%d) or null",
+				   OAI_MAX_LOGPROBS_CMPL);
+		if (get_int(o, "logprobs", 0, OAI_MAX_LOGPROBS_CMPL, &x, e))
+			return -1;
+		r->logprobs = v != NULL;
+		r->top_logprobs = (uint32_t)x;
+		return 0;
+	}
+	if (v && !json_is_boolean(v))
+		return BAD(e, "logprobs", "'logprobs' must be a boolean");
+	r->logprobs = v && json_is_true(v);
+	if (!t)
+		return 0;
+	if (get_int(o, "top_logprobs", 0, OAI_MAX_TOP_LOGPROBS, &x, e))
+		return -1;
+	if (!r->logprobs)
+		return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+	r->top_logprobs = (uint32_t)x;
 	return 0;
 }
 
@@ -375,6 +402,18 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 		out->has_seed = true;
 		out->seed = (uint64_t)json_integer_value(v);
 	}
+	/* Unicorn extension: a per-request time limit in seconds (the server's
+	 * --request-timeout caps it). */
+	d = 0.0;
+	if (get_number(o, "timeout", 0.0, OAI_MAX_TIMEOUT_S, &d, e))
+		goto out;
+	if (field(o, "timeout") && d <= 0.0) {
+		BAD(e, "timeout", "'timeout' must be greater than 0 (seconds)");
+		goto out;
+	}
+	out->timeout = d;
+	if (parse_logprobs(o, kind, out, e))
+		goto out;
 	if (parse_stop(o, out, e))
 		goto out;
 	if (kind == OAI_CHAT ? parse_messages(o, out, e) : parse_prompt(o, out, e))
@@ -465,6 +504,7 @@ const char *oai_finish_reason(uint32_t r)
 	case MSG_END_LENGTH:
 	case MSG_END_CONTEXT: return "length";
 	case MSG_END_CANCELLED: return "cancelled";
+	case MSG_END_TIMEOUT: return "timeout";
 	default: return "error";
 	}
 }
@@ -476,18 +516,142 @@ static char *dump(json_t *o)
 	return s;
 }
 
+/* --- logprobs ------------------------------------------------------------ */
+
+void oai_lp_tok_free(struct oai_lp_tok *t)
+{
+	free(t->bytes);
+	for (uint32_t i = 0; i < t->n_top && i < OAI_MAX_TOP_LOGPROBS; i++)
+		free(t->top[i].bytes);
+	memset(t, 0, sizeof *t);
+}
+
+/* A token's text as a JSON string: itself when valid UTF-8 without NUL,
+ * else OpenAI's spelling "bytes:\xNN..." of every byte. */
+static json_t *lp_token_str(const char *b, size_t n)
+{
+	if (!n)
+		return json_string("");
+	json_t *s = memchr(b, 0, n) ? NULL : json_stringn(b, n);
+	if (s)
+		return s;
+	char *t = malloc(6 + 4 * n + 1);
+	if (!t)
+		return NULL;
+	size_t k = (size_t)sprintf(t, "bytes:");
+	for (size_t i = 0; i < n; i++)
+		k += (size_t)sprintf(t + k, "\\x%02x", (unsigned char)b[i]);
+	s = json_stringn(t, k);
+	free(t);
+	return s;
+}
+
+static json_t *lp_bytes(const char *b, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n && a; i++)
+		if (json_array_append_new(a, json_integer((unsigned char)b[i]))) {
+			json_decref(a);
+			a = NULL;
+		}
+	return a;
+}
+
+/* JSON numbers cannot be -inf/NaN: a token that impossible is reported at
+ * the lowest float (OpenAI itself sends -9999.0 for such). */
+static json_t *lp_num(float v)
+{
+	return json_real(isfinite(v) ? v : -9999.0);
+}
+
+static json_t *lp_json(int kind, const struct oai_lp_tok *t, uint32_t n)
+{
+	if (kind == OAI_CHAT) {
+		json_t *content = json_array();
+		for (uint32_t i = 0; i < n && content; i++) {
+			json_t *top = json_array();
+			for (uint32_t j = 0; j < t[i].n_top && top; j++) {
+				const struct oai_lp_alt *a = &t[i].top[j];
+				if (json_array_append_new(top, json_pack("{s:o, s:o, s:o}", "token",
+						lp_token_str(a->bytes, a->len), "logprob", lp_num(a->logprob),
+						"bytes", lp_bytes(a->bytes, a->len)))) {
+					json_decref(top);
+					top = NULL;
+				}
+			}
+			json_t *it = top ? json_pack("{s:o, s:o, s:o, s:o}", "token",
+					lp_token_str(t[i].bytes, t[i].len), "logprob", lp_num(t[i].logprob),
+					"bytes", lp_bytes(t[i].bytes, t[i].len), "top_logprobs", top) : NULL;
+			if (json_array_append_new(content, it)) {
+				json_decref(content);
+				content = NULL;
+			}
+		}
+		return content ? json_pack("{s:o}", "content", content) : NULL;
+	}
+	json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+	bool ok = toks && lps && tops && offs;
+	for (uint32_t i = 0; i < n && ok; i++) {
+		json_t *d = json_object();
+		for (uint32_t j = 0; j < t[i].n_top && d; j++) {
+			const struct oai_lp_alt *a = &t[i].top[j];
+			json_t *k = lp_token_str(a->bytes, a->len);
+			if (!k || json_object_set_new(d, json_string_value(k), lp_num(a->logprob))) {
+				json_decref(d);
+				d = NULL;
+			}
+			json_decref(k);
+		}
+		/* the legacy API always lists the sampled token too */
+		json_t *k = lp_token_str(t[i].bytes, t[i].len);
+		if (!k || !d || json_object_set_new(d, json_string_value(k), lp_num(t[i].logprob))) {
+			json_decref(d);
+			d = NULL;
+		}
+		ok = k && d && !json_array_append_new(toks, k) && !json_array_append_new(lps, lp_num(t[i].logprob)) &&
+		     !json_array_append_new(tops, d) && !json_array_append_new(offs, json_integer(t[i].text_offset));
+		if (!ok && !d)
+			json_decref(k);
+	}
+	if (!ok) {
+		json_decref(toks);
+		json_decref(lps);
+		json_decref(tops);
+		json_decref(offs);
+		return NULL;
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+			 "text_offset", offs);
+}
+
+char *oai_logprobs_json(int kind, const struct oai_lp_tok *t, uint32_t n)
+{
+	return dump(lp_json(kind, t, n));
+}
+
 char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
 			const char *text, size_t text_len, const char *finish,
 			uint32_t prompt_tokens, uint32_t completion_tokens)
 {
-	json_t *choice;
+	return oai_response_json_lp(kind, id, created, model, text, text_len, finish, prompt_tokens,
+				    completion_tokens, false, NULL, 0);
+}
+
+char *oai_response_json_lp(int kind, const char *id, int64_t created, const char *model,
+			   const char *text, size_t text_len, const char *finish,
+			   uint32_t prompt_tokens, uint32_t completion_tokens, bool want_lp,
+			   const struct oai_lp_tok *lp, uint32_t n_lp)
+{
+	json_t *choice, *lpo = want_lp ? lp_json(kind, lp, n_lp) : json_null();
+	if (!lpo)
+		return NULL;
 	if (kind == OAI_CHAT)
-		choice = json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role",
-				   "assistant", "content", text, text_len, "logprobs",
+		choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", 0, "message", "role",
+				   "assistant", "content", text, text_len, "logprobs", lpo,
 				   "finish_reason", finish);
 	else
-		choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text, text_len,
-				   "logprobs", "finish_reason", finish);
+		choice = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", text, text_len,
+				   "logprobs", lpo, "finish_reason", finish);
 	if (!choice)
 		return NULL;
 	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", id, "object",
@@ -501,19 +665,31 @@ char *oai_response_json(int kind, const char *id, int64_t created, const char *m
 char *oai_chunk_json(int kind, const char *id, int64_t created, const char *model,
 		     const char *text, size_t text_len, bool role_first, const char *finish)
 {
+	return oai_chunk_json_lp(kind, id, created, model, text, text_len, role_first, finish, NULL, 0);
+}
+
+char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *model,
+			const char *text, size_t text_len, bool role_first, const char *finish,
+			const struct oai_lp_tok *lp, uint32_t n_lp)
+{
 	json_t *choice;
 	json_t *fin = finish ? json_string(finish) : json_null();
+	json_t *lpo = n_lp ? lp_json(kind, lp, n_lp) : json_null();
+	if (!lpo) {
+		json_decref(fin);
+		return NULL;
+	}
 	if (kind == OAI_CHAT) {
 		json_t *delta = json_object();
 		if (role_first)
 			json_object_set_new(delta, "role", json_string("assistant"));
 		if (text)
 			json_object_set_new(delta, "content", json_stringn(text, text_len));
-		choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs",
-				   "finish_reason", fin);
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+				   lpo, "finish_reason", fin);
 	} else {
-		choice = json_pack("{s:i, s:s%, s:n, s:o}", "index", 0, "text", text ? text : "",
-				   text ? text_len : 0, "logprobs", "finish_reason", fin);
+		choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", 0, "text", text ? text : "",
+				   text ? text_len : 0, "logprobs", lpo, "finish_reason", fin);
 	}
 	if (!choice)
 		return NULL;

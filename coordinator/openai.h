@@ -20,6 +20,10 @@
 #define OAI_MAX_TOKENS_CAP 4096     /* = MSG_MAX_GEN */
 #define OAI_DEFAULT_MAX_TOKENS 256
 #define OAI_MAX_PROMPT_BYTES 262144 /* prompt text (all messages together) */
+#define OAI_MAX_TIMEOUT_S 1e7       /* "timeout" bound (keeps its nanoseconds in an int64) */
+
+#define OAI_MAX_TOP_LOGPROBS 20     /* chat top_logprobs */
+#define OAI_MAX_LOGPROBS_CMPL 5     /* completions logprobs (the legacy API's cap) */
 
 enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
 
@@ -50,6 +54,11 @@ struct oai_req {
 	float frequency_penalty; /* [-2, 2] */
 	bool has_seed;
 	uint64_t seed;
+	bool logprobs;           /* chat logprobs: true; completions logprobs: N (not null) */
+	uint32_t top_logprobs;   /* alternatives per token: chat top_logprobs 0..20,
+				  * completions the logprobs integer 0..5 */
+	double timeout;          /* Unicorn extension: seconds (0, OAI_MAX_TIMEOUT_S]; 0 = absent
+	                          * (the server's --request-timeout); capped by it */
 	char *stop[OAI_MAX_STOP];
 	uint32_t n_stop;
 	struct oai_msg *msgs;    /* chat */
@@ -74,17 +83,51 @@ int oai_err_set(struct oai_err *e, int status, const char *type, const char *par
 /* {"error": {"message", "type", "param", "code"}} as a malloc'ed string. */
 char *oai_error_json(const struct oai_err *e);
 
-/* "stop" / "length" (context counts as length) / "cancelled" / "error". */
+/* "stop" / "length" (context counts as length) / "cancelled" / "timeout" /
+ * "error". "timeout" never reaches a client as a finish_reason: the HTTP
+ * server answers 408 (or an SSE error event) instead. */
 const char *oai_finish_reason(uint32_t msg_end_reason);
+
+/* One generated token's logprobs (docs/http.md "Logprobs"). bytes are its raw
+ * text (any bytes: a token may hold part of a UTF-8 character). */
+struct oai_lp_alt {
+	char *bytes;
+	size_t len;
+	float logprob;
+};
+struct oai_lp_tok {
+	char *bytes;
+	size_t len;
+	float logprob;
+	uint32_t text_offset;    /* completions: byte offset of its text in the completion */
+	uint32_t n_top;
+	struct oai_lp_alt top[OAI_MAX_TOP_LOGPROBS]; /* most likely first */
+};
+void oai_lp_tok_free(struct oai_lp_tok *t);
+/* The choice's "logprobs" object of n tokens: chat {"content": [{token,
+ * logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}; completions
+ * {tokens, token_logprobs, top_logprobs: [{text: logprob} incl. the sampled
+ * token], text_offset}. A token whose bytes are not valid UTF-8 is spelled
+ * "bytes:\\xNN..." (its "bytes" array has the real ones). NULL on no memory. */
+char *oai_logprobs_json(int kind, const struct oai_lp_tok *t, uint32_t n);
 
 /* Whole answer (object "chat.completion" or "text_completion"). */
 char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
 			const char *text, size_t text_len, const char *finish,
 			uint32_t prompt_tokens, uint32_t completion_tokens);
+/* The same with "logprobs" (want_lp: the object of lp[0..n_lp), else null). */
+char *oai_response_json_lp(int kind, const char *id, int64_t created, const char *model,
+			   const char *text, size_t text_len, const char *finish,
+			   uint32_t prompt_tokens, uint32_t completion_tokens, bool want_lp,
+			   const struct oai_lp_tok *lp, uint32_t n_lp);
 /* One stream chunk: text (may be NULL = no content), finish (NULL = null),
  * role_first: the chat's first chunk that carries delta.role. */
 char *oai_chunk_json(int kind, const char *id, int64_t created, const char *model,
 		     const char *text, size_t text_len, bool role_first, const char *finish);
+/* The same with the logprobs of the chunk's tokens (null when n_lp == 0). */
+char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *model,
+			const char *text, size_t text_len, bool role_first, const char *finish,
+			const struct oai_lp_tok *lp, uint32_t n_lp);
 /* The last chunk of stream_options.include_usage: choices [] + usage. */
 char *oai_usage_chunk_json(int kind, const char *id, int64_t created, const char *model,
 			   uint32_t prompt_tokens, uint32_t completion_tokens);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,8 @@
 #include <jansson.h>
 
 #define STEP_TIMEOUT_MS_DEFAULT 10000  /* one message without DONE = worker dead */
+#define REQUEST_TIMEOUT_S_DEFAULT 600  /* --request-timeout: longest a request may run */
+#define REQUEST_TIMEOUT_S_MAX 10000000 /* = OAI_MAX_TIMEOUT_S; its ns fit an int64 */
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
@@ -48,6 +51,11 @@ struct hreq {
 	struct oai_stop stop;
 	uint32_t seen;        /* pieces of r fed to the cutter */
 	uint32_t n_done;      /* completion tokens when a stop string ended it */
+	/* logprobs: bytes fed to the cutter and emitted so far, tokens whose
+	 * logprobs went out (a token's go out with the first of its bytes) */
+	size_t fed, emitted;
+	uint32_t lp_out;
+	uint32_t *lp_off;     /* [n_gen]: offset of each token's piece in the fed text */
 	bool used, ended;
 };
 
@@ -72,6 +80,7 @@ struct coord {
 	bool split;
 	uint32_t max_seqs;
 	int step_timeout_ms;
+	int64_t request_timeout_ns; /* --request-timeout: longest a request may run; 0 = none */
 	bool no_batch;         /* UNICORN_NO_BATCH=1: one RUN per sequence (A/B of continuous batching) */
 	struct tok *tok;
 	struct attach *att;
@@ -319,9 +328,20 @@ static int detok(struct coord *c, int32_t prev, int32_t token, char **text, size
 
 /* --- requests ---------------------------------------------------------- */
 
+/* When a request started at t_start with its own limit want_ns (0 = none)
+ * must end: the smaller of that and the server's limit; 0 = never. */
+static int64_t deadline_of(const struct coord *c, int64_t t_start, int64_t want_ns)
+{
+	int64_t lim = c->request_timeout_ns;
+	int64_t t = want_ns > 0 && (!lim || want_ns < lim) ? want_ns : lim;
+	return t ? t_start + t : 0;
+}
+
 static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 {
 	struct coord *c = arg;
+	/* a resubmission after a coordinator restart starts a fresh limit */
+	r->t_deadline = deadline_of(c, r->t_start, (int64_t)g->timeout_ms * 1000000);
 	int rc = sampler_check(&r->sp);
 	if (rc)
 		return rc;
@@ -459,19 +479,68 @@ static void admit(struct coord *c)
 	}
 }
 
+/* logprobs (r->want_lp): record the chosen token's logprob and the lp_n most
+ * likely tokens from the head's top-k (descending) and the row's log-sum-exp.
+ * They are of the raw model distribution (temperature 1, before penalties,
+ * top_k/top_p/min_p): what the model gives, whatever the sampler then did.
+ * Rounding can put the top logprob a hair above 0: clamped to 0. */
+static int lp_record(struct coord *c, struct intake_req *r, uint32_t token, const uint32_t *ids,
+		     const float *logits, uint32_t k)
+{
+	float *lsep;
+	int rc = attach_head_lse(c->att, r->slot, &lsep);
+	if (rc)
+		return rc;
+	float lse = *lsep;
+	if (!isfinite(lse))
+		return err_set(ERR_RANGE, "head: logprobs: log-sum-exp %g is not finite", (double)lse);
+	uint32_t at = 0;
+	while (at < k && ids[at] != token)
+		at++;
+	if (at == k)
+		return err_set(ERR_RANGE, "head: logprobs: token %u is not among the %u candidates", token, k);
+	uint32_t n = r->lp_n > INTAKE_MAX_TOP_LP ? INTAKE_MAX_TOP_LP : r->lp_n;
+	if (r->n_lp == r->cap_lp) {
+		uint32_t cap = r->cap_lp ? r->cap_lp * 2 : 64;
+		float *lp = realloc(r->lp, cap * sizeof *lp);
+		if (lp)
+			r->lp = lp;
+		uint32_t *li = realloc(r->lp_ids, (size_t)cap * (n ? n : 1) * sizeof *li);
+		if (li)
+			r->lp_ids = li;
+		float *lv = realloc(r->lp_vals, (size_t)cap * (n ? n : 1) * sizeof *lv);
+		if (lv)
+			r->lp_vals = lv;
+		if (!lp || !li || !lv)
+			return err_set(ERR_NOMEM, "logprobs: out of memory");
+		r->cap_lp = cap;
+	}
+	r->lp[r->n_lp] = fminf(logits[at] - lse, 0.0f);
+	for (uint32_t j = 0; j < n; j++) {
+		/* fewer candidates than asked (a head with few finite logits): UINT32_MAX */
+		r->lp_ids[(size_t)r->n_lp * n + j] = j < k ? ids[j] : UINT32_MAX;
+		r->lp_vals[(size_t)r->n_lp * n + j] = j < k ? fminf(logits[j] - lse, 0.0f) : -INFINITY;
+	}
+	r->n_lp++;
+	return 0;
+}
+
 /* Handle the head output of a chunk that ended at the last token. */
 static int take_token(struct coord *c, struct intake_req *r, const struct msg_done *done)
 {
 	uint32_t token = done->token;
-	if (sampler_wants_topk(&r->sp)) {
-		uint32_t *ids;
-		float *logits;
+	uint32_t *ids = NULL, k = 0;
+	float *logits = NULL;
+	if (sampler_wants_topk(&r->sp) || r->want_lp) {
 		int rc = attach_head(c->att, r->slot, &ids, &logits);
 		if (rc)
 			return rc;
-		uint32_t k = done->k ? done->k : 1;
+		k = done->k ? done->k : 1;
 		if (k > MSG_MAX_TOPK)
 			return err_set(ERR_RANGE, "DONE: k %u", k);
+	}
+	if (sampler_wants_topk(&r->sp)) {
+		int rc;
 		uint32_t id_copy[MSG_MAX_TOPK];
 		float lg_copy[MSG_MAX_TOPK];
 		memcpy(id_copy, ids, k * sizeof *ids);
@@ -507,6 +576,8 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		len = 0;
 	int rc = intake_add_token(r, token, text ? text : "", len);
 	free(text);
+	if (!rc && r->want_lp)
+		rc = lp_record(c, r, token, ids, logits, k);
 	if (!rc)
 		rc = sched_seq_push(&r->seq, token);
 	if (rc)
@@ -520,7 +591,8 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 
 static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
-	if (sampler_wants_topk(&r->sp)) {
+	/* logprobs need the top-k and the log-sum-exp even for greedy */
+	if (sampler_wants_topk(&r->sp) || r->want_lp) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
@@ -851,6 +923,10 @@ static void hreq_clear(struct hreq *q)
 	free(r->gen);
 	free(r->prompt);
 	free(r->resume);
+	free(r->lp);
+	free(r->lp_ids);
+	free(r->lp_vals);
+	free(q->lp_off);
 	sched_seq_free(&r->seq);
 	oai_stop_free(&q->stop);
 	memset(q, 0, sizeof *q);
@@ -944,7 +1020,10 @@ static bool http_submit(struct coord *c, struct http_job *j)
 		r->sp.seed = (uint64_t)intake_now_ns();
 	r->max_tokens = o->max_tokens;
 	r->flags = o->kind == OAI_CHAT ? MSG_GEN_CHAT : 0;
+	r->want_lp = o->logprobs;
+	r->lp_n = o->top_logprobs > INTAKE_MAX_TOP_LP ? INTAKE_MAX_TOP_LP : o->top_logprobs;
 	r->t_start = r->t_last_poll = intake_now_ns();
+	r->t_deadline = deadline_of(c, r->t_start, (int64_t)(o->timeout * 1e9));
 	if (sampler_check(&r->sp)) {
 		job_fail(c, j, 400, "invalid_request_error", NULL, NULL, err_msg());
 		return false;
@@ -1012,6 +1091,63 @@ static bool http_submit(struct coord *c, struct http_job *j)
 	return true;
 }
 
+/* A token's text for logprobs: its bytes after prev (detok: what it adds to
+ * the text), or, for an alternative (spell) that decodes to nothing (a
+ * control token), its spelling. */
+static void lp_text(struct coord *c, int32_t prev, uint32_t id, bool spell, char **b, size_t *n)
+{
+	if (detok(c, prev, (int32_t)id, b, n)) {
+		*b = NULL;
+		*n = 0;
+	}
+	if (spell && !*n) {
+		free(*b);
+		int32_t one = (int32_t)id;
+		if (tok_decode(c->tok, &one, 1, 0, b, n)) {
+			*b = NULL;
+			*n = 0;
+		}
+	}
+}
+
+/* Emit text out[n] with the logprobs of the tokens whose first byte it
+ * completes (all the rest when all): those whose piece starts before
+ * q->emitted. A token whose text a stop string cut entirely never goes out. */
+static void lp_emit(struct coord *c, struct hreq *q, char *out, size_t n, bool all)
+{
+	struct intake_req *r = &q->r;
+	q->emitted += n;
+	struct oai_lp_tok t[8];
+	uint32_t m = 0;
+	bool sent = false;
+	while (r->want_lp && q->lp_out < q->seen && q->lp_out < r->n_lp &&
+	       (all || q->lp_off[q->lp_out] < q->emitted)) {
+		uint32_t i = q->lp_out++, ln = r->lp_n;
+		int32_t prev = (int32_t)(i ? r->gen[i - 1] : r->prompt[r->n_prompt - 1]);
+		struct oai_lp_tok *e = &t[m++];
+		memset(e, 0, sizeof *e);
+		lp_text(c, prev, r->gen[i], false, &e->bytes, &e->len);
+		e->logprob = r->lp[i];
+		e->text_offset = (uint32_t)q->lp_off[i];
+		for (uint32_t j = 0; j < ln && j < OAI_MAX_TOP_LOGPROBS; j++) {
+			uint32_t id = r->lp_ids[(size_t)i * ln + j];
+			if (id == UINT32_MAX)
+				break;
+			lp_text(c, prev, id, true, &e->top[j].bytes, &e->top[j].len);
+			e->top[j].logprob = r->lp_vals[(size_t)i * ln + j];
+			e->n_top = j + 1;
+		}
+		if (m == sizeof t / sizeof t[0]) {
+			/* the text goes with the first batch of its tokens */
+			http_job_emit_lp(c->http, q->job, sent ? "" : out, sent ? 0 : n, t, m);
+			sent = true;
+			m = 0;
+		}
+	}
+	if (!sent || m)
+		http_job_emit_lp(c->http, q->job, sent ? "" : out, sent ? 0 : n, t, m);
+}
+
 /* Move new pieces of q to its HTTP job (cutting stop strings), end it, and
  * cancel it when the client went away. */
 static void http_progress(struct coord *c, struct hreq *q)
@@ -1025,11 +1161,24 @@ static void http_progress(struct coord *c, struct hreq *q)
 			sched_queue_remove(&c->sched, r->id);
 		}
 		while (q->seen < r->n_gen && !q->stop.stopped) {
+			if (r->want_lp && (q->seen & 63) == 0) {
+				uint32_t *o = realloc(q->lp_off, (q->seen + 64) * sizeof *o);
+				if (!o) {
+					fprintf(stderr, "coordinator: request %016llx: out of memory\n",
+						(unsigned long long)r->id);
+					intake_finish(r, MSG_END_ERROR);
+					break;
+				}
+				q->lp_off = o;
+			}
+			if (r->want_lp)
+				q->lp_off[q->seen] = (uint32_t)q->fed;
 			const char *piece = r->pieces[q->seen++];
 			char *out = NULL;
 			size_t n = 0;
+			q->fed += strlen(piece);
 			if (!oai_stop_feed(&q->stop, piece, strlen(piece), &out, &n))
-				http_job_emit(c->http, q->job, out, n);
+				lp_emit(c, q, out, n, false);
 			free(out);
 			if (q->stop.stopped) {
 				q->n_done = q->seen;
@@ -1040,7 +1189,7 @@ static void http_progress(struct coord *c, struct hreq *q)
 			char *out = NULL;
 			size_t n = 0;
 			if (!oai_stop_flush(&q->stop, &out, &n))
-				http_job_emit(c->http, q->job, out, n);
+				lp_emit(c, q, out, n, !q->stop.stopped);
 			free(out);
 			http_job_end(c->http, q->job, oai_finish_reason(r->reason),
 				     q->stop.stopped ? q->n_done : r->n_gen);
@@ -1137,14 +1286,38 @@ static void obs_tick(struct coord *c)
 		metrics_cluster_load_status(c->met, &c->mid, c->status_json);
 }
 
+/* End every request past its deadline (deadline_of), queued or running,
+ * exactly as a cancellation ends it: called once per loop iteration, so a
+ * running generation stops within one step; the slot is released and the
+ * client told (GEN_END TIMEOUT, HTTP 408 / an SSE error event) by the usual
+ * paths. */
+static void expire(struct coord *c)
+{
+	int64_t now = intake_now_ns();
+	for (uint32_t i = 0; i < N_REQS; i++) {
+		struct intake_req *r = req_at(c, i);
+		if (!r || !r->t_deadline || now < r->t_deadline ||
+		    (r->state != INTAKE_QUEUED && r->state != INTAKE_LIVE))
+			continue;
+		fprintf(stderr, "coordinator: request %016llx: timed out after %.1f s (%u tokens)\n",
+			(unsigned long long)r->id, (double)(now - r->t_start) / 1e9, r->n_gen);
+		if (r->state == INTAKE_QUEUED)
+			sched_queue_remove(&c->sched, r->id);
+		intake_finish(r, MSG_END_TIMEOUT);
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
+		"                           [--request-timeout S]\n"
 		"                           [--host H] [--port P] [--cors ORIGIN] [--no-http]\n"
 		"HTTP (OpenAI-compatible, docs/http.md): default %s:%d; the API key comes from\n"
-		"the environment variable UNICORN_API_KEY (required for a non-loopback --host).\n",
-		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
+		"the environment variable UNICORN_API_KEY (required for a non-loopback --host).\n"
+		"--request-timeout S: a request running (queued included) longer than S seconds\n"
+		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n",
+		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, REQUEST_TIMEOUT_S_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -1153,6 +1326,7 @@ int main(int argc, char **argv)
 	const char *model = NULL, *placement = "fused";
 	c.max_seqs = 4;
 	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
+	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
 	const char *nb_env = getenv("UNICORN_NO_BATCH");
 	c.no_batch = nb_env && strcmp(nb_env, "1") == 0;
 	static const struct option opts[] = {
@@ -1161,6 +1335,7 @@ int main(int argc, char **argv)
 		{ "placement", required_argument, 0, 'p' },
 		{ "max-seqs", required_argument, 0, 's' },
 		{ "step-timeout-ms", required_argument, 0, 't' },
+		{ "request-timeout", required_argument, 0, 'T' },
 		{ "host", required_argument, 0, 'H' },
 		{ "port", required_argument, 0, 'P' },
 		{ "cors", required_argument, 0, 'C' },
@@ -1178,6 +1353,17 @@ int main(int argc, char **argv)
 		case 'p': placement = optarg; break;
 		case 's': c.max_seqs = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': c.step_timeout_ms = atoi(optarg); break;
+		case 'T': {
+			char *end;
+			double v = strtod(optarg, &end);
+			if (*end || end == optarg || !(v >= 0 && v <= REQUEST_TIMEOUT_S_MAX)) {
+				fprintf(stderr, "coordinator: --request-timeout '%s': seconds, 0..%d "
+					"(0 = none)\n", optarg, REQUEST_TIMEOUT_S_MAX);
+				return 2;
+			}
+			c.request_timeout_ns = (int64_t)(v * 1e9);
+			break;
+		}
 		case 'H': host = optarg; break;
 		case 'P': port_arg = optarg; break;
 		case 'C': cors = optarg; break;
@@ -1345,6 +1531,7 @@ int main(int argc, char **argv)
 		heartbeat(&c);
 		bool busy = sched_live(&c.sched) > 0 || c.sched.q_len > 0;
 		intake_serve(c.in, busy ? 0 : 20);
+		expire(&c);
 		for (uint32_t i = 0; i < N_REQS; i++) {
 			struct intake_req *r = req_at(&c, i);
 			if (r && r->state == INTAKE_DONE && r->has_slot)

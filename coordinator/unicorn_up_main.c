@@ -51,6 +51,9 @@ static void usage(FILE *f)
 		"                          non-loopback --host; or set UNICORN_API_KEY)\n"
 		"  --cors ORIGIN           send Access-Control-Allow-Origin: ORIGIN\n"
 		"  --no-http               no HTTP server\n"
+		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
+		"                          (default 600, 0 = no limit); a request's own timeout\n"
+		"                          (HTTP \"timeout\", unicorn run --timeout) is capped by it\n"
 		"  -d, --detach            run in the background once the cluster is ready\n"
 		"                          (log: RUNDIR/" LOG_FILE ")\n"
 		"  -h, --help              this text\n"
@@ -64,6 +67,7 @@ struct up_opts {
 	const char *placement, *attn_backend, *vk_device, *name, *max_seqs;
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
+	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
 };
 
 static int parse(int argc, char **argv, struct up_opts *o)
@@ -76,6 +80,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "host", required_argument, 0, 'H' },      { "port", required_argument, 0, 'P' },
 		{ "api-key", required_argument, 0, 'K' },   { "cors", required_argument, 0, 'C' },
 		{ "no-http", no_argument, 0, 'N' },
+		{ "request-timeout", required_argument, 0, 'R' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -97,6 +102,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'K': o->api_key = optarg; break;
 		case 'C': o->cors = optarg; break;
 		case 'N': o->no_http = 1; break;
+		case 'R': o->request_timeout = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -149,6 +155,15 @@ static int parse(int argc, char **argv, struct up_opts *o)
 			"the HTTP API there without --api-key KEY (anyone who can reach it could use "
 			"the model)\n", o->host);
 		return 2;
+	}
+	if (o->request_timeout) {
+		char *end;
+		double v = strtod(o->request_timeout, &end);
+		if (*end || end == o->request_timeout || !(v >= 0 && v <= OAI_MAX_TIMEOUT_S)) {
+			fprintf(stderr, "unicorn-up: --request-timeout '%s': seconds, 0..%.0f (0 = no "
+				"limit)\n", o->request_timeout, OAI_MAX_TIMEOUT_S);
+			return 2;
+		}
 	}
 	if (!rundir_name_valid(o->name)) {
 		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
@@ -416,6 +431,7 @@ int main(int argc, char **argv)
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
 		if (o.no_http) ARG("--no-http");
+		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is
 		 * readable by every user). */
 		if (o.api_key && *o.api_key)

@@ -193,6 +193,9 @@ static void codec(struct cur *c, struct msg *m)
 		c_f32(c, &g->temperature), c_f32(c, &g->top_p), c_u32(c, &g->flags);
 		c_count(c, &g->n_resume, MSG_MAX_GEN, "GEN_REQ: n_resume exceeds MSG_MAX_GEN");
 		c_count(c, &g->n_prompt, MSG_MAX_PROMPT, "GEN_REQ: n_prompt exceeds MSG_MAX_PROMPT");
+		c_f32(c, &g->min_p), c_f32(c, &g->repetition_penalty);
+		c_f32(c, &g->presence_penalty), c_f32(c, &g->frequency_penalty);
+		c_u32(c, &g->timeout_ms);
 		c_u32s(c, g->resume, g->n_resume);
 		if (!c->bad)
 			c_bytes(c, g->prompt, g->n_prompt);
@@ -406,6 +409,18 @@ int msg_validate(const struct msg *m)
 			return BAD("GEN_REQ: temperature %g outside [0, 100]", g->temperature);
 		if (!(g->top_p > 0 && g->top_p <= 1))
 			return BAD("GEN_REQ: top_p %g outside (0, 1]", g->top_p);
+		/* min_p and the penalties: the ranges of the HTTP API (openai.c);
+		 * the negated comparisons also refuse NaN */
+		if (!(g->min_p >= 0 && g->min_p <= 1))
+			return BAD("GEN_REQ: min_p %g outside [0, 1]", g->min_p);
+		if (!(g->repetition_penalty > 0 && g->repetition_penalty <= 100))
+			return BAD("GEN_REQ: repetition_penalty %g outside (0, 100] (1 = off)",
+				   g->repetition_penalty);
+		if (!(g->presence_penalty >= -2 && g->presence_penalty <= 2))
+			return BAD("GEN_REQ: presence_penalty %g outside [-2, 2]", g->presence_penalty);
+		if (!(g->frequency_penalty >= -2 && g->frequency_penalty <= 2))
+			return BAD("GEN_REQ: frequency_penalty %g outside [-2, 2]",
+				   g->frequency_penalty);
 		if (g->flags & ~MSG_GEN_FLAGS_ALL)
 			return BAD("GEN_REQ: unknown flags 0x%x", g->flags);
 		if (g->n_resume > g->max_tokens || g->n_resume > MSG_MAX_GEN)

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 2  /* 2: RUN_BATCH */
+#define MSG_VERSION 3  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -99,8 +99,9 @@ enum msg_end_reason {
 	MSG_END_CANCELLED = 3, /* GEN_CANCEL or the client stopped polling */
 	MSG_END_ERROR = 4,     /* see the ERROR the coordinator logged */
 	MSG_END_CONTEXT = 5,   /* context window full */
+	MSG_END_TIMEOUT = 6,   /* ran longer than its timeout (GEN_REQ timeout_ms or the server's limit) */
 };
-#define MSG_END_MAX MSG_END_CONTEXT
+#define MSG_END_MAX MSG_END_TIMEOUT
 
 #define MSG_GEN_CHAT 0x1u       /* GEN_REQ flags: wrap the prompt in the chat template */
 #define MSG_GEN_FLAGS_ALL MSG_GEN_CHAT
@@ -233,9 +234,12 @@ struct msg_reset_seq {
 	uint32_t flags;                 /* MSG_RESET_ALL */
 };
 
-/* GEN_REQ: 44 + 4*n_resume + n_prompt bytes. request_id is chosen by the
+/* GEN_REQ: 64 + 4*n_resume + n_prompt bytes. request_id is chosen by the
  * client (random, non-zero) so a resend or a resubmission after a coordinator
- * restart is recognised; resume[] are the tokens already received. */
+ * restart is recognised; resume[] are the tokens already received. The
+ * sampler fields have the ranges of the HTTP API (coordinator/openai.c), so
+ * both paths accept the same requests (repetition_penalty 1 = off; 0 is
+ * refused there, so here too). */
 struct msg_gen_req {
 	uint64_t request_id;
 	uint64_t seed;
@@ -246,6 +250,11 @@ struct msg_gen_req {
 	uint32_t flags;                 /* MSG_GEN_CHAT */
 	uint32_t n_resume;              /* <= max_tokens */
 	uint32_t n_prompt;              /* 1..MSG_MAX_PROMPT */
+	float min_p;                    /* [0, 1]; 0 = off */
+	float repetition_penalty;       /* (0, 100]; 1 = off */
+	float presence_penalty;         /* [-2, 2]; 0 = off */
+	float frequency_penalty;        /* [-2, 2]; 0 = off */
+	uint32_t timeout_ms;            /* 0 = the server's limit; else min(this, the limit) */
 	uint32_t resume[MSG_MAX_GEN];
 	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside; decoder adds one */
 };
@@ -321,7 +330,7 @@ struct msg {
 #define MSG_SIZE_RUN_BATCH_ENTRY 16
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_RESET_SEQ 8
-#define MSG_SIZE_GEN_REQ_BASE 44
+#define MSG_SIZE_GEN_REQ_BASE 64 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) */
 #define MSG_SIZE_GEN_POLL 16
 #define MSG_SIZE_GEN_TOKEN_BASE 20
 #define MSG_SIZE_GEN_END 16
@@ -332,6 +341,7 @@ _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
 _Static_assert(MSG_SIZE_EMBED_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "EMBED fits");
 _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN fits");
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
+_Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4, "GEN_REQ fixed wire size");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
 _Static_assert(MSG_SIZE_GEN_TOKEN_BASE + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD, "GEN_TOKEN fits");

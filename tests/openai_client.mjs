@@ -136,6 +136,93 @@ check('stop strings (string and array, streamed)', async () => {
   assert.equal(s.finish, 'stop');
 });
 
+// logprobs: raw model distribution (temperature 1, before penalties), so
+// every value is <= 0, the top alternatives' probabilities sum to <= 1, and
+// under greedy the chosen token is the top-1 alternative.
+function checkChatLp(content, nTop, greedyPick) {
+  assert.ok(Array.isArray(content) && content.length > 0, 'logprobs.content');
+  for (const t of content) {
+    assert.equal(typeof t.token, 'string');
+    assert.ok(Number.isFinite(t.logprob) && t.logprob <= 0, `logprob ${t.logprob}`);
+    assert.ok(Array.isArray(t.bytes) && t.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+    assert.equal(t.top_logprobs.length, nTop);
+    let mass = 0, prev = 0;
+    for (const a of t.top_logprobs) {
+      assert.ok(typeof a.token === 'string' && Array.isArray(a.bytes));
+      assert.ok(a.logprob <= 0 && a.logprob <= prev + 1e-6, 'alternatives descending, <= 0');
+      prev = a.logprob;
+      mass += Math.exp(a.logprob);
+    }
+    assert.ok(mass <= 1 + 1e-4, `alternatives' mass ${mass}`);
+    if (greedyPick && nTop) {
+      assert.ok(Math.abs(t.logprob - t.top_logprobs[0].logprob) < 1e-6, 'greedy token is the top-1');
+      assert.deepEqual(t.bytes, t.top_logprobs[0].bytes);
+    }
+  }
+}
+
+check('logprobs: chat (non-streaming and streaming), completions', async () => {
+  const p = { model: 'x', messages: user, temperature: 0, max_tokens: nTok, logprobs: true, top_logprobs: 5 };
+  const r = await client.chat.completions.create(p);
+  const lp = r.choices[0].logprobs;
+  checkChatLp(lp.content, 5, true);
+  assert.equal(r.choices[0].message.content, greedy, 'logprobs do not change the greedy text');
+  if (r.choices[0].finish_reason === 'length') assert.equal(lp.content.length, r.usage.completion_tokens);
+  // the tokens' bytes spell the text
+  const bytes = Buffer.from(lp.content.flatMap((t) => t.bytes));
+  assert.equal(bytes.toString('utf8'), r.choices[0].message.content);
+  // streamed: the chunks carry the same entries
+  const s = await client.chat.completions.create({ ...p, stream: true });
+  const got = [];
+  let text = '';
+  for await (const c of s) {
+    if (!c.choices.length) continue;
+    text += c.choices[0].delta?.content ?? '';
+    if (c.choices[0].logprobs?.content) got.push(...c.choices[0].logprobs.content);
+  }
+  assert.equal(text, greedy);
+  assert.deepEqual(got, lp.content, 'streamed logprobs equal the non-streamed ones');
+  // sampled, no alternatives: values still <= 0, top_logprobs empty
+  const t = await client.chat.completions.create({ model: 'x', messages: user, temperature: 0.9, seed: 7, max_tokens: nTok, logprobs: true });
+  checkChatLp(t.choices[0].logprobs.content, 0, false);
+  // no logprobs asked: null
+  const n = await client.chat.completions.create({ model: 'x', messages: user, temperature: 0, max_tokens: 2 });
+  assert.equal(n.choices[0].logprobs, null);
+  // completions: logprobs N -> tokens, token_logprobs, top_logprobs (N + the sampled), text_offset
+  const c = await client.completions.create({ model: 'x', prompt, temperature: 0, max_tokens: nTok, logprobs: 3 });
+  const cl = c.choices[0].logprobs;
+  assert.equal(c.choices[0].text, plain);
+  assert.equal(cl.tokens.length, cl.token_logprobs.length);
+  assert.equal(cl.tokens.length, cl.top_logprobs.length);
+  assert.equal(cl.tokens.length, cl.text_offset.length);
+  assert.ok(cl.tokens.length > 0);
+  for (let i = 0; i < cl.tokens.length; i++) {
+    assert.ok(cl.token_logprobs[i] <= 0);
+    const vals = Object.values(cl.top_logprobs[i]);
+    assert.ok(vals.length >= 1 && vals.length <= 4, `top_logprobs[${i}] has ${vals.length}`);
+    assert.ok(vals.every((v) => v <= 0));
+    assert.ok(vals.reduce((a, v) => a + Math.exp(v), 0) <= 1 + 1e-4);
+    assert.ok(Math.abs(Math.max(...vals) - cl.token_logprobs[i]) < 1e-6, 'greedy token is the top-1');
+    if (i) assert.ok(cl.text_offset[i] >= cl.text_offset[i - 1]);
+  }
+  assert.equal(cl.text_offset[0], 0);
+  const cs = await client.completions.create({ model: 'x', prompt, temperature: 0, max_tokens: nTok, logprobs: 3, stream: true });
+  const toks = [];
+  for await (const k of cs) if (k.choices[0]?.logprobs) toks.push(...k.choices[0].logprobs.token_logprobs);
+  assert.deepEqual(toks, cl.token_logprobs, 'streamed completion logprobs');
+  // a stop string: the logprobs of the tokens whose text was emitted
+  if (plain.length >= 6) {
+    const k = Math.floor(plain.length / 2);
+    const stop = plain.slice(k, k + 3);
+    const st = await client.completions.create({ model: 'x', prompt, temperature: 0, max_tokens: nTok, logprobs: 0, stop });
+    const sl = st.choices[0].logprobs;
+    const textLen = Buffer.byteLength(st.choices[0].text);
+    assert.ok(sl.text_offset.every((o) => o < textLen || textLen === 0), 'no token entirely past the stop');
+    assert.ok(sl.tokens.length <= cl.tokens.length);
+    assert.deepEqual(sl.token_logprobs, cl.token_logprobs.slice(0, sl.tokens.length));
+  }
+});
+
 check('tokenize / detokenize', async () => {
   let r = await fetch(`${base}/tokenize`, { method: 'POST', headers: auth, body: JSON.stringify({ text: prompt }) });
   assert.equal(r.status, 200);
@@ -153,7 +240,9 @@ check('errors: bad JSON, n, unsupported, too long prompt, 404, 405', async () =>
   assert.equal(e.type, 'invalid_request_error');
   assert.ok(e.message.length > 0 && 'param' in e && 'code' in e);
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, n: 2 }), 400, 'n=2');
-  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, logprobs: true }), 400, 'logprobs');
+  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, top_logprobs: 2 }), 400, 'top_logprobs without logprobs');
+  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, logprobs: true, top_logprobs: 21 }), 400, 'top_logprobs 21');
+  await expectStatus(client.completions.create({ model: 'x', prompt, logprobs: 6 }), 400, 'completions logprobs 6');
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, presence_penalty: 3 }), 400, 'presence_penalty 3');
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, min_p: 2 }), 400, 'min_p 2');
   const long = 'hello '.repeat(6000);

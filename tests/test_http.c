@@ -101,7 +101,8 @@ struct cl {
 	int port, lock_fd;
 };
 
-static void start(struct cl *c)
+/* extra: one more unicorn-up option and its value (NULL = none). */
+static void start_with(struct cl *c, const char *extra, const char *value)
 {
 	const char *bin = proc_bin_dir_or_skip();
 	memset(c, 0, sizeof *c);
@@ -124,7 +125,7 @@ static void start(struct cl *c)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		execl(up, up, "--model", model, "--name", c->name, "--placement", "fused", "--port",
-		      port, "--api-key", KEY, (char *)NULL);
+		      port, "--api-key", KEY, extra, value, (char *)NULL);
 		_exit(127);
 	}
 	char ready[256];
@@ -142,6 +143,11 @@ static void start(struct cl *c)
 		}
 		usleep(50 * 1000);
 	}
+}
+
+static void start(struct cl *c)
+{
+	start_with(c, NULL, NULL);
 }
 
 static void stop(struct cl *c)
@@ -344,4 +350,212 @@ Test(http, non_loopback_needs_key)
 	int st = pclose(f);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d: %s", st, out);
 	cr_assert_not_null(strstr(out, "--api-key"), "%s", out);
+}
+
+/* --- sampling options of the CLI and request timeouts ---------------------- */
+
+/* Run sh -c cmd: stdout into out[cap], stderr into the file err (read back into
+ * errout[cap] when given); the exit status. */
+static int sh(const struct cl *c, const char *cmd, char *out, size_t cap, char *errout)
+{
+	char full[1024], errf[160];
+	snprintf(errf, sizeof errf, "%s/cmd.err", c->tmp);
+	snprintf(full, sizeof full, "%s 2>%s", cmd, errf);
+	FILE *f = popen(full, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(out, 1, cap - 1, f);
+	out[n] = 0;
+	int st = pclose(f);
+	if (errout) {
+		FILE *e = fopen(errf, "r");
+		size_t k = e ? fread(errout, 1, cap - 1, e) : 0;
+		errout[k] = 0;
+		if (e)
+			fclose(e);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `unicorn run --json` greedy ids of PROMPT with extra options. */
+static json_t *cli_json(const struct cl *c, const char *opts, int want_status)
+{
+	char cmd[512];
+	static char out[65536], err[65536];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json %s '" PROMPT "'",
+		 proc_bin_dir_or_skip(), c->name, opts);
+	int st = sh(c, cmd, out, sizeof out, err);
+	cr_assert_eq(st, want_status, "%s: status %d: %s %s", cmd, st, out, err);
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s: %s %s", cmd, out, err);
+	return j;
+}
+
+static uint32_t distinct_ids(json_t *ids)
+{
+	uint32_t n = 0;
+	for (size_t i = 0; i < json_array_size(ids); i++) {
+		bool seen = false;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = json_integer_value(json_array_get(ids, k)) ==
+			       json_integer_value(json_array_get(ids, i));
+		n += !seen;
+	}
+	return n;
+}
+
+static char *post_completion(const struct cl *c, const char *body)
+{
+	char head[512];
+	snprintf(head, sizeof head,
+		 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		 strlen(body));
+	size_t n;
+	return request(c->port, head, body, &n);
+}
+
+/* A 408 answer with the OpenAI-style timeout error object. */
+static void assert_408(char *r)
+{
+	cr_assert(!strncmp(r, "HTTP/1.1 408", 12), "408 expected: %.400s", r);
+	char *b = strstr(r, "\r\n\r\n");
+	cr_assert_not_null(b);
+	json_t *j = json_loads(b + 4, 0, NULL);
+	cr_assert_not_null(j, "%s", b + 4);
+	json_t *e = json_object_get(j, "error");
+	cr_assert_str_eq(json_string_value(json_object_get(e, "type")), "timeout");
+	cr_assert_str_eq(json_string_value(json_object_get(e, "code")), "request_timeout");
+	cr_assert_gt(strlen(json_string_value(json_object_get(e, "message"))), 10);
+	json_decref(j);
+}
+
+/* unicorn run/chat pass --min-p and the penalties (GEN_REQ v3) to the
+ * sampler; --timeout, the HTTP "timeout" field and unicorn-up
+ * --request-timeout (here 3 s) stop a long generation: the CLI exits 1 with
+ * "timed out after", HTTP answers 408 or ends the stream with an error event. */
+Test(http, cli_sampling_and_timeouts, .timeout = 240)
+{
+	struct cl c;
+	start_with(&c, "--request-timeout", "3");
+	char cmd[512], out[4096], err[4096];
+	const char *bin = proc_bin_dir_or_skip();
+
+	/* A strong repetition penalty changes the greedy text: the tiny model
+	 * repeats itself without it, so the penalized reply has more distinct
+	 * tokens. Penalty 1 is "off" (identical to no option). */
+	json_t *plain = cli_json(&c, "--max-tokens 24", 0);
+	json_t *rp = cli_json(&c, "--max-tokens 24 --repeat-penalty 5", 0);
+	json_t *rp1 = cli_json(&c, "--max-tokens 24 --repeat-penalty 1", 0);
+	json_t *pf = cli_json(&c, "--max-tokens 24 --presence-penalty 2 --frequency-penalty 2 "
+			      "--min-p 0.01", 0);
+	json_t *pids = json_object_get(plain, "ids"), *rids = json_object_get(rp, "ids");
+	cr_assert_eq(json_array_size(pids), 24);
+	cr_assert_eq(json_array_size(rids), 24);
+	cr_assert(!json_equal(pids, rids), "--repeat-penalty 5 did not change the greedy ids");
+	cr_assert_gt(distinct_ids(rids), distinct_ids(pids), "penalized %u distinct vs %u",
+		     distinct_ids(rids), distinct_ids(pids));
+	cr_assert(json_equal(pids, json_object_get(rp1, "ids")), "--repeat-penalty 1 is not off");
+	cr_assert(!json_equal(pids, json_object_get(pf, "ids")),
+		  "presence/frequency penalties did not change the greedy ids");
+	json_decref(plain);
+	json_decref(rp);
+	json_decref(rp1);
+	json_decref(pf);
+
+	/* out-of-range values are refused before anything is sent, naming the flag */
+	static const char *const bad[][2] = {
+		{ "--min-p 1.5", "--min-p" }, { "--repeat-penalty 0", "--repeat-penalty" },
+		{ "--repeat-penalty 101", "--repeat-penalty" },
+		{ "--presence-penalty 2.5", "--presence-penalty" },
+		{ "--frequency-penalty -3", "--frequency-penalty" }, { "--min-p nan", "--min-p" },
+		{ "--timeout 0", "--timeout" }, { "--timeout -1", "--timeout" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s %s x", bin, c.name, bad[i][0]);
+		cr_assert_eq(sh(&c, cmd, out, sizeof out, err), 2, "%s accepted", bad[i][0]);
+		cr_assert_not_null(strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+	}
+	snprintf(cmd, sizeof cmd, "echo hi | %s/unicorn chat --name %s --min-p 7", bin, c.name);
+	cr_assert_eq(sh(&c, cmd, out, sizeof out, err), 2, "unicorn chat --min-p 7 accepted");
+
+	/* unicorn run --timeout: stops well before the 3 s server limit */
+	double t0 = proc_now_s();
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4000 --timeout 0.5 '"
+		 PROMPT "'", bin, c.name);
+	cr_assert_eq(sh(&c, cmd, out, sizeof out, err), 1, "a timed-out run must exit 1: %s", err);
+	double dt = proc_now_s() - t0;
+	cr_assert_not_null(strstr(err, "timed out after"), "%s", err);
+	cr_assert_lt(dt, 2.5, "--timeout 0.5 took %.1f s", dt);
+	json_t *j = cli_json(&c, "--max-tokens 4000 --timeout 0.3", 1);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "reason")), "timeout");
+	cr_assert_lt(json_array_size(json_object_get(j, "ids")), 4000);
+	json_decref(j);
+
+	/* HTTP, non-streaming: 408 with an OpenAI-style error */
+	t0 = proc_now_s();
+	char *r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":4000,"
+				  "\"temperature\":0,\"timeout\":0.3}");
+	assert_408(r);
+	free(r);
+	cr_assert_lt(proc_now_s() - t0, 2.5);
+
+	/* HTTP, streaming: chunks, then one error event, then [DONE] */
+	r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":4000,"
+			    "\"temperature\":0,\"timeout\":0.3,\"stream\":true}");
+	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
+	char *b = strstr(r, "\r\n\r\n");
+	cr_assert_not_null(b);
+	b += 4;
+	if (strcasestr(r, "transfer-encoding: chunked"))
+		unchunk(b);
+	int chunks = 0, errors = 0;
+	bool done = false;
+	for (char *p = b; *p;) {
+		cr_assert(!done, "data after [DONE]: %s", p);
+		cr_assert(!strncmp(p, "data: ", 6), "not an SSE event: %.80s", p);
+		char *e = strstr(p, "\n\n");
+		cr_assert_not_null(e);
+		*e = 0;
+		if (!strcmp(p + 6, "[DONE]")) {
+			done = true;
+		} else {
+			json_t *ev = json_loads(p + 6, 0, NULL);
+			cr_assert_not_null(ev, "%s", p + 6);
+			json_t *er = json_object_get(ev, "error");
+			if (er) {
+				cr_assert_eq(errors, 0, "two error events");
+				cr_assert_str_eq(json_string_value(json_object_get(er, "code")),
+						 "request_timeout");
+				cr_assert_str_eq(json_string_value(json_object_get(er, "type")), "timeout");
+				errors++;
+			} else {
+				cr_assert_eq(errors, 0, "a chunk after the error event");
+				json_t *fr = json_object_get(json_array_get(json_object_get(ev, "choices"),
+									    0), "finish_reason");
+				cr_assert(json_is_null(fr), "a finish_reason on a timed-out stream");
+				chunks++;
+			}
+			json_decref(ev);
+		}
+		p = e + 2;
+	}
+	cr_assert(done, "no data: [DONE]");
+	cr_assert_eq(errors, 1);
+	cr_assert_gt(chunks, 0, "no text before the timeout");
+	free(r);
+
+	/* the server's --request-timeout (3 s) caps a longer "timeout" */
+	t0 = proc_now_s();
+	r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":4000,"
+			    "\"temperature\":0,\"timeout\":100}");
+	dt = proc_now_s() - t0;
+	assert_408(r);
+	free(r);
+	cr_assert(dt > 2.5 && dt < 10, "capped request took %.1f s (limit 3 s)", dt);
+
+	/* the slots were freed: a short request still completes */
+	r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":3,\"timeout\":30}");
+	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
+	free(r);
+	stop(&c);
 }

@@ -58,6 +58,8 @@ static void fill(struct msg *m, uint16_t type)
 		struct msg_gen_req *g = &m->u.gen_req;
 		g->request_id = 0x0102030405060708ull, g->seed = 99, g->max_tokens = 64, g->top_k = 40;
 		g->temperature = 0.7f, g->top_p = 0.95f, g->flags = MSG_GEN_CHAT;
+		g->min_p = 0.05f, g->repetition_penalty = 1.3f;
+		g->presence_penalty = 0.5f, g->frequency_penalty = -0.25f, g->timeout_ms = 1500;
 		g->n_resume = 3, g->resume[0] = 5, g->resume[1] = 6, g->resume[2] = 7;
 		const char *s = "Why is the sky blue? \xc3\xa9";
 		g->n_prompt = (uint32_t)strlen(s);
@@ -112,7 +114,7 @@ Test(msg, header_layout_is_little_endian)
 	fill(&a, MSG_PING);
 	size_t len = enc(&a);
 	cr_assert_eq(len, MSG_HDR_SIZE + 8);
-	static const uint8_t want[] = { 'U', 'N', 'I', 'C', 2, 0, MSG_PING, 0, 77, 0, 0, 0, 8, 0, 0, 0,
+	static const uint8_t want[] = { 'U', 'N', 'I', 'C', MSG_VERSION, 0, MSG_PING, 0, 77, 0, 0, 0, 8, 0, 0, 0,
 					0, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde };
 	cr_assert_arr_eq(buf, want, sizeof want);
 }
@@ -125,6 +127,19 @@ Test(msg, fields_decode_to_values)
 	cr_assert_eq(msg_decode(buf, len, &b), 0);
 	cr_assert_eq(b.u.gen_req.request_id, 0x0102030405060708ull);
 	cr_assert_float_eq(b.u.gen_req.temperature, 0.7f, 0);
+	cr_assert_float_eq(b.u.gen_req.min_p, 0.05f, 0);
+	cr_assert_float_eq(b.u.gen_req.repetition_penalty, 1.3f, 0);
+	cr_assert_float_eq(b.u.gen_req.presence_penalty, 0.5f, 0);
+	cr_assert_float_eq(b.u.gen_req.frequency_penalty, -0.25f, 0);
+	cr_assert_eq(b.u.gen_req.timeout_ms, 1500);
+	/* v3 layout: the five new fields follow n_prompt (offsets 44..63) */
+	uint32_t bits;
+	float f = 1.3f;
+	memcpy(&bits, &f, 4);
+	const uint8_t *pl = buf + MSG_HDR_SIZE;
+	cr_assert_eq(pl[48] | pl[49] << 8 | pl[50] << 16 | (uint32_t)pl[51] << 24, bits);
+	cr_assert_eq(pl[60] | pl[61] << 8, 1500);
+	cr_assert_eq(pl[64], 5, "resume[0] right after the fixed part");
 	cr_assert_eq(b.u.gen_req.resume[2], 7);
 	cr_assert_str_eq(b.u.gen_req.prompt, "Why is the sky blue? \xc3\xa9");
 	fill(&a, MSG_STATUS);
@@ -156,6 +171,8 @@ Test(msg, header_rules)
 	expect_reject(len, "bad magic");
 	len = enc(&a), buf[4] = 1;
 	expect_reject(len, "version 1 (before RUN_BATCH)");
+	len = enc(&a), buf[4] = 2;
+	expect_reject(len, "version 2 (before the GEN_REQ sampler fields)");
 	len = enc(&a), buf[4] = MSG_VERSION + 1;
 	expect_reject(len, "a later version");
 	len = enc(&a), buf[6] = 99;
@@ -256,6 +273,90 @@ Test(msg, more_field_rules)
 	size_t len = enc(&a);
 	put32(buf + MSG_HDR_SIZE, 0), put32(buf + MSG_HDR_SIZE + 4, 0);
 	expect_reject(len, "request id 0");
+}
+
+static uint32_t fbits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* GEN_REQ v3 sampler fields: the ranges of the HTTP API (openai.c), every
+ * bad value refused by the decoder and by the encoder; the ends of the
+ * ranges accepted. Offsets: min_p 44, repetition_penalty 48, presence 52,
+ * frequency 56, timeout_ms 60. */
+Test(msg, gen_req_sampler_rules)
+{
+#define F(name) offsetof(struct msg_gen_req, name)
+	static const struct {
+		size_t off, field; /* wire offset, struct offset */
+		float v;
+		const char *why;
+	} bad[] = {
+		{ 44, F(min_p), -0.01f, "min_p < 0" }, { 44, F(min_p), 1.01f, "min_p > 1" },
+		{ 48, F(repetition_penalty), 0.0f, "repetition_penalty 0" },
+		{ 48, F(repetition_penalty), -1.0f, "repetition_penalty < 0" },
+		{ 48, F(repetition_penalty), 100.5f, "repetition_penalty > 100" },
+		{ 52, F(presence_penalty), -2.01f, "presence < -2" },
+		{ 52, F(presence_penalty), 2.01f, "presence > 2" },
+		{ 56, F(frequency_penalty), -2.01f, "frequency < -2" },
+		{ 56, F(frequency_penalty), 2.01f, "frequency > 2" },
+	};
+#undef F
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		patch_reject(MSG_GEN_REQ, bad[i].off, fbits(bad[i].v), bad[i].why);
+		/* the encoder refuses the same value */
+		fill(&a, MSG_GEN_REQ);
+		memcpy((char *)&a.u.gen_req + bad[i].field, &bad[i].v, 4);
+		size_t len;
+		cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "encoder: %s", bad[i].why);
+	}
+	/* NaN and infinities in each float field */
+	static const uint32_t odd[] = { 0x7fc00000u, 0x7f800000u, 0xff800000u };
+	for (size_t off = 44; off <= 56; off += 4)
+		for (size_t k = 0; k < 3; k++)
+			patch_reject(MSG_GEN_REQ, off, odd[k], "NaN/inf sampler field");
+	/* the ends of the ranges; timeout_ms takes any value (0 = server limit) */
+	fill(&a, MSG_GEN_REQ);
+	a.u.gen_req.min_p = 1.0f, a.u.gen_req.repetition_penalty = 100.0f;
+	a.u.gen_req.presence_penalty = -2.0f, a.u.gen_req.frequency_penalty = 2.0f;
+	a.u.gen_req.timeout_ms = UINT32_MAX;
+	size_t len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_req.timeout_ms, UINT32_MAX);
+	cr_assert_eq(b.u.gen_req.repetition_penalty, 100.0f);
+	fill(&a, MSG_GEN_REQ);
+	a.u.gen_req.min_p = 0.0f, a.u.gen_req.repetition_penalty = 1.0f;
+	a.u.gen_req.presence_penalty = 2.0f, a.u.gen_req.frequency_penalty = -2.0f;
+	a.u.gen_req.timeout_ms = 0;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_req.min_p, 0.0f);
+	/* a v2-sized GEN_REQ (no new fields) does not parse as v3 */
+	fill(&a, MSG_GEN_REQ);
+	a.u.gen_req.n_resume = 0;
+	len = enc(&a);
+	memmove(buf + MSG_HDR_SIZE + 44, buf + MSG_HDR_SIZE + 64, len - MSG_HDR_SIZE - 64);
+	put32(buf + 12, (uint32_t)(len - MSG_HDR_SIZE - 20));
+	expect_reject(len - 20, "GEN_REQ without the v3 fields");
+}
+
+/* GEN_END carries the new end reason; one past it is refused. */
+Test(msg, gen_end_timeout_reason)
+{
+	cr_assert_eq(MSG_END_MAX, MSG_END_TIMEOUT);
+	fill(&a, MSG_GEN_END);
+	a.u.gen_end.reason = MSG_END_TIMEOUT;
+	size_t len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_end.reason, MSG_END_TIMEOUT);
+	cr_assert_eq(buf[MSG_HDR_SIZE + 12], 6, "TIMEOUT is 6 on the wire");
+	patch_reject(MSG_GEN_END, 12, MSG_END_TIMEOUT + 1, "end reason past TIMEOUT");
+	patch_reject(MSG_GEN_END, 12, 0, "end reason 0");
+	fill(&a, MSG_GEN_END);
+	a.u.gen_end.reason = MSG_END_TIMEOUT + 1;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
 }
 
 Test(msg, string_rules)

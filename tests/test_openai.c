@@ -102,11 +102,19 @@ Test(openai, refusals)
 		  400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":1.1}", "min_p", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", "logprobs", 400 },
-		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}",
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":0}", "timeout", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":-1}", "timeout", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":\"5s\"}", "timeout", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":1e8}", "timeout", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":6}", "logprobs", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"top_logprobs\":2}", "top_logprobs", 400 },
+		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}",
 		  "logprobs", 400 },
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
 		  "top_logprobs", 400 },
+		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+			    "\"top_logprobs\":21}", "top_logprobs", 400 },
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
 		  "tools", 400 },
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
@@ -162,6 +170,27 @@ Test(openai, penalties_and_min_p)
 	cr_assert_eq(r.repetition_penalty, 100.0f);
 	cr_assert_eq(r.presence_penalty, 0.0f);
 	cr_assert_eq(r.frequency_penalty, -2.0f);
+	oai_req_free(&r);
+}
+
+/* Unicorn extension "timeout": seconds > 0; absent or null = 0 (the server's
+ * limit applies). */
+Test(openai, timeout_field)
+{
+	struct oai_req r;
+	struct oai_err e;
+	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\"}", &r, &e), 0);
+	cr_assert_eq(r.timeout, 0.0);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":null}", &r, &e), 0);
+	cr_assert_eq(r.timeout, 0.0);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+				     "\"timeout\":0.25}", &r, &e), 0, "%s", e.message);
+	cr_assert_eq(r.timeout, 0.25);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"timeout\":30}", &r, &e), 0);
+	cr_assert_eq(r.timeout, 30.0);
 	oai_req_free(&r);
 }
 
@@ -360,6 +389,8 @@ Test(openai, finish_auth_loopback)
 	cr_assert_str_eq(oai_finish_reason(MSG_END_LENGTH), "length");
 	cr_assert_str_eq(oai_finish_reason(MSG_END_CONTEXT), "length");
 	cr_assert_str_eq(oai_finish_reason(MSG_END_ERROR), "error");
+	cr_assert_str_eq(oai_finish_reason(MSG_END_CANCELLED), "cancelled");
+	cr_assert_str_eq(oai_finish_reason(MSG_END_TIMEOUT), "timeout");
 	cr_assert(oai_auth_ok(NULL, NULL));
 	cr_assert(oai_auth_ok("Bearer k1", "k1"));
 	cr_assert(!oai_auth_ok("Bearer k2", "k1"));
