@@ -45,6 +45,8 @@ struct intake_req {
 	uint32_t fails;              /* step failures (recompute attempts) */
 	bool has_slot;
 	uint32_t slot;
+	bool kv_paused;              /* preempted: no KV blocks, waits to be recomputed */
+	uint64_t admit_seq;          /* admission order (the latest is preempted first) */
 	struct sched_seq seq;
 	/* logprobs (HTTP requests that ask for them; docs/http.md "Logprobs"):
 	 * the head then runs top-k even for greedy, and take_token records per

@@ -206,6 +206,14 @@ int sched_queue_pop(struct sched *s, uint64_t *id)
 	return 0;
 }
 
+int sched_queue_peek(const struct sched *s, uint64_t *id)
+{
+	if (!s->q_len)
+		return ERR_NOTFOUND;
+	*id = s->queue[s->q_head];
+	return 0;
+}
+
 uint32_t sched_queue_pos(const struct sched *s, uint64_t id)
 {
 	for (uint32_t i = 0; i < s->q_len; i++)

@@ -79,6 +79,8 @@ uint32_t sched_live(const struct sched *s);
 int sched_queue_push(struct sched *s, uint64_t id);
 /* ERR_NOTFOUND when empty. */
 int sched_queue_pop(struct sched *s, uint64_t *id);
+/* The id sched_queue_pop would return, left in place. */
+int sched_queue_peek(const struct sched *s, uint64_t *id);
 /* Remove id (cancelled while waiting); true if it was there. */
 bool sched_queue_remove(struct sched *s, uint64_t id);
 /* 1-based position of id in the queue, 0 if absent. */

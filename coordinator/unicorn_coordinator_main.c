@@ -23,6 +23,7 @@
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
 #include "coordinator/sampler.h"
+#include "coordinator/kvcache.h"
 #include "coordinator/sched.h"
 #include "coordinator/tokenizer.h"
 #include "coordinator/trace.h"
@@ -85,6 +86,9 @@ struct coord {
 	struct tok *tok;
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
+	uint64_t kv_budget;    /* --kv-budget (0: every slot at full length) */
+	struct kvc kv;         /* paged KV bookkeeping (coordinator/kvcache.h) */
+	uint64_t n_admitted;
 	struct sched sched;
 	struct intake *in;
 	struct wlink gpu, npu;
@@ -434,6 +438,8 @@ static void release(struct coord *c, struct intake_req *r)
 {
 	if (!r->has_slot)
 		return;
+	kvc_release(&c->kv, r->slot);
+	r->kv_paused = false;
 	sched_slot_free(&c->sched, r->slot);
 	r->has_slot = false;
 	double ms = (double)(intake_now_ns() - r->t_start) / 1e6;
@@ -443,21 +449,92 @@ static void release(struct coord *c, struct intake_req *r)
 		(unsigned long long)r->id, intake_reason_name(r->reason), r->n_gen, ms);
 }
 
-/* Admit queued requests into free slots. */
+/* The workers forget slot's old KV (a fresh or recomputed sequence). */
+static void reset_slot(struct coord *c, uint32_t slot)
+{
+	for (int i = 0; i < 2; i++) {
+		struct wlink *w = links(c, i);
+		if (w && w->up && wl_reset(c, w, slot, false))
+			fprintf(stderr, "coordinator: reset slot %u: %s\n", slot, err_msg());
+	}
+}
+
+/* Give r's sequence its KV blocks from the prefix cache: a shared prefix is
+ * not recomputed (sched_seq_skip for a fresh sequence, a replay that starts
+ * after it for a recomputed one). */
+static int kv_start(struct coord *c, struct intake_req *r, bool fresh)
+{
+	uint32_t shared = 0;
+	int rc = kvc_start(&c->kv, r->slot, r->seq.tokens, r->seq.n_prompt, &shared);
+	if (!rc)
+		rc = fresh ? sched_seq_skip(&r->seq, shared) : sched_seq_replay_from(&r->seq, shared);
+	if (rc)
+		kvc_release(&c->kv, r->slot);
+	else if (shared && c->met)
+		metrics_add(c->met, c->mid.kv_prefix_hits, NULL, shared);
+	return rc;
+}
+
+/* Resume preempted sequences (oldest first) while the pools have room for
+ * their whole length: they replay their recorded chunks. */
+static void resume_paused(struct coord *c)
+{
+	for (;;) {
+		struct intake_req *best = NULL;
+		for (uint32_t i = 0; i < N_REQS; i++) {
+			struct intake_req *r = req_at(c, i);
+			if (r && r->has_slot && r->state == INTAKE_LIVE && r->kv_paused &&
+			    (!best || r->admit_seq < best->admit_seq))
+				best = r;
+		}
+		if (!best || !kvc_fits(&c->kv, best->seq.n_tok + 1))
+			return;
+		sched_seq_replay(&best->seq);
+		reset_slot(c, best->slot);
+		if (kv_start(c, best, false)) {
+			fprintf(stderr, "coordinator: request %016llx: resume: %s\n", (unsigned long long)best->id,
+				err_msg());
+			intake_finish(best, MSG_END_ERROR);
+			continue;
+		}
+		best->kv_paused = false;
+		fprintf(stderr, "coordinator: request %016llx: resumed (recomputing %u positions)\n",
+			(unsigned long long)best->id, best->seq.n_tok - best->seq.n_fed);
+	}
+}
+
+static bool any_paused(struct coord *c)
+{
+	for (uint32_t i = 0; i < N_REQS; i++) {
+		struct intake_req *r = req_at(c, i);
+		if (r && r->has_slot && r->state == INTAKE_LIVE && r->kv_paused)
+			return true;
+	}
+	return false;
+}
+
+/* Admit queued requests into free slots while the KV pools have room for
+ * their prompts (admission by memory; the queue waits otherwise). Preempted
+ * sequences come back first. */
 static void admit(struct coord *c)
 {
-	while (sched_live(&c->sched) < c->sched.max_seqs) {
+	resume_paused(c);
+	while (sched_live(&c->sched) < c->sched.max_seqs && !any_paused(c)) {
 		uint64_t id;
-		if (sched_queue_pop(&c->sched, &id))
+		if (sched_queue_peek(&c->sched, &id))
 			return;
 		struct intake_req *r = find_req(c, id);
-		if (!r || r->state != INTAKE_QUEUED)
-			continue; /* cancelled while waiting */
+		if (!r || r->state != INTAKE_QUEUED) {
+			sched_queue_pop(&c->sched, &id); /* cancelled while waiting */
+			continue;
+		}
+		if (!kvc_fits(&c->kv, r->n_prompt + r->n_resume + 1))
+			return;
 		uint32_t slot;
 		if (sched_slot_alloc(&c->sched, &slot))
 			return;
-		int rc = sched_seq_init(&r->seq, r->prompt, r->n_prompt, r->resume, r->n_resume,
-					MSG_MAX_TOKENS);
+		sched_queue_pop(&c->sched, &id);
+		int rc = sched_seq_init(&r->seq, r->prompt, r->n_prompt, r->resume, r->n_resume, c->kv.unit);
 		if (rc) {
 			fprintf(stderr, "coordinator: %s\n", err_msg());
 			sched_slot_free(&c->sched, slot);
@@ -467,16 +544,57 @@ static void admit(struct coord *c)
 		r->slot = slot;
 		r->has_slot = true;
 		r->state = INTAKE_LIVE;
+		r->kv_paused = false;
+		r->admit_seq = ++c->n_admitted;
 		c->t_tok[slot] = 0;
 		if (c->met)
 			metrics_add(c->met, c->mid.prompt_tokens, NULL, r->n_prompt);
-		/* A fresh sequence in this slot: the workers forget the old KV. */
-		for (int i = 0; i < 2; i++) {
-			struct wlink *w = links(c, i);
-			if (w && w->up && wl_reset(c, w, slot, false))
-				fprintf(stderr, "coordinator: reset slot %u: %s\n", slot, err_msg());
+		reset_slot(c, slot);
+		if ((rc = kv_start(c, r, true))) {
+			fprintf(stderr, "coordinator: request %016llx: %s\n", (unsigned long long)r->id, err_msg());
+			intake_finish(r, MSG_END_ERROR);
 		}
 	}
+}
+
+/* Preempt r: drop its KV blocks; it keeps its slot and recorded chunks and
+ * is recomputed when memory allows (resume_paused). */
+static void preempt(struct coord *c, struct intake_req *r)
+{
+	kvc_release(&c->kv, r->slot);
+	r->kv_paused = true;
+	c->kv.st.preemptions++;
+	if (c->met)
+		metrics_add(c->met, c->mid.kv_preemptions, NULL, 1);
+	fprintf(stderr, "coordinator: request %016llx: preempted at %u positions (KV pools full); "
+		"it will be recomputed\n", (unsigned long long)r->id, r->seq.n_tok);
+}
+
+/* Blocks for r's next chunk, preempting the most recently admitted other
+ * sequences while the pools are short (r itself when it is the latest).
+ * Then the slot's table goes to the activation region if it changed.
+ * Returns false when r was preempted. */
+static bool kv_ready(struct coord *c, struct intake_req *r, struct intake_req **live, uint32_t n)
+{
+	struct sched_chunk ch;
+	if (!sched_seq_next(&r->seq, &ch))
+		return true;
+	while (kvc_reserve(&c->kv, r->slot, ch.pos0 + ch.n)) {
+		struct intake_req *v = r;
+		for (uint32_t i = 0; i < n; i++)
+			if (!live[i]->kv_paused && live[i]->admit_seq > v->admit_seq)
+				v = live[i];
+		preempt(c, v);
+		if (v == r)
+			return false;
+	}
+	if (c->kv.slot[r->slot].dirty) {
+		uint32_t *tab;
+		if (attach_kv_table(c->att, r->slot, &tab) ||
+		    kvc_table(&c->kv, r->slot, tab, ATTACH_KV_TABLE))
+			fprintf(stderr, "coordinator: KV table of slot %u: %s\n", r->slot, err_msg());
+	}
+	return true;
 }
 
 /* logprobs (r->want_lp): record the chosen token's logprob and the lp_n most
@@ -788,6 +906,9 @@ static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 		if ((rc = wl_reset(c, w, 0, true)))
 			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
 	}
+	/* the workers' KV is gone: cached prefixes with it; live sequences keep
+	 * their blocks and rewrite them as they replay */
+	kvc_flush(&c->kv);
 	for (uint32_t i = 0; i < n_live; i++) {
 		sched_seq_replay(&live[i]->seq);
 		live[i]->fails++;
@@ -824,9 +945,19 @@ static void run_live(struct coord *c)
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < N_REQS && n < SCHED_MAX_SEQS; i++) {
 		struct intake_req *r = req_at(c, i);
-		if (r && r->has_slot && r->state == INTAKE_LIVE)
+		if (r && r->has_slot && r->state == INTAKE_LIVE && !r->kv_paused)
 			live[n++] = r;
 	}
+	/* KV blocks for this round's chunks (preempting when the pools are
+	 * short); the preempted sit the round out */
+	for (uint32_t i = 0; i < n; i++)
+		if (!live[i]->kv_paused)
+			kv_ready(c, live[i], live, n);
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!live[i]->kv_paused)
+			live[m++] = live[i];
+	n = m;
 	if (!n)
 		return;
 	int64_t t0 = intake_now_ns();
@@ -874,6 +1005,11 @@ static void run_live(struct coord *c)
 			heartbeat(c);
 		}
 	}
+	/* prompt units the round completed go to the prefix cache */
+	for (uint32_t i = 0; i < n; i++)
+		if (live[i]->has_slot && live[i]->seq.n_fed <= live[i]->seq.n_prompt)
+			kvc_register(&c->kv, live[i]->slot, live[i]->seq.tokens, live[i]->seq.n_fed,
+				     live[i]->seq.n_prompt);
 	int64_t dt = intake_now_ns() - t0;
 	c->step_wall_ns += dt;
 	c->n_steps++;
@@ -1261,13 +1397,11 @@ static void obs_tick(struct coord *c)
 	metrics_set(c->met, c->mid.active, NULL, live);
 	metrics_set(c->met, c->mid.queue_depth, NULL, c->sched.q_len);
 	metrics_set(c->met, c->mid.slots, NULL, c->sched.max_seqs);
-	double used = 0;
-	for (uint32_t i = 0; c->in && i < N_REQS; i++) {
-		struct intake_req *r = req_at(c, i);
-		if (r && r->has_slot)
-			used += r->seq.n_fed;
-	}
-	double cap = (double)c->sched.max_seqs * (double)c->n_ctx;
+	struct kvc_stats ks;
+	kvc_stats(&c->kv, &ks);
+	double used = (double)(ks.g_total - ks.g_free) * KV_BLOCK, cap = (double)ks.g_total * KV_BLOCK;
+	metrics_set(c->met, c->mid.kv_cached, NULL, (double)ks.entries * c->kv.unit);
+	metrics_set(c->met, c->mid.kv_evictions, NULL, (double)ks.evictions);
 	metrics_set(c->met, c->mid.kv_used, NULL, used);
 	metrics_set(c->met, c->mid.kv_capacity, NULL, cap);
 	metrics_set(c->met, c->mid.kv_ratio, NULL, cap > 0 ? used / cap : 0);
@@ -1311,12 +1445,14 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
-		"                           [--request-timeout S]\n"
+		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
 		"                           [--host H] [--port P] [--cors ORIGIN] [--no-http]\n"
 		"HTTP (OpenAI-compatible, docs/http.md): default %s:%d; the API key comes from\n"
 		"the environment variable UNICORN_API_KEY (required for a non-loopback --host).\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
-		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n",
+		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n"
+		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
+		"the same); auto (default): every slot at full context.\n",
 		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, REQUEST_TIMEOUT_S_DEFAULT);
 }
 
@@ -1340,6 +1476,7 @@ int main(int argc, char **argv)
 		{ "port", required_argument, 0, 'P' },
 		{ "cors", required_argument, 0, 'C' },
 		{ "no-http", no_argument, 0, 'N' },
+		{ "kv-budget", required_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1368,6 +1505,12 @@ int main(int argc, char **argv)
 		case 'P': port_arg = optarg; break;
 		case 'C': cors = optarg; break;
 		case 'N': no_http = true; break;
+		case 'K':
+			if (kv_parse_bytes(optarg, &c.kv_budget)) {
+				fprintf(stderr, "coordinator: --kv-budget: %s\n", err_msg());
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1427,9 +1570,18 @@ int main(int argc, char **argv)
 	if (stopping(&c))
 		return 0;
 	c.n_layer = c.att->model->cfg.n_layer;
-	c.n_ctx = c.att->model->cfg.n_ctx;
-	if (c.n_ctx > MSG_MAX_POS)
-		c.n_ctx = MSG_MAX_POS;
+	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
+	c.n_ctx = kv_context(&c.att->model->cfg);
+	{
+		struct kv_layout kl;
+		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, &kl) ||
+		    kvc_init(&c.kv, &kl, c.max_seqs, kv_worker_batch(0, c.max_seqs))) {
+			fprintf(stderr, "coordinator: %s\n", err_msg());
+			return 2;
+		}
+		fprintf(stderr, "coordinator: KV cache %.1f MiB: %u global + %u local blocks of %u positions, "
+			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
+	}
 	if (!no_http) {
 		/* The model's name is its file name without the extension. */
 		char name[256];

@@ -22,6 +22,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/err.h"
+#include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
 
 #define GRACE_MS 5000
@@ -51,6 +52,9 @@ static void usage(FILE *f)
 		"                          non-loopback --host; or set UNICORN_API_KEY)\n"
 		"  --cors ORIGIN           send Access-Control-Allow-Origin: ORIGIN\n"
 		"  --no-http               no HTTP server\n"
+		"  --kv-budget BYTES       memory of the paged KV cache (e.g. 512M, 2G); requests\n"
+		"                          wait (and long ones are preempted and recomputed) when\n"
+		"                          it is full (default auto: every sequence at full context)\n"
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
 		"                          (default 600, 0 = no limit); a request's own timeout\n"
 		"                          (HTTP \"timeout\", unicorn run --timeout) is capped by it\n"
@@ -68,6 +72,7 @@ struct up_opts {
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
+	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 };
 
 static int parse(int argc, char **argv, struct up_opts *o)
@@ -81,6 +86,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "api-key", required_argument, 0, 'K' },   { "cors", required_argument, 0, 'C' },
 		{ "no-http", no_argument, 0, 'N' },
 		{ "request-timeout", required_argument, 0, 'R' },
+		{ "kv-budget", required_argument, 0, 'B' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -103,6 +109,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'C': o->cors = optarg; break;
 		case 'N': o->no_http = 1; break;
 		case 'R': o->request_timeout = optarg; break;
+		case 'B': o->kv_budget = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -164,6 +171,11 @@ static int parse(int argc, char **argv, struct up_opts *o)
 				"limit)\n", o->request_timeout, OAI_MAX_TIMEOUT_S);
 			return 2;
 		}
+	}
+	uint64_t kvb;
+	if (o->kv_budget && kv_parse_bytes(o->kv_budget, &kvb)) {
+		fprintf(stderr, "unicorn-up: --kv-budget: %s\n", err_msg());
+		return 2;
 	}
 	if (!rundir_name_valid(o->name)) {
 		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
@@ -405,6 +417,7 @@ int main(int argc, char **argv)
 		ARG(b_npu); ARG("--rundir"); ARG(dir); ARG("--attn-backend"); ARG(o.attn_backend);
 		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		sp.ready_file = f_npu;
 		rc = sup_add(s, &sp);
 	}
@@ -416,6 +429,7 @@ int main(int argc, char **argv)
 		ARG(b_gpu); ARG("--rundir"); ARG(dir);
 		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		sp.ready_file = f_gpu;
 		rc = sup_add(s, &sp);
 	}
@@ -432,6 +446,7 @@ int main(int argc, char **argv)
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
 		if (o.no_http) ARG("--no-http");
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
+		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is
 		 * readable by every user). */
 		if (o.api_key && *o.api_key)

@@ -96,7 +96,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab = c->n_vocab;
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
-	w->max_ctx = c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
+	w->max_ctx = kv_context(c);
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
 	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);

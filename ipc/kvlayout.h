@@ -57,6 +57,13 @@ static inline uint32_t kv_worker_batch(uint32_t max_batch, uint32_t max_seqs)
 	return b > KV_RING_SLACK ? KV_RING_SLACK : b;
 }
 
+/* Positions per sequence every process of a cluster uses: the model's
+ * context, at most 4096. */
+static inline uint32_t kv_context(const struct gemma3_config *c)
+{
+	return c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
+}
+
 /* Entries one sequence's table uses. */
 static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_blocks + l->ring; }
 

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -557,5 +558,101 @@ Test(http, cli_sampling_and_timeouts, .timeout = 240)
 	r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":3,\"timeout\":30}");
 	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
 	free(r);
+	stop(&c);
+}
+
+/* --- the paged KV cache under a budget ------------------------------------- */
+
+#include "coordinator/dashboard.h"
+#include "ipc/err.h"
+
+/* A counter's value in the cluster's /metrics (0 when absent). */
+static double metric(const struct cl *c, const char *name)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int st = 0;
+	setenv("UNICORN_API_KEY", KEY, 1);
+	cr_assert_eq(dashboard_fetch(c->name, "/metrics", 10, &body, &len, &st), 0, "%s", err_msg());
+	unsetenv("UNICORN_API_KEY");
+	cr_assert_eq(st, 200, "/metrics: %d %s", st, body);
+	double v = 0;
+	size_t nl = strlen(name);
+	for (char *p = body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, name, nl) && p[nl] == ' ')
+			v = strtod(p + nl + 1, NULL);
+	free(body);
+	return v;
+}
+
+/* `unicorn run --json` of prompt, started in the background. */
+static FILE *run_bg(const struct cl *c, const char *prompt, int max_tokens)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json --max-tokens %d '%s'", proc_bin_dir_or_skip(),
+		 c->name, max_tokens, prompt);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	return f;
+}
+
+/* Its generated ids, as a JSON string (caller frees). */
+static char *run_ids(FILE *f)
+{
+	static char out[65536];
+	size_t n = fread(out, 1, sizeof out - 1, f);
+	out[n] = 0;
+	cr_assert_eq(pclose(f), 0, "unicorn run: %s", out);
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	char *ids = json_dumps(json_object_get(j, "ids"), JSON_COMPACT);
+	json_decref(j);
+	return ids;
+}
+
+/* 3.5 MiB of KV for the tiny model (4096 positions, 1 global + 5 sliding
+ * layers): 23 local blocks, so four sequences of ~160 positions (10 ring
+ * blocks each) cannot all hold their windows at once and some are preempted
+ * and recomputed; each still generates exactly what it generates alone. A
+ * prompt run twice reuses its cached prefix (whole 32-position units) and
+ * generates the same ids. */
+Test(http, kv_budget_preemption_and_prefix_reuse, .timeout = 300)
+{
+	struct cl c;
+	start_with(&c, "--kv-budget", "3584K");
+	const char *prompts[4] = { "Once upon a time", "The quick brown fox", "In a hole in the ground there lived",
+				   "It was a dark and stormy night" };
+	enum { GEN = 150 };
+	char *alone[4];
+	for (int i = 0; i < 4; i++)
+		alone[i] = run_ids(run_bg(&c, prompts[i], GEN));
+	cr_assert_eq(metric(&c, "unicorn_kv_preemptions_total"), 0, "one at a time fits");
+	FILE *f[4];
+	for (int i = 0; i < 4; i++)
+		f[i] = run_bg(&c, prompts[i], GEN);
+	for (int i = 0; i < 4; i++) {
+		char *ids = run_ids(f[i]);
+		cr_assert_str_eq(ids, alone[i], "prompt %d: preempted and recomputed, the ids changed", i);
+		free(ids);
+		free(alone[i]);
+	}
+	double pre = metric(&c, "unicorn_kv_preemptions_total");
+	cr_assert_gt(pre, 0, "four long sequences should not fit the budget together");
+	/* a long prompt twice: the second run reuses its first positions */
+	char longp[2048] = "";
+	for (int i = 0; i < 12; i++)
+		strcat(longp, "the cat sat on the mat and looked at the dog. ");
+	double hits0 = metric(&c, "unicorn_kv_prefix_hit_tokens_total");
+	char *first = run_ids(run_bg(&c, longp, 8));
+	double hits1 = metric(&c, "unicorn_kv_prefix_hit_tokens_total");
+	char *second = run_ids(run_bg(&c, longp, 8));
+	double hits2 = metric(&c, "unicorn_kv_prefix_hit_tokens_total");
+	cr_assert_str_eq(first, second, "a reused prefix changed the output");
+	cr_assert_eq(hits1, hits0, "nothing cached yet for this prompt");
+	cr_assert_geq(hits2 - hits1, 64, "the second run should reuse at least two 32-position units");
+	cr_assert_eq(fmod(hits2 - hits1, 32), 0);
+	printf("kv: %.0f preemptions, %.0f prefix positions reused\n", pre, hits2 - hits1);
+	free(first);
+	free(second);
 	stop(&c);
 }

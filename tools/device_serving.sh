@@ -18,6 +18,10 @@
 #   SERVING_TOKENS [128]      max_tokens per stream
 #   SERVING_MAX_SEQS [64]     --max-seqs (must be >= the largest level)
 #   SERVING_PORT [8650]       HTTP port (fixed: an explicit port must bind)
+#   SERVING_KV_BUDGET         unicorn-up --kv-budget (default: auto)
+#   SERVING_PREFIX=1          also, per placement: a long prompt (~1000 tokens)
+#                             sent alone twice, cold then with its prefix cached
+#                             (TTFT of each in serving.md)
 #   BIN [bin]                 where the binaries are
 #   SERVING_LOCAL=1           not on the device: skip tools/device_env.sh (it
 #                             unpacks the carried Vulkan loader into /), e.g.
@@ -51,7 +55,7 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	name=s$placement
 	log=$OUT/serving-$placement.log
 	"$BIN"/unicorn-up --model "$M" --placement "$placement" --max-seqs "$SEQS" --name "$name" \
-		--port "$PORT" > "$log" 2>&1 &
+		--port "$PORT" ${SERVING_KV_BUDGET:+--kv-budget "$SERVING_KV_BUDGET"} > "$log" 2>&1 &
 	up=$!
 	ready=
 	for i in $(seq 1 480); do
@@ -78,6 +82,15 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 		--json "$OUT/serving-$placement.json" > "$OUT/serving-$placement.md" || status=1
 	cat "$OUT/serving-$placement.md" | tee -a "$OUT/serving.md"
 	echo | tee -a "$OUT/serving.md"
+	if [ -n "${SERVING_PREFIX:-}" ]; then
+		long=$(python3 -c "print(' '.join(['The unicorn walked through the silver forest and counted every tree it passed.'] * 62))")
+		for run in cold cached; do
+			echo "== $placement: long prompt, $run" | tee -a "$OUT/serving.md"
+			python3 tools/http_bench.py --url "http://127.0.0.1:$PORT" --streams 1 --warmup 0 \
+				--tokens 16 --prompt "$long" --label "$placement, long prompt, $run" \
+				--json "$OUT/prefix-$placement-$run.json" | tee -a "$OUT/serving.md" || status=1
+		done
+	fi
 	sleep 1.5 # let the coordinator go idle and print its report
 	"$BIN"/unicorn status --name "$name" >> "$OUT/serving.md" 2>&1
 	"$BIN"/unicorn down --name "$name" || status=1
