@@ -772,6 +772,9 @@ static int tab_flush(struct engine *e)
 		return rc;
 	vkCmdCopyBuffer(e->tabcb, e->tabh->buf, e->tabd->buf, nr, r);
 	vk_cmd_barrier(e->tabcb);
+	VkResult vr = vkEndCommandBuffer(e->tabcb);
+	if (vr != VK_SUCCESS)
+		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)vr);
 	if ((rc = vk_submit_wait(e->vk, e->tabcb)))
 		return rc;
 	memset(e->tab_dirty, 0, sizeof e->tab_dirty);
