@@ -19,7 +19,8 @@
 #   SERVING_MAX_SEQS [64]     --max-seqs (must be >= the largest level)
 #   SERVING_PORT [8650]       HTTP port (fixed: an explicit port must bind)
 #   SERVING_KV_BUDGET         unicorn-up --kv-budget (default: auto)
-#   SERVING_PREFIX=1          also, per placement: a long prompt (~1000 tokens)
+#   SERVING_PREFIX=1          also, per placement: a long prompt (~950 tokens on
+#                             mkmodel's tokenizer)
 #                             sent alone twice, cold then with its prefix cached
 #                             (TTFT of each in serving.md)
 #   BIN [bin]                 where the binaries are
@@ -83,7 +84,7 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	cat "$OUT/serving-$placement.md" | tee -a "$OUT/serving.md"
 	echo | tee -a "$OUT/serving.md"
 	if [ -n "${SERVING_PREFIX:-}" ]; then
-		long=$(python3 -c "print(' '.join(['The unicorn walked through the silver forest and counted every tree it passed.'] * 62))")
+		long=$(python3 -c "print(' '.join(['The unicorn walked through the silver forest and counted every tree it passed.'] * 9))")
 		for run in cold cached; do
 			echo "== $placement: long prompt, $run" | tee -a "$OUT/serving.md"
 			python3 tools/http_bench.py --url "http://127.0.0.1:$PORT" --streams 1 --warmup 0 \
