@@ -201,14 +201,24 @@ static void dequant_q6_k(const struct block_q6_k *b, float *y, uint64_t nb)
 	}
 }
 
-int quant_dequantize(uint32_t type, const void *src, float *dst, uint64_t n)
+/* What both directions check first: a supported type and n a whole number
+ * of its blocks whose byte size fits in 64 bits. Gives the block count. */
+static int quant_blocks(uint32_t type, uint64_t n, uint64_t *nb)
 {
 	uint64_t bytes;
 	int rc = quant_row_bytes(type, n, &bytes);
 	if (rc)
 		return rc;
-	const struct quant_type_info *ti = quant_type_info(type);
-	uint64_t nb = n / ti->block_elems;
+	*nb = n / quant_type_info(type)->block_elems;
+	return 0;
+}
+
+int quant_dequantize(uint32_t type, const void *src, float *dst, uint64_t n)
+{
+	uint64_t nb;
+	int rc = quant_blocks(type, n, &nb);
+	if (rc)
+		return rc;
 	switch (type) {
 	case TENSOR_F32:
 		memcpy(dst, src, n * 4);
@@ -349,12 +359,10 @@ static void quant_q6_k(const float *x, struct block_q6_k *b, uint64_t nb)
 
 int quant_quantize(uint32_t type, const float *src, void *dst, uint64_t n)
 {
-	uint64_t bytes;
-	int rc = quant_row_bytes(type, n, &bytes);
+	uint64_t nb;
+	int rc = quant_blocks(type, n, &nb);
 	if (rc)
 		return rc;
-	const struct quant_type_info *ti = quant_type_info(type);
-	uint64_t nb = n / ti->block_elems;
 	switch (type) {
 	case TENSOR_F32:
 		memcpy(dst, src, n * 4);

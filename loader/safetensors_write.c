@@ -7,32 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ipc/err.h"
 #include "loader/quant.h"
+#include "loader/tensor_out.h"
 
-#define SW_MAX_NAME 256
-
-struct sw_tensor {
-	char name[SW_MAX_NAME];
-	uint32_t type;
-	uint32_t n_dims;
-	uint64_t shape[SAFETENSORS_MAX_DIMS];
-	uint64_t begin, end;
-};
-
-enum sw_state { SW_META, SW_DATA, SW_DONE, SW_FAILED };
+_Static_assert(SAFETENSORS_MAX_DIMS <= TENSOR_OUT_MAX_DIMS, "tensor_out must hold any shape");
 
 struct safetensors_writer {
-	char *path, *tmp_path;
-	FILE *f;
-	enum sw_state state;
-	struct sw_tensor *t;
-	size_t n_t, t_cap;
-	size_t cur;
-	uint64_t cur_done;
+	struct tensor_out out; /* file, tensors (dims = shape), data phase */
 };
 
 const char *safetensors_dtype_name(uint32_t type)
@@ -50,65 +34,14 @@ static size_t sw_elem_size(uint32_t type)
 	return type == TENSOR_F32 ? 4 : 2;
 }
 
-/* Create path.tmp.XXXXXX next to path (same filesystem: atomic rename). */
-static int sw_open_tmp(const char *path, char **tmp_out, FILE **f_out)
-{
-	size_t n = strlen(path);
-	char *tmp = malloc(n + 16);
-	if (!tmp)
-		return err_set(ERR_NOMEM, "%s: out of memory", path);
-	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		int e = errno;
-		free(tmp);
-		return err_set(ERR_IO, "%s: cannot create temporary file: %s", path, strerror(e));
-	}
-	mode_t um = umask(0);
-	umask(um);
-	(void)fchmod(fd, 0666 & ~um);
-	FILE *f = fdopen(fd, "wb");
-	if (!f) {
-		close(fd);
-		unlink(tmp);
-		free(tmp);
-		return err_set(ERR_IO, "%s: fdopen failed", path);
-	}
-	setvbuf(f, NULL, _IOFBF, 1 << 22);
-	*tmp_out = tmp;
-	*f_out = f;
-	return 0;
-}
-
-/* Close f and rename tmp to path; on any failure remove tmp. */
-static int sw_close_rename(FILE *f, const char *tmp, const char *path)
-{
-	int bad = fflush(f) != 0;
-	int e = errno;
-	if (fclose(f) != 0 && !bad) {
-		bad = 1;
-		e = errno;
-	}
-	if (!bad && rename(tmp, path) != 0) {
-		bad = 2;
-		e = errno;
-	}
-	if (bad) {
-		unlink(tmp);
-		return err_set(ERR_IO, "%s: %s failed: %s", path, bad == 2 ? "rename" : "write", strerror(e));
-	}
-	return 0;
-}
-
 int safetensors_writer_create(const char *path, struct safetensors_writer **out)
 {
 	*out = NULL;
 	struct safetensors_writer *w = calloc(1, sizeof *w);
-	if (!w || !(w->path = strdup(path))) {
-		free(w);
+	if (!w)
 		return err_set(ERR_NOMEM, "%s: out of memory", path);
-	}
-	int rc = sw_open_tmp(path, &w->tmp_path, &w->f);
+	/* Unaligned, back to back; offsets are JSON integers, signed 64-bit in jansson. */
+	int rc = tensor_out_open(&w->out, path, 1, INT64_MAX);
 	if (rc) {
 		safetensors_writer_destroy(w);
 		return rc;
@@ -121,56 +54,33 @@ void safetensors_writer_destroy(struct safetensors_writer *w)
 {
 	if (!w)
 		return;
-	if (w->f)
-		fclose(w->f);
-	if (w->state != SW_DONE && w->tmp_path)
-		unlink(w->tmp_path);
-	free(w->t);
-	free(w->path);
-	free(w->tmp_path);
+	tensor_out_cleanup(&w->out);
 	free(w);
 }
 
 int safetensors_writer_add_tensor(struct safetensors_writer *w, const char *name, uint32_t type,
 				  uint32_t n_dims, const uint64_t *shape)
 {
-	if (w->state != SW_META)
-		return err_set(ERR_STATE, "%s: tensor %s: added after data started", w->path, name);
+	const char *path = w->out.path;
+	int rc = tensor_out_check_meta(&w->out, "tensor", name);
+	if (rc)
+		return rc;
 	if (!safetensors_dtype_name(type))
 		return err_set(ERR_UNSUP, "%s: tensor %s: type %u cannot be stored in safetensors (f32, f16, bf16 only)",
-			       w->path, name, type);
+			       path, name, type);
 	size_t len = strlen(name);
-	if (!len || len >= SW_MAX_NAME || !strcmp(name, "__metadata__"))
-		return err_set(ERR_INVAL, "%s: tensor '%s': bad name", w->path, name);
+	if (!len || len >= TENSOR_OUT_MAX_NAME || !strcmp(name, "__metadata__"))
+		return err_set(ERR_INVAL, "%s: tensor '%s': bad name", path, name);
 	if (n_dims > SAFETENSORS_MAX_DIMS)
-		return err_set(ERR_INVAL, "%s: tensor %s: %u dims (max %d)", w->path, name, n_dims, SAFETENSORS_MAX_DIMS);
-	for (size_t i = 0; i < w->n_t; i++)
-		if (!strcmp(w->t[i].name, name))
-			return err_set(ERR_INVAL, "%s: tensor %s: duplicate name", w->path, name);
-	struct sw_tensor t = { .type = type, .n_dims = n_dims };
-	memcpy(t.name, name, len + 1);
+		return err_set(ERR_INVAL, "%s: tensor %s: %u dims (max %d)", path, name, n_dims, SAFETENSORS_MAX_DIMS);
 	uint64_t bytes = sw_elem_size(type);
 	for (uint32_t d = 0; d < n_dims; d++) {
-		t.shape[d] = shape[d];
 		/* JSON integers are signed 64-bit in jansson. */
 		if (shape[d] > (uint64_t)INT64_MAX || (shape[d] && bytes > (uint64_t)INT64_MAX / shape[d]))
-			return err_set(ERR_RANGE, "%s: tensor %s: size overflows", w->path, name);
+			return err_set(ERR_RANGE, "%s: tensor %s: size overflows", path, name);
 		bytes *= shape[d];
 	}
-	t.begin = w->n_t ? w->t[w->n_t - 1].end : 0;
-	if (t.begin > (uint64_t)INT64_MAX - bytes)
-		return err_set(ERR_RANGE, "%s: tensor %s: data offset overflows", w->path, name);
-	t.end = t.begin + bytes;
-	if (w->n_t == w->t_cap) {
-		size_t cap = w->t_cap ? w->t_cap * 2 : 256;
-		struct sw_tensor *p = realloc(w->t, cap * sizeof *p);
-		if (!p)
-			return err_set(ERR_NOMEM, "%s: out of memory", w->path);
-		w->t = p;
-		w->t_cap = cap;
-	}
-	w->t[w->n_t++] = t;
-	return 0;
+	return tensor_out_add(&w->out, name, type, n_dims, shape, bytes);
 }
 
 static json_t *sw_header_json(const struct safetensors_writer *w)
@@ -182,15 +92,15 @@ static json_t *sw_header_json(const struct safetensors_writer *w)
 		json_decref(root);
 		return NULL;
 	}
-	for (size_t i = 0; i < w->n_t; i++) {
-		const struct sw_tensor *t = &w->t[i];
+	for (uint64_t i = 0; i < w->out.n_t; i++) {
+		const struct tensor_out_tensor *t = &w->out.t[i];
 		json_t *o = json_object(), *shape = json_array(), *offs = json_array();
 		int bad = !o || !shape || !offs;
 		for (uint32_t d = 0; !bad && d < t->n_dims; d++)
-			bad = json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
+			bad = json_array_append_new(shape, json_integer((json_int_t)t->dims[d]));
 		if (!bad)
-			bad = json_array_append_new(offs, json_integer((json_int_t)t->begin)) ||
-			      json_array_append_new(offs, json_integer((json_int_t)t->end));
+			bad = json_array_append_new(offs, json_integer((json_int_t)t->offset)) ||
+			      json_array_append_new(offs, json_integer((json_int_t)(t->offset + t->nbytes)));
 		if (!bad)
 			bad = json_object_set_new(o, "dtype", json_string(safetensors_dtype_name(t->type))) ||
 			      json_object_set(o, "shape", shape) || json_object_set(o, "data_offsets", offs);
@@ -208,82 +118,42 @@ static json_t *sw_header_json(const struct safetensors_writer *w)
 
 int safetensors_writer_begin_data(struct safetensors_writer *w)
 {
-	if (w->state != SW_META)
-		return err_set(ERR_STATE, "%s: begin_data called twice", w->path);
 	json_t *root = sw_header_json(w);
 	char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(root);
 	if (!s)
-		return err_set(ERR_NOMEM, "%s: cannot build the JSON header", w->path);
+		return err_set(ERR_NOMEM, "%s: cannot build the JSON header", w->out.path);
+	/* 8-byte little-endian length, then the JSON padded with spaces so the
+	 * data starts 8-aligned. */
 	uint64_t len = strlen(s);
 	uint64_t padded = (len + 7) / 8 * 8;
-	int rc = 0;
-	if (fwrite(&padded, 8, 1, w->f) != 1 || fwrite(s, 1, len, w->f) != len)
-		rc = err_set(ERR_IO, "%s: write failed: %s", w->tmp_path, strerror(errno));
-	for (uint64_t i = len; !rc && i < padded; i++)
-		if (fputc(' ', w->f) == EOF)
-			rc = err_set(ERR_IO, "%s: write failed: %s", w->tmp_path, strerror(errno));
-	free(s);
-	if (rc) {
-		w->state = SW_FAILED;
-		return rc;
+	uint8_t *h = malloc(8 + padded);
+	if (!h) {
+		free(s);
+		return err_set(ERR_NOMEM, "%s: out of memory", w->out.path);
 	}
-	w->state = SW_DATA;
-	w->cur = 0;
-	w->cur_done = 0;
-	/* Skip zero-sized tensors so 'cur' always names one that needs bytes. */
-	while (w->cur < w->n_t && w->t[w->cur].end == w->t[w->cur].begin)
-		w->cur++;
-	return 0;
+	memcpy(h, &padded, 8);
+	memcpy(h + 8, s, len);
+	memset(h + 8 + len, ' ', padded - len);
+	free(s);
+	int rc = tensor_out_begin_data(&w->out, h, 8 + padded);
+	free(h);
+	return rc;
 }
 
 int safetensors_writer_write(struct safetensors_writer *w, const void *data, size_t n)
 {
-	if (w->state != SW_DATA)
-		return err_set(ERR_STATE, "%s: tensor data written outside the data phase", w->path);
-	if (!n)
-		return 0;
-	if (w->cur >= w->n_t) {
-		w->state = SW_FAILED;
-		return err_set(ERR_RANGE, "%s: %zu bytes written past the last tensor", w->path, n);
-	}
-	const struct sw_tensor *t = &w->t[w->cur];
-	uint64_t left = t->end - t->begin - w->cur_done;
-	if (n > left) {
-		w->state = SW_FAILED;
-		return err_set(ERR_RANGE, "%s: tensor %s: %zu bytes written but only %llu remain", w->path,
-			       t->name, n, (unsigned long long)left);
-	}
-	if (fwrite(data, 1, n, w->f) != n) {
-		w->state = SW_FAILED;
-		return err_set(ERR_IO, "%s: write failed: %s", w->tmp_path, strerror(errno));
-	}
-	w->cur_done += n;
-	if (w->cur_done == t->end - t->begin) {
-		w->cur++;
-		w->cur_done = 0;
-		while (w->cur < w->n_t && w->t[w->cur].end == w->t[w->cur].begin)
-			w->cur++;
-	}
-	return 0;
+	return tensor_out_write(&w->out, data, n);
 }
 
 int safetensors_writer_finish(struct safetensors_writer *w)
 {
-	if (w->state == SW_META) {
+	if (w->out.state == TENSOR_OUT_META) {
 		int rc = safetensors_writer_begin_data(w);
 		if (rc)
 			return rc;
 	}
-	if (w->state != SW_DATA)
-		return err_set(ERR_STATE, "%s: writer is not in a state to finish (earlier error)", w->path);
-	if (w->cur != w->n_t)
-		return err_set(ERR_STATE, "%s: tensor %s: data incomplete", w->path, w->t[w->cur].name);
-	FILE *f = w->f;
-	w->f = NULL;
-	int rc = sw_close_rename(f, w->tmp_path, w->path);
-	w->state = rc ? SW_FAILED : SW_DONE;
-	return rc;
+	return tensor_out_finish(&w->out);
 }
 
 /* A float as the short decimal a person would write (1e-06, not
@@ -354,7 +224,7 @@ int safetensors_write_gemma3_config(const char *path, const struct gemma3_config
 		return err_set(ERR_NOMEM, "%s: cannot format config", path);
 	char *tmp;
 	FILE *f;
-	int rc = sw_open_tmp(path, &tmp, &f);
+	int rc = tensor_out_tmp_open(path, &tmp, &f);
 	if (rc) {
 		free(s);
 		return rc;
@@ -365,7 +235,7 @@ int safetensors_write_gemma3_config(const char *path, const struct gemma3_config
 		fclose(f);
 		unlink(tmp);
 	} else {
-		rc = sw_close_rename(f, tmp, path);
+		rc = tensor_out_tmp_commit(f, tmp, path);
 	}
 	free(tmp);
 	free(s);
