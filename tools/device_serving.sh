@@ -19,7 +19,7 @@
 #   SERVING_MAX_SEQS [64]     --max-seqs (must be >= the largest level)
 #   SERVING_PORT [8650]       HTTP port (fixed: an explicit port must bind)
 #   SERVING_KV_BUDGET         unicorn-up --kv-budget (default: auto)
-#   SERVING_PREFIX=1          also, per placement: a long prompt (~950 tokens on
+#   SERVING_PREFIX=1          also, per placement: a long prompt (1012 tokens on
 #                             mkmodel's tokenizer)
 #                             sent alone twice, cold then with its prefix cached
 #                             (TTFT of each in serving.md)
