@@ -579,7 +579,14 @@ static bool kv_ready(struct coord *c, struct intake_req *r, struct intake_req **
 	struct sched_chunk ch;
 	if (!sched_seq_next(&r->seq, &ch))
 		return true;
-	while (kvc_reserve(&c->kv, r->slot, ch.pos0 + ch.n)) {
+	int rc;
+	while ((rc = kvc_reserve(&c->kv, r->slot, ch.pos0 + ch.n))) {
+		if (rc != ERR_NOMEM) { /* not a shortage: only this request fails */
+			fprintf(stderr, "coordinator: request %016llx: %s\n", (unsigned long long)r->id, err_msg());
+			intake_finish(r, MSG_END_ERROR);
+			r->kv_paused = true; /* out of this round */
+			return false;
+		}
 		struct intake_req *v = r;
 		for (uint32_t i = 0; i < n; i++)
 			if (!live[i]->kv_paused && live[i]->admit_seq > v->admit_seq)
@@ -930,6 +937,7 @@ static bool requeue_refused(struct coord *c, struct intake_req *r, int rc)
 			r->slot, err_msg(), r->slot, r->slot == 1 ? "" : "s");
 		c->sched.max_seqs = r->slot;
 	}
+	kvc_release(&c->kv, r->slot);
 	sched_slot_free(&c->sched, r->slot);
 	r->has_slot = false;
 	sched_seq_free(&r->seq);
