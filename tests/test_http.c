@@ -186,6 +186,18 @@ static char *cli_text(const struct cl *c)
 	return t;
 }
 
+/* The body of a 200 answer r (dechunked in place). */
+static char *sse_body(char *r)
+{
+	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
+	char *b = strstr(r, "\r\n\r\n");
+	cr_assert_not_null(b);
+	b += 4;
+	if (strcasestr(r, "transfer-encoding: chunked"))
+		unchunk(b);
+	return b;
+}
+
 static char *request(int port, const char *head, const char *body, size_t *len)
 {
 	int fd = dial(port);
@@ -222,13 +234,8 @@ static void check_sse(const struct cl *c)
 		 strlen(body));
 	size_t n;
 	char *r = request(c->port, head, body, &n);
-	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
+	char *b = sse_body(r);
 	cr_assert_not_null(strcasestr(r, "content-type: text/event-stream"), "%.300s", r);
-	char *b = strstr(r, "\r\n\r\n");
-	cr_assert_not_null(b);
-	b += 4;
-	if (strcasestr(r, "transfer-encoding: chunked"))
-		unchunk(b);
 	/* data: {json}\n\n ... data: [DONE]\n\n and nothing else */
 	int events = 0, finishes = 0;
 	char *p = b;
@@ -503,12 +510,7 @@ Test(http, cli_sampling_and_timeouts, .timeout = 240)
 	/* HTTP, streaming: chunks, then one error event, then [DONE] */
 	r = post_completion(&c, "{\"prompt\":\"" PROMPT "\",\"max_tokens\":4000,"
 			    "\"temperature\":0,\"timeout\":0.3,\"stream\":true}");
-	cr_assert(!strncmp(r, "HTTP/1.1 200", 12), "%.300s", r);
-	char *b = strstr(r, "\r\n\r\n");
-	cr_assert_not_null(b);
-	b += 4;
-	if (strcasestr(r, "transfer-encoding: chunked"))
-		unchunk(b);
+	char *b = sse_body(r);
 	int chunks = 0, errors = 0;
 	bool done = false;
 	for (char *p = b; *p;) {
