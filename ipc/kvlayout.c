@@ -43,7 +43,7 @@ int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t m
 		if (budget < full)
 			return err_set(ERR_RANGE,
 				       "kv: a budget of %" PRIu64 " bytes does not hold one sequence of %u positions "
-				       "(%" PRIu64 " bytes); raise --kv-budget or lower the context",
+				       "(%" PRIu64 " bytes); raise --kv-budget to at least that",
 				       budget, max_ctx, full);
 		/* local share of a full-length sequence, at most max_seqs rings */
 		uint64_t nl = l.n_local ? (uint64_t)((long double)budget * l.ring / full) : 0;
