@@ -26,6 +26,7 @@
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
 #define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
+#define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 
@@ -89,6 +90,9 @@ struct engine {
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
 	bool use_mvs, use_mm;
+	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
+	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
+	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
@@ -364,6 +368,11 @@ static int pipes_create(struct engine *e)
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
+	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
+	 * shaders/mul_mvs.glsl) unless UNICORN_VK_BATCH_MV=tokens */
+	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
+	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
+	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
 	for (int i = 0; i < 7 && !rc; i++) {
 		if (e->use_mvs) {
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
@@ -371,6 +380,14 @@ static int pipes_create(struct engine *e)
 			snprintf(name, sizeof name, "mul_mvs_glu_%s", slot_name[i]);
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs_glu[i]);
+		}
+		if (!rc && e->use_mvb) {
+			const uint32_t spec_mvb[2] = { WG_MVS, e->mvb_nt };
+			snprintf(name, sizeof name, "mul_mvb_%s", slot_name[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb[i]);
+			snprintf(name, sizeof name, "mul_mvb_glu_%s", slot_name[i]);
+			if (!rc)
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
 		if (!rc && e->use_mm)
@@ -706,6 +723,8 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->rows[i]);
 			vk_pipe_destroy(e->vk, &e->mvs[i]);
 			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
+			vk_pipe_destroy(e->vk, &e->mvb[i]);
+			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mm[i]);
 		}
 		vk_destroy(e->vk);
@@ -846,7 +865,8 @@ uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_
 	return engine_mvs_tpr(quarter && ncols <= UINT32_MAX / 4 ? ncols * 4 : ncols, wg, bpt);
 }
 
-/* Which matvec kernel a product of n_tok columns uses: 0 mul_mv, 1 mul_mvs, 2 mul_mm. */
+/* Which matvec kernel a product of n_tok columns uses: 0 mul_mv, 1 mul_mvs, 2 mul_mm,
+ * 3 mul_mvb (mul_mvs's numbers per token, weights read once per token group). */
 static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t x_off, uint32_t n_tok)
 {
 	bool al = w->ncols % 32 == 0 && x_stride % 4 == 0 && x_off % 4 == 0;
@@ -854,7 +874,9 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 	 * uses, whose columns are independent: each row's numbers do not depend on
 	 * the batch (the coordinator's per-sequence replay relies on it) */
 	if (e->rec_batch)
-		return al && e->use_mvs ? 1 : 0;
+		/* fewer tokens than a group: mul_mvs (same numbers; the H100 runs 2
+		 * tokens faster as two columns than in a half-idle group of 4) */
+		return al && e->use_mvs ? (e->use_mvb && n_tok >= e->mvb_nt ? 3 : 1) : 0;
 	if (al && e->use_mvs && n_tok <= MVS_MAX_TOK)
 		return 1;
 	if (al && e->use_mm && n_tok >= MM_MIN_TOK)
@@ -868,8 +890,9 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
 	uint64_t bytes = (uint64_t)w->nrows * w->row_bytes;
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
-	uint32_t wg = kind == 1 ? WG_MVS : WG;
-	uint32_t tpr = kind == 1 ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
+	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
+	uint32_t wg = mvs ? WG_MVS : WG;
+	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
 		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
@@ -882,6 +905,9 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	int ts = type_slot(w->type);
 	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
 		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, n_tok, gx, gz);
+	else if (kind == 3)
+		disp(e, cb, name, bytes, glu ? &e->mvb_glu[ts] : &e->mvb[ts], s, &p, (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx,
+		     gz);
 	else
 		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }

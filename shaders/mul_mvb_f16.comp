@@ -1,0 +1,5 @@
+#version 450
+// batch (several token columns per workgroup) matrix-vector product, f16 weights
+#define TYPE TYPE_F16
+#define MVS_BATCH 1
+#include "mul_mvs.glsl"
