@@ -52,7 +52,7 @@ int intake_open(const char *url, intake_submit_fn submit, void *arg, struct inta
 	return 0;
 }
 
-static void req_clear(struct intake_req *r)
+void intake_req_clear(struct intake_req *r)
 {
 	for (uint32_t i = 0; i < r->n_gen; i++)
 		free(r->pieces[i]);
@@ -74,7 +74,7 @@ void intake_close(struct intake *in)
 	for (uint32_t i = 0; i < in->n_pend; i++)
 		bus_pending_drop(in->pend[i].p);
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
-		req_clear(&in->reqs[i]);
+		intake_req_clear(&in->reqs[i]);
 	bus_close(in->bus);
 	free(in);
 }
@@ -106,7 +106,7 @@ static struct intake_req *alloc_req(struct intake *in)
 			old = r;
 	}
 	if (old)
-		req_clear(old);
+		intake_req_clear(old);
 	return old;
 }
 
@@ -257,7 +257,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		if (rc) {
 			char text[MSG_MAX_TEXT];
 			snprintf(text, sizeof text, "%s", err_msg());
-			req_clear(r);
+			intake_req_clear(r);
 			reply_error(in, p, rc, text);
 			return;
 		}
@@ -334,7 +334,7 @@ int intake_serve(struct intake *in, int timeout_ms)
 			}
 		} else if (r->state == INTAKE_DONE && !r->has_slot &&
 			   now - r->t_done > (int64_t)INTAKE_KEEP_DONE_MS * 1000000) {
-			req_clear(r);
+			intake_req_clear(r);
 		}
 	}
 	return 0;

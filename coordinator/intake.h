@@ -63,6 +63,9 @@ struct intake_req {
 	int64_t t_deadline;          /* ns, CLOCK_MONOTONIC: ends with MSG_END_TIMEOUT after it; 0 = none */
 };
 
+/* Free everything r owns (pieces, tokens, logprobs, its sequence) and zero it. */
+void intake_req_clear(struct intake_req *r);
+
 struct intake;
 
 /* Called for a new GEN_REQ: tokenize g into r->prompt (and place r: slot or

@@ -1060,18 +1060,8 @@ static void run_live(struct coord *c)
 
 static void hreq_clear(struct hreq *q)
 {
-	struct intake_req *r = &q->r;
-	for (uint32_t i = 0; i < r->n_gen; i++)
-		free(r->pieces[i]);
-	free(r->pieces);
-	free(r->gen);
-	free(r->prompt);
-	free(r->resume);
-	free(r->lp);
-	free(r->lp_ids);
-	free(r->lp_vals);
+	intake_req_clear(&q->r);
 	free(q->lp_off);
-	sched_seq_free(&r->seq);
 	oai_stop_free(&q->stop);
 	memset(q, 0, sizeof *q);
 }
