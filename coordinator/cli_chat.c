@@ -39,33 +39,22 @@ int cli_chat(int argc, char **argv)
 		{ "name", required_argument, 0, 'n' },
 		{ "system", required_argument, 0, 'y' },
 		{ "max-tokens", required_argument, 0, 'm' },
-		{ "temp", required_argument, 0, 't' },
-		{ "top-k", required_argument, 0, 'k' },
-		{ "top-p", required_argument, 0, 'p' },
-		{ "seed", required_argument, 0, 's' },
-		{ "min-p", required_argument, 0, 'M' },
-		{ "repeat-penalty", required_argument, 0, 'R' },
-		{ "presence-penalty", required_argument, 0, 'E' },
-		{ "frequency-penalty", required_argument, 0, 'F' },
+		INTAKE_SAMPLER_OPTIONS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	optind = 1;
 	int ch;
-	char *end;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		int sv = intake_gen_opt(ch, optarg, &o);
+		if (sv < 0)
+			goto bad;
+		if (sv)
+			continue;
 		switch (ch) {
 		case 'n': name = optarg; break;
 		case 'y': system = optarg; break;
 		case 'm': o.max_tokens = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 't': o.sp.temperature = strtof(optarg, NULL); break;
-		case 'k': o.sp.top_k = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'p': o.sp.top_p = strtof(optarg, NULL); break;
-		case 's': o.sp.seed = strtoull(optarg, NULL, 0); break;
-		case 'M': o.sp.min_p = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'R': o.sp.repetition_penalty = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'E': o.sp.presence_penalty = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'F': o.sp.frequency_penalty = strtof(optarg, &end); if (*end) goto bad; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -106,14 +106,7 @@ int cli_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' },
 		{ "max-tokens", required_argument, 0, 'm' },
-		{ "temp", required_argument, 0, 't' },
-		{ "top-k", required_argument, 0, 'k' },
-		{ "top-p", required_argument, 0, 'p' },
-		{ "seed", required_argument, 0, 's' },
-		{ "min-p", required_argument, 0, 'M' },
-		{ "repeat-penalty", required_argument, 0, 'R' },
-		{ "presence-penalty", required_argument, 0, 'E' },
-		{ "frequency-penalty", required_argument, 0, 'F' },
+		INTAKE_SAMPLER_OPTIONS,
 		{ "timeout", required_argument, 0, 'T' },
 		{ "chat", no_argument, 0, 'c' },
 		{ "json", no_argument, 0, 'j' },
@@ -124,6 +117,11 @@ int cli_run(int argc, char **argv)
 	int ch;
 	char *end;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		int sv = intake_gen_opt(ch, optarg, &o);
+		if (sv < 0)
+			goto bad;
+		if (sv)
+			continue;
 		switch (ch) {
 		case 'n': name = optarg; break;
 		case 'm': {
@@ -135,14 +133,6 @@ int cli_run(int argc, char **argv)
 			o.max_tokens = (uint32_t)v;
 			break;
 		}
-		case 't': o.sp.temperature = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'k': o.sp.top_k = (uint32_t)strtoul(optarg, &end, 10); if (*end) goto bad; break;
-		case 'p': o.sp.top_p = strtof(optarg, &end); if (*end) goto bad; break;
-		case 's': o.sp.seed = strtoull(optarg, &end, 0); if (*end) goto bad; break;
-		case 'M': o.sp.min_p = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'R': o.sp.repetition_penalty = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'E': o.sp.presence_penalty = strtof(optarg, &end); if (*end) goto bad; break;
-		case 'F': o.sp.frequency_penalty = strtof(optarg, &end); if (*end) goto bad; break;
 		case 'T':
 			timeout_s = strtod(optarg, &end);
 			/* GEN_REQ carries u32 milliseconds */

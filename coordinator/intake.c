@@ -427,6 +427,24 @@ int intake_gen_opts_check(const struct intake_gen_opts *o)
 	return 0;
 }
 
+int intake_gen_opt(int ch, const char *arg, struct intake_gen_opts *o)
+{
+	struct sampler_params *p = &o->sp;
+	char *end;
+	switch (ch) {
+	case 't': p->temperature = strtof(arg, &end); break;
+	case 'k': p->top_k = (uint32_t)strtoul(arg, &end, 10); break;
+	case 'p': p->top_p = strtof(arg, &end); break;
+	case 's': p->seed = strtoull(arg, &end, 0); break;
+	case 'M': p->min_p = strtof(arg, &end); break;
+	case 'R': p->repetition_penalty = strtof(arg, &end); break;
+	case 'E': p->presence_penalty = strtof(arg, &end); break;
+	case 'F': p->frequency_penalty = strtof(arg, &end); break;
+	default: return 0;
+	}
+	return *end || end == arg ? -1 : 1;
+}
+
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res)
 {

@@ -118,6 +118,16 @@ struct intake_gen_result {
  * --frequency-penalty, --max-tokens) for a value GEN_REQ would refuse (the
  * ranges of the HTTP API; --repeat-penalty 0 is refused, 1 = off). */
 int intake_gen_opts_check(const struct intake_gen_opts *o);
+/* The sampler flags `unicorn run` and `unicorn chat` share, for their
+ * getopt_long tables, and their parser: 1 when ch was one of them (its value
+ * stored in o), 0 when it is not a sampler flag, -1 when arg is not a number.
+ * Ranges are intake_gen_opts_check's job. */
+#define INTAKE_SAMPLER_OPTIONS \
+	{ "temp", required_argument, 0, 't' }, { "top-k", required_argument, 0, 'k' }, \
+	{ "top-p", required_argument, 0, 'p' }, { "seed", required_argument, 0, 's' }, \
+	{ "min-p", required_argument, 0, 'M' }, { "repeat-penalty", required_argument, 0, 'R' }, \
+	{ "presence-penalty", required_argument, 0, 'E' }, { "frequency-penalty", required_argument, 0, 'F' }
+int intake_gen_opt(int ch, const char *arg, struct intake_gen_opts *o);
 
 /* Generate over coordinator.ipc of the cluster in rundir: submit, poll to the
  * end, resubmit with resume[] when the coordinator restarted. */
