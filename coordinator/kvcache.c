@@ -260,6 +260,14 @@ int kvc_reserve(struct kvc *k, uint32_t slot, uint32_t upto)
 	return rc;
 }
 
+static uint32_t free_entry(const struct kvc *k)
+{
+	for (uint32_t i = 0; i < k->cap_ent; i++)
+		if (!k->ent[i].used)
+			return i;
+	return KVC_NONE;
+}
+
 void kvc_register(struct kvc *k, uint32_t slot, const uint32_t *tokens, uint32_t n_fed, uint32_t n_prompt)
 {
 	if (slot >= k->max_seqs || !k->slot[slot].live)
@@ -277,17 +285,13 @@ void kvc_register(struct kvc *k, uint32_t slot, const uint32_t *tokens, uint32_t
 			uint32_t b0 = u * k->ub;
 			if (b0 + k->ub > s->g_held || (k->l.n_local && b0 + k->l.ring < s->l_next))
 				return;
-			for (i = 0; i < k->cap_ent && k->ent[i].used; i++)
-				;
-			if (i == k->cap_ent) {
+			i = free_entry(k);
+			if (i == KVC_NONE) {
+				/* evict_one spares this chain's parent: its descendants
+				 * must stay findable */
 				if (!evict_one(k, s->reg_parent))
 					return;
-				for (i = 0; i < k->cap_ent && k->ent[i].used; i++)
-					;
-				/* the evicted entry may have been this chain's parent:
-				 * then stop (its descendants could not be found) */
-				if (i == k->cap_ent || (s->reg_parent && !k->ent[s->reg_parent - 1].used))
-					return;
+				i = free_entry(k);
 			}
 			struct kvc_entry *e = &k->ent[i];
 			memset(e, 0, sizeof *e);

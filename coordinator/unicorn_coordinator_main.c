@@ -476,8 +476,9 @@ static int kv_start(struct coord *c, struct intake_req *r, bool fresh)
 }
 
 /* Resume preempted sequences (oldest first) while the pools have room for
- * their whole length: they replay their recorded chunks. */
-static void resume_paused(struct coord *c)
+ * their whole length: they replay their recorded chunks. True when some
+ * still wait. */
+static bool resume_paused(struct coord *c)
 {
 	for (;;) {
 		struct intake_req *best = NULL;
@@ -488,7 +489,7 @@ static void resume_paused(struct coord *c)
 				best = r;
 		}
 		if (!best || !kvc_fits(&c->kv, best->seq.n_tok + 1))
-			return;
+			return best != NULL;
 		sched_seq_replay(&best->seq);
 		reset_slot(c, best->slot);
 		if (kv_start(c, best, false)) {
@@ -503,23 +504,14 @@ static void resume_paused(struct coord *c)
 	}
 }
 
-static bool any_paused(struct coord *c)
-{
-	for (uint32_t i = 0; i < N_REQS; i++) {
-		struct intake_req *r = req_at(c, i);
-		if (r && r->has_slot && r->state == INTAKE_LIVE && r->kv_paused)
-			return true;
-	}
-	return false;
-}
-
 /* Admit queued requests into free slots while the KV pools have room for
  * their prompts (admission by memory; the queue waits otherwise). Preempted
  * sequences come back first. */
 static void admit(struct coord *c)
 {
-	resume_paused(c);
-	while (sched_live(&c->sched) < c->sched.max_seqs && !any_paused(c)) {
+	if (resume_paused(c))
+		return; /* preempted sequences first */
+	while (sched_live(&c->sched) < c->sched.max_seqs) {
 		uint64_t id;
 		if (sched_queue_peek(&c->sched, &id))
 			return;
