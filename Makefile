@@ -19,7 +19,7 @@ LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lncursesw -lm -lpthread
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 
-MODULES  := ipc loader ref gpu_worker npu_worker coordinator tools
+MODULES  := common formats tokenizer ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
 ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
@@ -33,7 +33,7 @@ LIB      := $(BUILD)/libunicorn.a
 bin_name = $(BIN)/$(subst _,-,$(patsubst %_main,%,$(basename $(notdir $(1)))))
 BINS     := $(foreach f,$(MAIN_C),$(call bin_name,$(f)))
 
-TEST_C   := $(wildcard tests/*.c)
+TEST_C   := $(wildcard tests/*.c) $(filter-out tests/fuzz/%,$(wildcard tests/*/*.c))
 TEST_O   := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_C))
 TEST_BIN := $(BUILD)/tests/unicorn-tests
 FUZZ_C   := $(wildcard tests/fuzz/fuzz_*.c)
@@ -97,7 +97,7 @@ check:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
-FUZZ_LIB_C  = $(filter ipc/% loader/%,$(LIB_C))
+FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/%,$(LIB_C))
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
 	@mkdir -p $(dir $@)
