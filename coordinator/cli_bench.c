@@ -20,7 +20,7 @@
 
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "loader/quant.h"
 

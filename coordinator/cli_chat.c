@@ -8,7 +8,7 @@
 #include "coordinator/chat.h"
 #include "coordinator/cli.h"
 #include "coordinator/intake.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define CHAT_MAX_TURNS 512

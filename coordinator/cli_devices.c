@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define MAX_DEV 16
 

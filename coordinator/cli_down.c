@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "ipc/bus.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define DOWN_WAIT_S 20   /* the supervisor's own grace is 5 s per stage */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "loader/quant.h"
 

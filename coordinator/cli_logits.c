@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "gpu_worker/engine.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 #include "tools/quantize.h"
 

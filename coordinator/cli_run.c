@@ -9,7 +9,7 @@
 #include "coordinator/cli.h"
 #include "coordinator/intake.h"
 #include "coordinator/tokenizer.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)

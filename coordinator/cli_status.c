@@ -13,8 +13,8 @@
 #include <jansson.h>
 
 #include "ipc/bus.h"
-#include "ipc/err.h"
-#include "ipc/progress.h"
+#include "common/err.h"
+#include "common/progress.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "coordinator/tokenizer.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define MAX_STDIN (256u << 20) /* refuse absurd stdin rather than exhausting memory */
 

@@ -24,8 +24,8 @@
 #include <jansson.h>
 
 #include "coordinator/dashboard.h"
-#include "ipc/err.h"
-#include "ipc/progress.h"
+#include "common/err.h"
+#include "common/progress.h"
 #include "ipc/rundir.h"
 
 #define TOP_LINES 40

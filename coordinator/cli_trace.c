@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 #include "coordinator/dashboard.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)

@@ -20,7 +20,7 @@
 
 #include "coordinator/metrics.h"
 #include "coordinator/trace.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define SSE_INTERVAL_MS 1000

@@ -15,7 +15,7 @@
 #include <microhttpd.h>
 
 #include "coordinator/dashboard.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 enum { JOB_QUEUED = 0, JOB_TAKEN, JOB_ACCEPTED, JOB_DONE, JOB_FAILED };
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ipc/bus.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 int64_t intake_now_ns(void)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 static uint64_t chain_hash(uint64_t h, const uint32_t *t, uint32_t n)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 struct series {
 	char label[METRICS_LABEL_MAX];

@@ -10,7 +10,7 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/msg.h"
 
 int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 int sampler_check(const struct sampler_params *p)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {

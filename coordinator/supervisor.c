@@ -16,7 +16,7 @@
 
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define SUP_LINE_MAX 4096

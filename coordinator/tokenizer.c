@@ -1,7 +1,7 @@
 /* tokenizer: vocab tables, loading dispatch, decoding and accessors.
  * Encoding lives in tokenizer_encode.c, the loaders in tokenizer_gguf.c / tokenizer_json.c. */
 #include "coordinator/tokenizer_int.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <stdio.h>

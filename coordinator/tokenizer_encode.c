@@ -7,7 +7,7 @@
  * its merge rank (lowest first); ties go to the leftmost pair. Stale heap entries are
  * detected when popped, so each merge costs O(log n) and the whole segment O(n log n). */
 #include "coordinator/tokenizer_int.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #include <stdlib.h>
 #include <string.h>

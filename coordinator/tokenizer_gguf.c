@@ -2,7 +2,7 @@
  * SentencePiece). Every array is checked (type, length equal to the token count) and every
  * special id against the vocab size; errors name the file and the key. */
 #include "coordinator/tokenizer_int.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * naming the field, rather than a silently different tokenization. */
 #include "coordinator/tokenizer_int.h"
 #include "coordinator/tokenizer_jsonscan.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * into the file buffer) and hands every other value, as its raw span, to jansson. */
 #include "coordinator/tokenizer_int.h"
 #include "coordinator/tokenizer_jsonscan.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/msg.h"
 
 struct trace {

@@ -21,7 +21,7 @@
 #include "coordinator/supervisor.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
 

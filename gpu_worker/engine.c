@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 
 #define WG 64u

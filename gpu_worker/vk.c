@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gpu_worker/shaders.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define VK_STAGING_BYTES ((VkDeviceSize)64 << 20)
 #define VK_QUERIES 2048

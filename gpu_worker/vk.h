@@ -2,7 +2,7 @@
  * staging transfers, pipelines from embedded SPIR-V, descriptor sets, command
  * buffers and timestamp queries. No model knowledge lives here (see engine.h).
  *
- * Every function returns 0 or a negative ERR_* (ipc/err.h) with a message. */
+ * Every function returns 0 or a negative ERR_* (common/err.h) with a message. */
 #ifndef UNICORN_VK_H
 #define UNICORN_VK_H
 

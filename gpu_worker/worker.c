@@ -16,7 +16,7 @@
 #include "ipc/attach.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 struct wslot {

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
 

@@ -11,7 +11,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 struct bus {
 	nng_socket sock;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "ipc/bus.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define CTL_POLL_MS 50       /* how often the thread looks at the stop flag */

@@ -15,7 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 static void put32(uint8_t *p, uint32_t v)
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t max_seqs, uint64_t budget,
 		   struct kv_layout *out)

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
-#include "ipc/le.h"
+#include "common/err.h"
+#include "common/le.h"
 #include "ipc/shm.h"
 #include "loader/quant.h"
 

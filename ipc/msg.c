@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ipc/err.h"
-#include "ipc/le.h"
+#include "common/err.h"
+#include "common/le.h"
 
 struct cur {
 	uint8_t *p;

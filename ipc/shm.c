@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define UDMABUF_DEV "/dev/udmabuf"
 #define UDMABUF_LIMIT "/sys/module/udmabuf/parameters/size_limit_mb"

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 #include "loader/tensor_out.h"
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
-#include "ipc/readfile.h"
+#include "common/err.h"
+#include "common/readfile.h"
 
 /* Gemma3TextConfig defaults (transformers). */
 #define DEF_N_HEAD 8

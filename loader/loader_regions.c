@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "ipc/attach.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/manifest.h"
-#include "ipc/progress.h"
+#include "common/progress.h"
 
 void loader_regions_free(struct loader_regions *r)
 {

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf.h"
 #include "loader/hf_config.h"
 #include "loader/quant.h"

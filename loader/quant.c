@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 static const struct {
 	uint32_t type;

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
-#include "ipc/readfile.h"
+#include "common/err.h"
+#include "common/readfile.h"
 #include "loader/quant.h"
 
 static const struct {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 #include "loader/tensor_out.h"
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 int tensor_out_tmp_open(const char *path, char **tmp_out, FILE **f_out)
 {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
 #include "loader/loader_regions.h"

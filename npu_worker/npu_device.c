@@ -11,7 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define VULKAN_HINT "run the attention stage on the GPU with --attn-backend vulkan"
 

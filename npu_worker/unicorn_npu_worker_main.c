@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "gpu_worker/worker.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "npu_worker/npu_device.h"
 
 /* The backend named on the command line (NULL if absent). */

@@ -7,7 +7,7 @@
 #include "npu_worker/xrt_shim.h"
 
 extern "C" {
-#include "ipc/err.h"
+#include "common/err.h"
 }
 
 #include <xrt/xrt_bo.h>

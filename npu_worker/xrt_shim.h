@@ -3,7 +3,7 @@
  * amdxdna needs xrt::hw_context, which XRT exposes only in C++, so this header
  * is plain C and xrt_shim.cpp (the only C++ file and the only XRT include) does
  * the work. Every function catches all C++ exceptions and returns 0 or a
- * negative ERR_* code from ipc/err.h with a message (err_msg()).
+ * negative ERR_* code from common/err.h with a message (err_msg()).
  *
  * Linking: the shim objects and -lxrt_coreutil are linked only into binaries
  * whose main file lives in npu_worker/, so nothing in libunicorn.a may call

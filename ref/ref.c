@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 /* ---------------------------------------------------------------- loading */
 

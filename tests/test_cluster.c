@@ -25,7 +25,7 @@
 #include <jansson.h>
 
 #include "golden.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
 

@@ -11,7 +11,7 @@
 
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 #include "tests/proc.h"
 

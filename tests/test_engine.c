@@ -8,7 +8,7 @@
 
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"

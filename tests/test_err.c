@@ -1,7 +1,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 Test(err, set_and_prefix)
 {

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf.h"
 #include "loader/quant.h"
 #include "tests/golden.h"

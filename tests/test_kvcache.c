@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "coordinator/kvcache.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 /* 64 positions = 4 blocks per sequence; a 3-entry ring; 8 global and 6
  * local blocks; prefix unit 16 (one block). */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gpu_worker/engine.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "loader/model.h"
 #include "ref/ref.h"

@@ -19,7 +19,7 @@
 
 #include "golden.h"
 #include "ipc/attach.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 
 static char dir[64];

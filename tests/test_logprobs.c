@@ -16,7 +16,7 @@
 
 #include "coordinator/openai.h"
 #include "gpu_worker/engine.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/manifest.h"
 #include "ipc/shm.h"
 #include "loader/model.h"

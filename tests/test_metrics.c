@@ -16,9 +16,9 @@
 #include "coordinator/dashboard.h"
 #include "coordinator/metrics.h"
 #include "coordinator/trace.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/msg.h"
-#include "ipc/progress.h"
+#include "common/progress.h"
 
 Test(metrics, prometheus_text_exact)
 {

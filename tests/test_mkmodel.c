@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
-#include "ipc/progress.h"
+#include "common/err.h"
+#include "common/progress.h"
 #include "loader/gguf.h"
 #include "loader/gguf_write.h"
 #include "loader/model.h"

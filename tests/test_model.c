@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf_write.h"
 #include "loader/hf_config.h"
 #include "loader/model.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/engine.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "loader/quant.h"
 #include "tests/golden.h"

@@ -29,7 +29,7 @@
 
 #include "coordinator/dashboard.h"
 #include "golden.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 #define PROMPT "Once upon a time"
 

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf.h"
 #include "loader/model.h"
 #include "loader/quant.h"

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/safetensors.h"
 #include "tests/golden.h"
 

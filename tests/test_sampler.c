@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "coordinator/sampler.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 static const uint32_t ids8[8] = { 40, 7, 13, 99, 5, 61, 2, 30 };
 static const float lg8[8] = { 1.0f, 3.5f, 3.5f, -2.0f, 0.5f, 2.0f, -1.0f, 0.0f };

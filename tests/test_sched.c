@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "coordinator/sched.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 static uint32_t seqtok[1000];
 

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
 #include "ipc/shm.h"

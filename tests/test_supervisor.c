@@ -15,7 +15,7 @@
 
 #include "coordinator/supervisor.h"
 #include "ipc/ctl.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "tests/proc.h"
 
 /* ---- the ctl child: heartbeats until SHUTDOWN, then exits 0 ---- */

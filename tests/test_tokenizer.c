@@ -12,7 +12,7 @@
 
 #include "coordinator/cli.h"
 #include "coordinator/tokenizer.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/gguf_write.h"
 #include "tests/golden.h"
 #include "tests/proc.h"

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 
 Test(vk, list_and_select, .timeout = 30)
 {

@@ -8,7 +8,7 @@
 
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 
 static struct vk_ctx *vk;

@@ -26,7 +26,7 @@
 #include "gpu_worker/vk.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"
-#include "ipc/err.h"
+#include "common/err.h"
 #include "ipc/rundir.h"
 
 #define RECV_MS 20000 /* engine start-up on lavapipe included */

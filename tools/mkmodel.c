@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
-#include "ipc/progress.h"
+#include "common/err.h"
+#include "common/progress.h"
 #include "loader/quant.h"
 #include "loader/safetensors_write.h"
 

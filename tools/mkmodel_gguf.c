@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "loader/quant.h"
 #include "tools/mkmodel.h"
 

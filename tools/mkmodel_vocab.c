@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 #include "tools/mkmodel.h"
 
 void mkmodel_vocab_free(struct mkmodel_vocab *v)

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ipc/err.h"
-#include "ipc/progress.h"
+#include "common/err.h"
+#include "common/progress.h"
 #include "loader/gguf.h"
 #include "loader/gguf_write.h"
 #include "loader/model.h"

@@ -1,4 +1,4 @@
-#include "ipc/err.h"
+#include "common/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

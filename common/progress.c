@@ -1,5 +1,5 @@
 /* progress: terminal/log progress reporting (see progress.h). */
-#include "ipc/progress.h"
+#include "common/progress.h"
 
 #include <string.h>
 #include <time.h>

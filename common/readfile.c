@@ -1,4 +1,4 @@
-#include "ipc/readfile.h"
+#include "common/readfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc/err.h"
+#include "common/err.h"
 
 int readfile(const char *path, size_t cap, char **text, size_t *len)
 {
