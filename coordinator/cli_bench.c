@@ -21,8 +21,8 @@
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 
 #define BENCH_MAX_TESTS 16
 

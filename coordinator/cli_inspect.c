@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 
 #define MAX_TYPE_ID 64
 

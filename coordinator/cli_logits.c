@@ -12,7 +12,7 @@
 
 #include "gpu_worker/engine.h"
 #include "common/err.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "ref/ref.h"
 
 /* An engine as this command needs it: one sequence, run in chunks. forward

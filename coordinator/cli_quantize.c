@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 #include "tools/quantize.h"
 
 static void usage(FILE *f)

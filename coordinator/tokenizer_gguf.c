@@ -3,7 +3,7 @@
  * special id against the vocab size; errors name the file and the key. */
 #include "coordinator/tokenizer_int.h"
 #include "common/err.h"
-#include "loader/gguf.h"
+#include "formats/gguf.h"
 
 #include <stdlib.h>
 #include <string.h>

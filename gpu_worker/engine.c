@@ -18,7 +18,7 @@
 
 #include "gpu_worker/vk.h"
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 #define WG 64u
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "ipc/kvlayout.h"
-#include "loader/model.h"
+#include "formats/model.h"
 
 struct engine;
 struct vk_ctx;

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "ipc/msg.h"
-#include "loader/model.h"
+#include "formats/model.h"
 
 #define KV_BLOCK 16                 /* positions per block */
 #define KV_RING_SLACK MSG_MAX_TOKENS /* most positions one step writes */

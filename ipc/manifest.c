@@ -11,7 +11,7 @@
 #include "common/err.h"
 #include "common/le.h"
 #include "ipc/shm.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 /* ---- planner ---- */
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/model.h"
+#include "formats/model.h"
 
 #define MANIFEST_MAGIC 0x4E414D55u    /* "UMAN" little-endian */
 #define MANIFEST_VERSION 1

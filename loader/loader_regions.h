@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "ipc/shm.h"
-#include "loader/model.h"
+#include "formats/model.h"
 
 struct loader_regions {
 	struct shm_region manifest;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/model.h"
+#include "formats/model.h"
 
 /* One decoder layer, all f32. Matrices are row-major [out][in] (GGUF ne = {in, out}). */
 struct ref_layer {

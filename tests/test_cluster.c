@@ -26,7 +26,7 @@
 
 #include "golden.h"
 #include "common/err.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "ref/ref.h"
 
 #define PROMPT "Once upon a time"

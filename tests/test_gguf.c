@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/gguf.h"
-#include "loader/quant.h"
+#include "formats/gguf.h"
+#include "formats/quant.h"
 #include "tests/golden.h"
 
 /* ---- builder ---------------------------------------------------------- */

@@ -9,7 +9,7 @@
 #include "gpu_worker/engine.h"
 #include "common/err.h"
 #include "ipc/kvlayout.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"
 

@@ -20,7 +20,7 @@
 #include "golden.h"
 #include "ipc/attach.h"
 #include "common/err.h"
-#include "loader/model.h"
+#include "formats/model.h"
 
 static char dir[64];
 static pid_t loader_pid = -1;

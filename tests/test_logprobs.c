@@ -17,7 +17,7 @@
 #include "coordinator/openai.h"
 #include "gpu_worker/engine.h"
 #include "common/err.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"
 

@@ -8,7 +8,7 @@
 #include "common/err.h"
 #include "ipc/manifest.h"
 #include "ipc/shm.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "tests/golden.h"
 
 static struct model *src;

@@ -13,11 +13,11 @@
 
 #include "common/err.h"
 #include "common/progress.h"
-#include "loader/gguf.h"
-#include "loader/gguf_write.h"
-#include "loader/model.h"
-#include "loader/quant.h"
-#include "loader/safetensors_write.h"
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
+#include "formats/model.h"
+#include "formats/quant.h"
+#include "formats/safetensors_write.h"
 #include "ref/ref.h"
 #include "tools/mkmodel.h"
 

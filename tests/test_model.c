@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/gguf_write.h"
-#include "loader/hf_config.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/gguf_write.h"
+#include "formats/hf_config.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 #include "tests/golden.h"
 
 static char golden_dir[4200];

@@ -14,8 +14,8 @@
 
 #include "gpu_worker/engine.h"
 #include "common/err.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 #include "tests/golden.h"
 #include "tools/mkmodel.h"
 

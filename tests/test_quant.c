@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 Test(quant, half_floats)
 {

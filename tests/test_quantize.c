@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/gguf.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/gguf.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 #include "ref/ref.h"
 #include "tests/golden.h"
 #include "tools/mkmodel.h"

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/model.h"
+#include "formats/model.h"
 #include "ref/ref.h"
 #include "tests/golden.h"
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/safetensors.h"
+#include "formats/safetensors.h"
 #include "tests/golden.h"
 
 /* A file image: u64 LE header length, the header, data_size bytes 0,1,2,... */

@@ -13,7 +13,7 @@
 #include "coordinator/cli.h"
 #include "coordinator/tokenizer.h"
 #include "common/err.h"
-#include "loader/gguf_write.h"
+#include "formats/gguf_write.h"
 #include "tests/golden.h"
 #include "tests/proc.h"
 

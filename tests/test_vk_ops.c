@@ -9,7 +9,7 @@
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 static struct vk_ctx *vk;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -14,8 +14,8 @@
 
 #include "common/err.h"
 #include "common/progress.h"
-#include "loader/quant.h"
-#include "loader/safetensors_write.h"
+#include "formats/quant.h"
+#include "formats/safetensors_write.h"
 
 #define MK_CHUNK_ELEMS (1u << 22) /* f32 staging per chunk: 16 MiB */
 #define MK_MAX_THREADS 8

@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/gguf.h"
-#include "loader/gguf_write.h"
-#include "loader/model.h"
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
+#include "formats/model.h"
 
 /* ---- shapes ---- */
 

@@ -9,10 +9,10 @@
 
 #include "common/err.h"
 #include "common/progress.h"
-#include "loader/gguf.h"
-#include "loader/gguf_write.h"
-#include "loader/model.h"
-#include "loader/quant.h"
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
+#include "formats/model.h"
+#include "formats/quant.h"
 #include "tools/mkmodel.h"
 
 /* Copy every tokenizer.* key of a GGUF input as it is. */

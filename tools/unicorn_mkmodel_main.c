@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 #include "tools/mkmodel.h"
 
 static void usage(FILE *f)

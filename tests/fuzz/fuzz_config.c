@@ -2,8 +2,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/hf_config.h"
-#include "loader/model.h"
+#include "formats/hf_config.h"
+#include "formats/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader/gguf.h"
+#include "formats/gguf.h"
 
 /* Read every byte of [p, p + n) through a volatile pointer so the loads
  * cannot be optimized away. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "ipc/manifest.h"
-#include "loader/model.h"
+#include "formats/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

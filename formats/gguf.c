@@ -4,7 +4,7 @@
  * the bytes that remain before it is used, every allocation is bounded by the
  * input size, and nothing points into the buffer before its bounds are known.
  * Values are decoded little-endian byte by byte so unaligned fields are fine. */
-#include "loader/gguf.h"
+#include "formats/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_KEY 65535

@@ -4,7 +4,7 @@
  * under GGUF names and GGUF dimension order, pointing at mapped file bytes.
  * Validation (every required tensor, exact shapes, supported types) is shared,
  * so a model that opens is one the engine can run. */
-#include "loader/model.h"
+#include "formats/model.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/gguf.h"
-#include "loader/hf_config.h"
-#include "loader/quant.h"
-#include "loader/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "formats/quant.h"
+#include "formats/safetensors.h"
 
 /* Same caps as hf_config: far above real models, low enough that products of
  * two of them cannot overflow. */

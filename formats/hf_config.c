@@ -1,7 +1,7 @@
 /* hf_config: config.json parsing. Defaults follow transformers'
  * Gemma3TextConfig so that the terse multimodal configs on the Hub (4B lists
  * only a handful of text keys) load with the values transformers would use. */
-#include "loader/hf_config.h"
+#include "formats/hf_config.h"
 
 #include <jansson.h>
 #include <math.h>

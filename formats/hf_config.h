@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "loader/model.h"
+#include "formats/model.h"
 
 #define HF_CONFIG_MAX_BYTES (16u << 20)
 

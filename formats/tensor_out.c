@@ -1,6 +1,6 @@
 /* tensor_out: output file, tensor list and data-phase state machine shared
  * by the model writers (see tensor_out.h). */
-#include "loader/tensor_out.h"
+#include "formats/tensor_out.h"
 
 #include <errno.h>
 #include <stdlib.h>

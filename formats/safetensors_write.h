@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/model.h"
+#include "formats/model.h"
 
 #define SAFETENSORS_MAX_DIMS 4
 

@@ -60,7 +60,7 @@ struct gguf_tensor {
 	char name[GGUF_MAX_NAME + 1];   /* NUL-terminated copy */
 	uint32_t n_dims;
 	uint64_t ne[GGUF_MAX_DIMS];     /* ne[0] fastest; unused dims are 1 */
-	uint32_t type;                  /* enum tensor_type (loader/quant.h) */
+	uint32_t type;                  /* enum tensor_type (formats/quant.h) */
 	uint64_t offset;                /* relative to the data section */
 	uint64_t nbytes;
 	const uint8_t *data;            /* into the mapping, bounds-checked */

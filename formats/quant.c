@@ -1,6 +1,6 @@
 /* quant: element types, half floats, ggml block (de)quantization.
  * Block layouts: ../shared/spec/reference.md §3 (ggml-common.h). */
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 #include <math.h>
 #include <string.h>

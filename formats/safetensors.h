@@ -64,7 +64,7 @@ size_t safetensors_dtype_size(uint32_t dtype);
 const char *safetensors_dtype_str(uint32_t dtype);
 /* "F32" -> ST_F32; ERR_UNSUP for an unknown name. */
 int safetensors_dtype_parse(const char *name, uint32_t *dtype);
-/* Engine tensor type (loader/quant.h) for F32/F16/BF16; ERR_UNSUP otherwise. */
+/* Engine tensor type (formats/quant.h) for F32/F16/BF16; ERR_UNSUP otherwise. */
 int safetensors_dtype_to_tensor_type(uint32_t dtype, uint32_t *type);
 
 /* Parse only the JSON header (len bytes, not NUL-terminated) against a data

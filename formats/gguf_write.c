@@ -1,12 +1,12 @@
 /* gguf_write: streaming GGUF v3 writer (see gguf_write.h). */
-#include "loader/gguf_write.h"
+#include "formats/gguf_write.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
-#include "loader/tensor_out.h"
+#include "formats/quant.h"
+#include "formats/tensor_out.h"
 
 _Static_assert(GGUF_MAX_NAME < TENSOR_OUT_MAX_NAME && GGUF_MAX_DIMS <= TENSOR_OUT_MAX_DIMS,
 	       "tensor_out must hold any GGUF tensor info");

@@ -1,6 +1,6 @@
 /* safetensors_write: streaming model.safetensors writer and Gemma 3
  * config.json (see safetensors_write.h). */
-#include "loader/safetensors_write.h"
+#include "formats/safetensors_write.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "loader/quant.h"
-#include "loader/tensor_out.h"
+#include "formats/quant.h"
+#include "formats/tensor_out.h"
 
 _Static_assert(SAFETENSORS_MAX_DIMS <= TENSOR_OUT_MAX_DIMS, "tensor_out must hold any shape");
 

@@ -1,7 +1,7 @@
 /* safetensors: header parsing, validation and shard sets. The JSON header is
  * hostile input: every dimension, offset and byte count is checked for
  * overflow and bounds before a tensor may point into the mapping. */
-#include "loader/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 
 #include "common/err.h"
 #include "common/readfile.h"
-#include "loader/quant.h"
+#include "formats/quant.h"
 
 static const struct {
 	const char *name;

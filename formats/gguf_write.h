@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/gguf.h"
+#include "formats/gguf.h"
 
 #define GGUF_WRITE_ALIGNMENT 32
 
