@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 struct chat_msg {
 	const char *role;     /* "system" (first only), "user", "assistant" or "model" */

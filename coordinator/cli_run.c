@@ -8,7 +8,7 @@
 #include "coordinator/chat.h"
 #include "coordinator/cli.h"
 #include "coordinator/intake.h"
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 

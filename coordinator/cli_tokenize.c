@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "common/err.h"
 
 #define MAX_STDIN (256u << 20) /* refuse absurd stdin rather than exhausting memory */

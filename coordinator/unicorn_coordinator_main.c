@@ -25,7 +25,7 @@
 #include "coordinator/sampler.h"
 #include "coordinator/kvcache.h"
 #include "coordinator/sched.h"
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "coordinator/trace.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"

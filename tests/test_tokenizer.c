@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "coordinator/cli.h"
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "common/err.h"
 #include "formats/gguf_write.h"
 #include "tests/golden.h"

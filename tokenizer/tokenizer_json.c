@@ -2,8 +2,8 @@
  * pipelines as used by Gemma and Llama: ' ' -> "▁" normaliser or Metaspace pre-tokenizer,
  * byte fallback, ByteFallback/Fuse/Replace/Strip decoders). Anything else is ERR_UNSUP
  * naming the field, rather than a silently different tokenization. */
-#include "coordinator/tokenizer_int.h"
-#include "coordinator/tokenizer_jsonscan.h"
+#include "tokenizer/tokenizer_int.h"
+#include "tokenizer/tokenizer_jsonscan.h"
 #include "common/err.h"
 
 #include <jansson.h>

@@ -4,8 +4,8 @@
  * model.merges (514906 pairs). Building a jansson tree of that takes most of a second, so
  * this scanner parses those two directly into flat arrays (strings without escapes point
  * into the file buffer) and hands every other value, as its raw span, to jansson. */
-#include "coordinator/tokenizer_int.h"
-#include "coordinator/tokenizer_jsonscan.h"
+#include "tokenizer/tokenizer_int.h"
+#include "tokenizer/tokenizer_jsonscan.h"
 #include "common/err.h"
 
 #include <errno.h>

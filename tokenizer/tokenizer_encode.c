@@ -6,7 +6,7 @@
  * symbols: SPM ranks a pair by the vocab score of the merged piece (highest first), BPE by
  * its merge rank (lowest first); ties go to the leftmost pair. Stale heap entries are
  * detected when popped, so each merge costs O(log n) and the whole segment O(n log n). */
-#include "coordinator/tokenizer_int.h"
+#include "tokenizer/tokenizer_int.h"
 #include "common/err.h"
 
 #include <stdlib.h>

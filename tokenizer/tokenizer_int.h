@@ -4,7 +4,7 @@
 #ifndef UNICORN_TOKENIZER_INT_H
 #define UNICORN_TOKENIZER_INT_H
 
-#include "coordinator/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define TOK_MAX_VOCAB (1u << 24)   /* hostile-input cap on vocab size */
 #define TOK_MAX_PIECE 4096u        /* longest piece we accept (bytes) */

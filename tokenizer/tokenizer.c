@@ -1,6 +1,6 @@
 /* tokenizer: vocab tables, loading dispatch, decoding and accessors.
  * Encoding lives in tokenizer_encode.c, the loaders in tokenizer_gguf.c / tokenizer_json.c. */
-#include "coordinator/tokenizer_int.h"
+#include "tokenizer/tokenizer_int.h"
 #include "common/err.h"
 
 #include <errno.h>

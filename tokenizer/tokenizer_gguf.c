@@ -1,7 +1,7 @@
 /* tokenizer_gguf: load the tokenizer.ggml.* metadata of a GGUF (model "llama" =
  * SentencePiece). Every array is checked (type, length equal to the token count) and every
  * special id against the vocab size; errors name the file and the key. */
-#include "coordinator/tokenizer_int.h"
+#include "tokenizer/tokenizer_int.h"
 #include "common/err.h"
 #include "formats/gguf.h"
 
