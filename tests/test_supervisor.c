@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/supervisor.h"
+#include "supervisor/supervisor.h"
 #include "ipc/ctl.h"
 #include "common/err.h"
 #include "tests/proc.h"

@@ -1,5 +1,5 @@
 /* unicorn-up: start a model as a cluster of processes and keep it running
- * (docs/cluster.md). The supervision mechanism is coordinator/supervisor.c;
+ * (docs/cluster.md). The supervision mechanism is supervisor/supervisor.c;
  * this file is options, the runtime dir, the control socket and the main loop. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include "coordinator/http.h"
 #include "coordinator/openai.h"
-#include "coordinator/supervisor.h"
+#include "supervisor/supervisor.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "common/err.h"

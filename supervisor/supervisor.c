@@ -1,5 +1,5 @@
-/* supervisor: child processes of unicorn-up (see coordinator/supervisor.h). */
-#include "coordinator/supervisor.h"
+/* supervisor: child processes of unicorn-up (see supervisor/supervisor.h). */
+#include "supervisor/supervisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
