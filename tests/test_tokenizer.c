@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"
 #include "formats/gguf_write.h"

@@ -7,7 +7,7 @@
  * latency percentiles, KV usage, active and queued requests and restarts.
  * The frame is built as plain lines: ncurses draws them, --once prints one
  * frame (for scripts) and exits. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <curses.h>
 #include <getopt.h>

@@ -1,7 +1,7 @@
 /* unicorn tokenize: show how a tokenizer splits text, one `id<TAB>piece` line per token
  * (control characters in pieces escaped so the output stays one token a line), or one
  * JSON object with --json. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

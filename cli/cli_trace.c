@@ -4,7 +4,7 @@
  * Asks the coordinator over HTTP (GET /trace?seconds=N: it waits N seconds,
  * then answers the spans recorded meanwhile) and writes the JSON to a file
  * that chrome://tracing or ui.perfetto.dev opens. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* `unicorn devices`: list the Vulkan devices this machine offers. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <jansson.h>
 #include <stdio.h>

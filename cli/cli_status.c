@@ -4,7 +4,7 @@
  * with each child's pid, restarts and the STATUS it pulled over the child's
  * control link). This command first asks the supervisor itself (STATUS_REQ on
  * control.ipc) so a stale file of a dead cluster is never shown as live. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <getopt.h>
 #include <stdio.h>

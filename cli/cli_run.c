@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "coordinator/chat.h"
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 #include "coordinator/intake.h"
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"

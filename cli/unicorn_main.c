@@ -1,5 +1,5 @@
 /* unicorn: the user's command line. Dispatches to coordinator/cli_*.c. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <string.h>

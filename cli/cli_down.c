@@ -1,6 +1,6 @@
 /* unicorn down: stop a running cluster cleanly (SHUTDOWN over control.ipc),
  * then wait until its supervisor is gone. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>

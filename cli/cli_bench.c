@@ -6,7 +6,7 @@
  * tokens/s is reported as mean ± sample standard deviation over repetitions.
  * Generation computes the full logits row and picks the next token on the GPU
  * (greedy), as a real decode step does. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>

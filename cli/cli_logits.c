@@ -1,7 +1,7 @@
 /* unicorn logits: run a token sequence teacher-forced through an engine and
  * write its logits as float32 little-endian [T][n_vocab], row t being the
  * logits after tokens 0..t (the layout of the golden .logits.f32 files). */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdint.h>

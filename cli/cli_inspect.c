@@ -1,7 +1,7 @@
 /* unicorn inspect: what a model file holds, as the engine sees it (after
  * validation): format, hyperparameters, local/global layers, tensor table and
  * byte totals. --json prints the same as one JSON object for scripts. */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -1,6 +1,6 @@
 /* cli_quantize: `unicorn quantize IN OUT --type q8_0|q4_0` (tools/quantize.c
  * does the work). */
-#include "coordinator/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <stdio.h>
