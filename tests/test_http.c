@@ -27,7 +27,7 @@
 
 #include <jansson.h>
 
-#include "golden.h"
+#include "tests/golden.h"
 #include "tests/proc.h"
 
 #define PROMPT "Once upon a time"

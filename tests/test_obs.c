@@ -28,7 +28,7 @@
 #include <jansson.h>
 
 #include "coordinator/dashboard.h"
-#include "golden.h"
+#include "tests/golden.h"
 #include "common/err.h"
 
 #define PROMPT "Once upon a time"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "golden.h"
+#include "tests/golden.h"
 #include "ipc/attach.h"
 #include "common/err.h"
 #include "formats/model.h"

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "golden.h"
+#include "tests/golden.h"
 #include "common/err.h"
 #include "formats/model.h"
 #include "ref/ref.h"

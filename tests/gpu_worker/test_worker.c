@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "golden.h"
+#include "tests/golden.h"
 #include "gpu_worker/vk.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"
