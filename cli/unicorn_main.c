@@ -1,4 +1,4 @@
-/* unicorn: the user's command line. Dispatches to coordinator/cli_*.c. */
+/* unicorn: the user's command line. Dispatches to cli/cli_*.c. */
 #include "cli/cli.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* tokenizer_int: the tokenizer's internal representation, shared by the core
  * (tokenizer.c), the encoder (tokenizer_encode.c) and the loaders (tokenizer_gguf.c,
- * tokenizer_json.c). Not for use outside coordinator/tokenizer*. */
+ * tokenizer_json.c). Not for use outside tokenizer/tokenizer*. */
 #ifndef UNICORN_TOKENIZER_INT_H
 #define UNICORN_TOKENIZER_INT_H
 

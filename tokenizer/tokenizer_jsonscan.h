@@ -1,4 +1,4 @@
-/* tokenizer_jsonscan: fast reader for tokenizer.json (internal to coordinator/tokenizer*).
+/* tokenizer_jsonscan: fast reader for tokenizer.json (internal to tokenizer/tokenizer*).
  * model.vocab and model.merges become flat arrays; everything else is a jansson tree in
  * root (with model.vocab / model.merges left out when they were taken). */
 #ifndef UNICORN_TOKENIZER_JSONSCAN_H

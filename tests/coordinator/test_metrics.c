@@ -264,7 +264,7 @@ Test(dashboard, page_matches_html_and_routes)
 	cr_assert_eq(dashboard_route("/v1/models"), DASH_NONE);
 }
 
-/* ipc/progress: a non-terminal stream gets whole lines, never '\r'. */
+/* common/progress: a non-terminal stream gets whole lines, never '\r'. */
 Test(progress, plain_lines_when_not_a_tty)
 {
 	FILE *f = tmpfile();

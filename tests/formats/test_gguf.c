@@ -1,4 +1,4 @@
-/* Tests for loader/gguf: a tiny in-memory GGUF builder, round trips of every
+/* Tests for formats/gguf: a tiny in-memory GGUF builder, round trips of every
  * value type, one negative test per validation rule (code + message), and the
  * real files in ../shared. */
 #include <criterion/criterion.h>

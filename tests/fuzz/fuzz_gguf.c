@@ -1,4 +1,4 @@
-/* libFuzzer target for loader/gguf: parse arbitrary bytes, then walk every
+/* libFuzzer target for formats/gguf: parse arbitrary bytes, then walk every
  * key, array element and tensor so that ASan checks all pointers the parser
  * handed out really lie inside the input. */
 #include <stdint.h>
