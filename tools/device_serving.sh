@@ -19,6 +19,7 @@
 #   SERVING_MAX_SEQS [64]     --max-seqs (must be >= the largest level)
 #   SERVING_PORT [8650]       HTTP port (fixed: an explicit port must bind)
 #   SERVING_KV_BUDGET         unicorn-up --kv-budget (default: auto)
+#   SERVING_UP_ARGS           more unicorn-up options, e.g. "--attn-device 0 --ffn-device 1"
 #   SERVING_PREFIX=1          also, per placement: a long prompt (1012 tokens on
 #                             mkmodel's tokenizer)
 #                             sent alone twice, cold then with its prefix cached
@@ -56,7 +57,7 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	name=s$placement
 	log=$OUT/serving-$placement.log
 	"$BIN"/unicorn-up --model "$M" --placement "$placement" --max-seqs "$SEQS" --name "$name" \
-		--port "$PORT" ${SERVING_KV_BUDGET:+--kv-budget "$SERVING_KV_BUDGET"} > "$log" 2>&1 &
+		--port "$PORT" ${SERVING_KV_BUDGET:+--kv-budget "$SERVING_KV_BUDGET"} ${SERVING_UP_ARGS:-} > "$log" 2>&1 &
 	up=$!
 	ready=
 	for i in $(seq 1 480); do

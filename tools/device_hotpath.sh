@@ -1,0 +1,36 @@
+#!/bin/bash
+# device_hotpath.sh — issue 13's measurements in one run on the GPU machine
+# (BENCHMARKS.md "The hot path on shared memory"):
+#   1. device_bench.sh: golden logits on the GPU, then `unicorn bench` pp512/tg128
+#      of the 1B and 4B Q4_0 shapes (the engine alone: per-token time);
+#   2. the ring round-trip microbenchmark between two processes (test ring/*);
+#   3. serving over the OpenAI API (device_serving.sh): 1B fused and split at
+#      1/4/16/64 streams, then 4B fused at one stream (ITL vs tg128);
+#   4. with HOTPATH_TWO_GPUS=1 (the two-GPU host): split with attention on GPU 0
+#      and FFN on GPU 1 against fused on GPU 0, 1B at 4/16/64 streams.
+# Carried: bin/, build/tests/ (the test binary), .gl/, .devlibs/, .devdata/.
+# Writes everything under $OUT (subfolders bench/, s1b/, s4b/, two/).
+set -u
+. tools/device_env.sh
+ROOT=$OUT
+status=0
+mkdir -p "$ROOT/bench"
+OUT=$ROOT/bench BENCH_MODELS=${HOTPATH_BENCH_MODELS:-1b:q4_0 4b:q4_0} REPS=${REPS:-3} \
+	bash tools/device_bench.sh > "$ROOT/bench/out.txt" 2>&1 || status=1
+if [ -x build/tests/unicorn-tests ]; then
+	UNICORN_BIN=$PWD/bin build/tests/unicorn-tests --filter 'ring/*' --verbose > "$ROOT/ring.txt" 2>&1 || status=1
+fi
+if [ -z "${HOTPATH_TWO_GPUS:-}" ]; then
+	mkdir -p "$ROOT/s1b" "$ROOT/s4b"
+	OUT=$ROOT/s1b SERVING_MODEL=1b SERVING_STREAMS=${HOTPATH_STREAMS:-1,4,16,64} SERVING_MAX_SEQS=64 \
+		bash tools/device_serving.sh > "$ROOT/s1b/out.txt" 2>&1 || status=1
+	OUT=$ROOT/s4b SERVING_MODEL=4b SERVING_PLACEMENTS=fused SERVING_STREAMS=1 SERVING_MAX_SEQS=4 \
+		bash tools/device_serving.sh > "$ROOT/s4b/out.txt" 2>&1 || status=1
+else
+	mkdir -p "$ROOT/two/fused" "$ROOT/two/split"
+	OUT=$ROOT/two/fused SERVING_MODEL=1b SERVING_PLACEMENTS=fused SERVING_STREAMS=4,16,64 SERVING_MAX_SEQS=64 \
+		SERVING_UP_ARGS="--vk-device 0" bash tools/device_serving.sh > "$ROOT/two/fused/out.txt" 2>&1 || status=1
+	OUT=$ROOT/two/split SERVING_MODEL=1b SERVING_PLACEMENTS=split SERVING_STREAMS=4,16,64 SERVING_MAX_SEQS=64 \
+		SERVING_UP_ARGS="--attn-device 0 --ffn-device 1" bash tools/device_serving.sh > "$ROOT/two/split/out.txt" 2>&1 || status=1
+fi
+exit $status
