@@ -9,10 +9,12 @@
 #   4. with HOTPATH_TWO_GPUS=1 (the two-GPU host): split with attention on GPU 0
 #      and FFN on GPU 1 against fused on GPU 0, 1B at 4/16/64 streams.
 # Carried: bin/, build/tests/ (the test binary), .gl/, .devlibs/, .devdata/.
-# Writes everything under $OUT (subfolders bench/, s1b/, s4b/, two/).
+# Writes everything to $OUT/hotpath.tgz (folders bench/, s1b/, s4b/, two/: the
+# device returns few files) and prints the tables.
 set -u
 . tools/device_env.sh
-ROOT=$OUT
+DEST=$OUT
+ROOT=$(mktemp -d)
 status=0
 mkdir -p "$ROOT/bench"
 OUT=$ROOT/bench BENCH_MODELS=${HOTPATH_BENCH_MODELS:-1b:q4_0 4b:q4_0} REPS=${REPS:-3} \
@@ -33,4 +35,8 @@ else
 	OUT=$ROOT/two/split SERVING_MODEL=1b SERVING_PLACEMENTS=split SERVING_STREAMS=4,16,64 SERVING_MAX_SEQS=64 \
 		SERVING_UP_ARGS="--attn-device 0 --ffn-device 1" bash tools/device_serving.sh > "$ROOT/two/split/out.txt" 2>&1 || status=1
 fi
+cat "$ROOT"/bench/table.md "$ROOT"/bench/log.txt 2>/dev/null | grep -v '^== '
+grep -h 'round trip\|p50' "$ROOT/ring.txt" 2>/dev/null
+cat "$ROOT"/s1b/serving.md "$ROOT"/s4b/serving.md "$ROOT"/two/*/serving.md 2>/dev/null
+tar czf "$DEST/hotpath.tgz" -C "$ROOT" .
 exit $status
