@@ -54,6 +54,7 @@ const char *err_name(int code)
 	case ERR_DEVICE: return "device error";
 	case ERR_TIMEOUT: return "timeout";
 	case ERR_STATE: return "invalid state";
+	case ERR_AGAIN: return "try again";
 	}
 	return "unknown error";
 }

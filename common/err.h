@@ -18,6 +18,7 @@ enum err_code {
 	ERR_DEVICE = -7,   /* no usable device (Vulkan, NPU) or device failure */
 	ERR_TIMEOUT = -8,
 	ERR_STATE = -9,    /* call not valid in the current state */
+	ERR_AGAIN = -10,   /* nothing to do now (a ring empty or full): try again later */
 };
 
 /* Record a message (printf-style) for this thread and return code, so that

@@ -1,0 +1,62 @@
+/* dataplane: the cluster's step rings in one shared file (docs/protocol.md
+ * "Data plane").
+ *
+ * The coordinator creates `DIR/dataplane` (mode 0600 in the 0700 runtime
+ * directory; a fresh file, so a restarted coordinator never shares rings with
+ * its predecessor's workers) before it says HELLO to the workers; a worker
+ * maps it after each HELLO (fstat: ours, regular, the size its header names).
+ * Layout (64-byte lines, offsets only):
+ *
+ *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid
+ *   coordinator bell  the coordinator sleeps here: every worker's done ring rings it
+ *   per link (gpu, npu):
+ *     worker bell     the worker sleeps here: its request ring rings it
+ *     request ring    coordinator -> worker: step messages (RUN, RUN_BATCH, EMBED, STAGE, HEAD, RESET_SEQ)
+ *     done ring       worker -> coordinator: DONE / ERROR answers
+ *
+ * An entry is one encoded message (ipc/msg.h wire format), so the receiver
+ * validates it exactly as it validates a message from a socket. */
+#ifndef UNICORN_DATAPLANE_H
+#define UNICORN_DATAPLANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/msg.h"
+#include "ipc/ring.h"
+
+#define DP_MAGIC 0x4C504455u   /* "UDPL" */
+#define DP_VERSION 1
+#define DP_FILE "dataplane"
+#define DP_ENTRY_SIZE 2048     /* the largest step message (RUN of 256 tokens) is 1072 bytes */
+#define DP_CAPACITY 16
+
+enum dp_link { DP_GPU = 0, DP_NPU = 1, DP_LINKS = 2 };
+
+struct dp_link_view {
+	struct ring_bell *bell;    /* the worker's doorbell */
+	struct ring req, done;
+};
+
+struct dataplane {
+	void *base;
+	size_t size;
+	struct ring_bell *coord_bell;
+	struct dp_link_view link[DP_LINKS];
+};
+
+/* Coordinator: create a fresh DIR/dataplane with empty rings. */
+int dp_create(const char *rundir, struct dataplane *dp);
+/* Worker: map DIR/dataplane and check its header. */
+int dp_open(const char *rundir, struct dataplane *dp);
+void dp_close(struct dataplane *dp);
+/* Empty both rings of a link (its worker restarted: nothing of the old one
+ * may be read by the new one). */
+void dp_reset_link(struct dataplane *dp, enum dp_link l);
+
+/* Encode m into the ring (ERR_AGAIN when full). m->seq is left as the caller set it. */
+int dp_send(struct ring *r, const struct msg *m);
+/* Pop and decode one entry (ERR_AGAIN when empty, ERR_INVAL when malformed). */
+int dp_recv(struct ring *r, struct msg *out);
+
+#endif
