@@ -132,6 +132,12 @@ int bus_dial(const char *url, enum bus_kind kind, struct bus **out)
 	return rc;
 }
 
+void bus_interrupt(struct bus *b)
+{
+	if (b)
+		nng_close(b->sock); /* a blocked bus_recv returns at once; bus_close still frees */
+}
+
 void bus_close(struct bus *b)
 {
 	if (!b)

@@ -40,6 +40,9 @@ struct bus_pending;
 int bus_listen(const char *url, enum bus_kind kind, struct bus **out);
 /* Dial (BUS_PAIR or BUS_REQ) url without waiting for the peer to exist. */
 int bus_dial(const char *url, enum bus_kind kind, struct bus **out);
+/* Close the socket so that a bus_recv blocked in another thread returns
+ * (ERR_CLOSED-like error) at once; the bus must still be freed with bus_close. */
+void bus_interrupt(struct bus *b);
 void bus_close(struct bus *b);
 
 /* Change the send timeout (ms, > 0). */

@@ -15,7 +15,7 @@
 #include "common/err.h"
 #include "ipc/rundir.h"
 
-#define CTL_POLL_MS 50       /* how often the thread looks at the stop flag */
+#define CTL_POLL_MS 1000     /* receive wait; ctl_stop interrupts it (an idle process must sleep) */
 #define CTL_SEND_MS 200      /* a supervisor that does not read is not waited for */
 
 struct ctl {
@@ -190,6 +190,7 @@ void ctl_stop(struct ctl *c)
 	if (!c)
 		return;
 	atomic_store(&c->stop, true);
+	bus_interrupt(c->bus);
 	pthread_join(c->thread, NULL);
 	bus_close(c->bus);
 	free(c);

@@ -15,7 +15,7 @@
 #include "ipc/rundir.h"
 #include "loader/loader_regions.h"
 
-#define LOADER_POLL_MS 200
+#define LOADER_POLL_MS 1000 /* accept wait: an idle loader sleeps; SIGTERM interrupts it */
 #define LOADER_CLIENT_TIMEOUT_MS 2000
 
 static volatile sig_atomic_t stop_flag;
