@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "ipc/attach.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
+#include "ipc/dataplane.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
@@ -73,6 +76,7 @@ struct wlink {
 	uint64_t steps;
 	uint32_t restarts;
 	uint8_t idx;           /* trace tid - 1 */
+	enum dp_link dl;       /* its rings in the data plane */
 	struct trace_span span; /* the outstanding step message (msg_type 0: not a step) */
 };
 
@@ -92,6 +96,11 @@ struct coord {
 	struct sched sched;
 	struct intake *in;
 	struct wlink gpu, npu;
+	/* the data plane (ipc/dataplane.h): step messages and their DONEs go
+	 * through shared-memory rings; nng carries only HELLO/WELCOME */
+	struct dataplane dp;
+	bool dp_on;
+	uint32_t dp_seq;
 	struct ctl *ctl;
 	struct http *http;     /* NULL when HTTP is off */
 	struct hreq hreqs[HTTP_MAX_JOBS];
@@ -108,6 +117,9 @@ struct coord {
 	int64_t t_tok[MSG_MAX_SLOTS]; /* time of each slot's last generated token */
 	int64_t t_boot;
 	char status_json[RUNDIR_PATH_MAX];
+	/* idle sleep: the intake socket's descriptor and an eventfd the HTTP
+	 * threads write when they queue a job (-1: none) */
+	int intake_fd, wake_fd;
 };
 
 static volatile sig_atomic_t g_stop;
@@ -115,6 +127,35 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	g_stop = 1;
+}
+
+#define IDLE_TICK_MS 250 /* an idle loop's longest sleep: held polls, timeouts, metrics */
+
+static void wake_loop(void *arg)
+{
+	struct coord *c = arg;
+	uint64_t one = 1;
+	ssize_t n = write(c->wake_fd, &one, sizeof one); /* a full counter is awake anyway */
+	(void)n;
+}
+
+/* Sleep until a CLI request or an HTTP job arrives, at most ms: an idle
+ * coordinator makes no other wakeups. */
+static void idle_wait(struct coord *c, int ms)
+{
+	struct pollfd p[2];
+	nfds_t n = 0;
+	if (c->intake_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = c->intake_fd, .events = POLLIN };
+	if (c->wake_fd >= 0)
+		p[n++] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
+	if (c->intake_fd < 0)
+		ms = ms < 20 ? ms : 20; /* no descriptor for the CLI: look every 20 ms */
+	if (poll(p, n, ms) > 0 && c->wake_fd >= 0) {
+		uint64_t v;
+		ssize_t r = read(c->wake_fd, &v, sizeof v);
+		(void)r;
+	}
 }
 
 static void heartbeat(struct coord *c)
@@ -141,13 +182,24 @@ static void fill_status(void *arg, struct msg_status *st)
 
 static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 {
-	m->seq = 0;
-	int rc = bus_send(w->b, m);
+	int rc;
+	if (c->dp_on) {
+		if (++c->dp_seq == 0)
+			c->dp_seq = 1;
+		m->seq = c->dp_seq;
+		/* one message outstanding per link: a full ring means the worker
+		 * stopped reading (it is replaced, then the ring drains) */
+		rc = dp_send(&c->dp.link[w->dl].req, m);
+		if (rc == ERR_AGAIN)
+			rc = err_set(ERR_IO, "request ring full");
+	} else {
+		m->seq = 0;
+		rc = bus_send(w->b, m);
+	}
 	if (rc)
 		return err_prefix(rc, "%s worker", w->name);
 	w->wait_seq = m->seq;
 	w->t_sent = intake_now_ns();
-	(void)c;
 	/* remember what a step message was for its trace span */
 	struct trace_span *sp = &w->span;
 	memset(sp, 0, sizeof *sp);
@@ -202,6 +254,23 @@ static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns)
 static void obs_tick(struct coord *c);
 
 /* Wait for the DONE answering w->wait_seq; stale answers are dropped. */
+/* The next answer from w: from its done ring (sleeping on the coordinator's
+ * doorbell; a worker process that is gone is noticed within 50 ms), or
+ * from its link. ERR_TIMEOUT when nothing came within wait_ms. */
+static int wl_recv(struct coord *c, struct wlink *w, int wait_ms)
+{
+	if (!c->dp_on)
+		return bus_recv(w->b, wait_ms, &c->d);
+	uint32_t seen = ring_bell_seq(c->dp.coord_bell);
+	int rc = dp_recv(&c->dp.link[w->dl].done, &c->d);
+	if (rc != ERR_AGAIN)
+		return rc;
+	rc = ring_bell_wait(c->dp.coord_bell, seen, wait_ms, (pid_t)w->pid);
+	if (rc == ERR_IO)
+		return err_set(ERR_IO, "process %u is gone", w->pid);
+	return rc ? rc : ERR_AGAIN;
+}
+
 static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_done *done)
 {
 	int64_t deadline = intake_now_ns() + (int64_t)timeout_ms * 1000000;
@@ -210,9 +279,9 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 		if (left <= 0)
 			return err_set(ERR_TIMEOUT, "%s worker: no DONE within %d ms", w->name,
 				       timeout_ms);
-		int rc = bus_recv(w->b, left > 500 ? 500 : (int)left, &c->d);
+		int rc = wl_recv(c, w, left > 500 ? 500 : (int)left);
 		heartbeat(c);
-		if (rc == ERR_TIMEOUT)
+		if (rc == ERR_TIMEOUT || rc == ERR_AGAIN)
 			continue;
 		if (rc)
 			return err_prefix(rc, "%s worker", w->name);
@@ -1572,6 +1641,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: KV cache %.1f MiB: %u global + %u local blocks of %u positions, "
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
 	}
+	c.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	c.intake_fd = -1;
 	if (!no_http) {
 		/* The model's name is its file name without the extension. */
 		char name[256];
@@ -1581,7 +1652,8 @@ int main(int argc, char **argv)
 		if (dot && dot != name && (!strcmp(dot, ".gguf") || !strcmp(dot, ".json")))
 			*dot = 0;
 		struct http_opts ho = { .host = host, .port = port, .api_key = api_key,
-					.cors = cors, .model = name, .n_ctx = c.n_ctx };
+					.cors = cors, .model = name, .n_ctx = c.n_ctx,
+					.on_job = c.wake_fd >= 0 ? wake_loop : NULL, .on_job_arg = &c };
 		if (http_start(&ho, &c.http)) {
 			/* An explicit --port must work; the default port may be taken by
 			 * another cluster: then this one runs without HTTP. */
@@ -1610,9 +1682,11 @@ int main(int argc, char **argv)
 	c.gpu.name = "gpu";
 	c.gpu.role = MSG_ROLE_GPU_WORKER;
 	c.gpu.idx = 0;
+	c.gpu.dl = DP_GPU;
 	c.npu.name = "npu";
 	c.npu.role = MSG_ROLE_NPU_WORKER;
 	c.npu.idx = 1;
+	c.npu.dl = DP_NPU;
 	/* Observability is best effort: without memory for it the cluster still
 	 * serves (the endpoints answer 503). */
 	static const char *const wnames[] = { "gpu", "npu" };
@@ -1630,6 +1704,15 @@ int main(int argc, char **argv)
 	if (c.met)
 		obs_tick(&c);
 	dashboard_register(c.met, c.tr);
+	/* the data plane exists before the first HELLO: a worker maps it when
+	 * it answers. Without it everything still works over the links. */
+	if (getenv("UNICORN_NO_DATAPLANE") && !strcmp(getenv("UNICORN_NO_DATAPLANE"), "1")) {
+		fprintf(stderr, "coordinator: data plane off (UNICORN_NO_DATAPLANE=1): step messages over nng\n");
+	} else if (dp_create(c.rundir, &c.dp)) {
+		fprintf(stderr, "coordinator: %s; step messages go over nng\n", err_msg());
+	} else {
+		c.dp_on = true;
+	}
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(&c, i);
 		if (!w)
@@ -1654,6 +1737,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: intake: %s\n", err_msg());
 		return 1;
 	}
+	if (intake_wait_fd(c.in, &c.intake_fd)) {
+		fprintf(stderr, "coordinator: %s; an idle loop looks for requests every 20 ms\n", err_msg());
+		c.intake_fd = -1;
+	}
 	/* ready holds the model path: the CLI loads the same tokenizer from it
 	 * (unicorn run --json prints the prompt ids). */
 	int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1668,11 +1755,14 @@ int main(int argc, char **argv)
 	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
 		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
 
-	uint64_t reported = 0;
+	uint64_t reported = 0, steps_before = (uint64_t)-1;
 	while (!stopping(&c)) {
 		heartbeat(&c);
 		bool busy = sched_live(&c.sched) > 0 || c.sched.q_len > 0;
-		intake_serve(c.in, busy ? 0 : 20);
+		if (!busy || c.n_steps == steps_before)
+			idle_wait(&c, busy ? 5 : IDLE_TICK_MS); /* busy without a step: nothing could run */
+		steps_before = c.n_steps;
+		intake_serve(c.in, 0);
 		expire(&c);
 		for (uint32_t i = 0; i < N_REQS; i++) {
 			struct intake_req *r = req_at(&c, i);
@@ -1708,6 +1798,12 @@ int main(int argc, char **argv)
 		if (links(&c, i))
 			bus_close(links(&c, i)->b);
 	attach_close(c.att);
+	if (c.dp_on) {
+		char dpp[RUNDIR_PATH_MAX];
+		if (!rundir_path(c.rundir, DP_FILE, dpp, sizeof dpp))
+			unlink(dpp);
+		dp_close(&c.dp);
+	}
 	tok_free(c.tok);
 	ctl_stop(c.ctl);
 	return 0;

@@ -16,6 +16,7 @@
 #include "ipc/attach.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
+#include "ipc/dataplane.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
@@ -44,6 +45,11 @@ struct worker {
 	uint64_t t_start;
 	_Atomic uint64_t busy_ns, steps;
 	struct msg in, out;     /* large: kept off the stack */
+	/* the data plane (ipc/dataplane.h): mapped after each HELLO from a
+	 * coordinator that made one; step messages then come through the ring */
+	struct dataplane dp;
+	bool dp_on;
+	pid_t coord_pid;
 };
 
 static uint64_t mono_ns(void)
@@ -68,6 +74,7 @@ void worker_destroy(struct worker *w)
 	if (!w)
 		return;
 	bus_close(w->bus);
+	dp_close(&w->dp);
 	engine_destroy(w->e);
 	attach_close(w->att);
 	free(w->logits);
@@ -578,6 +585,8 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 	return true;
 }
 
+static void dp_attach(struct worker *w, uint32_t coord_pid);
+
 int worker_serve(struct worker *w, int timeout_ms)
 {
 	int rc = bus_recv(w->bus, timeout_ms, &w->in);
@@ -591,8 +600,66 @@ int worker_serve(struct worker *w, int timeout_ms)
 		return rc;
 	if (!worker_handle(w, &w->in, &w->out))
 		return 0;
+	if (w->in.type == MSG_HELLO && w->out.type == MSG_WELCOME)
+		dp_attach(w, w->in.u.hello.pid);
 	return bus_send(w->bus, &w->out);
 }
+
+/* A coordinator said HELLO: map the data plane it made (a fresh file per
+ * coordinator). Without one (tests that drive the worker over nng alone)
+ * every message keeps coming over the link. */
+static void dp_attach(struct worker *w, uint32_t coord_pid)
+{
+	dp_close(&w->dp);
+	w->dp_on = false;
+	int rc = dp_open(w->o.rundir, &w->dp);
+	if (rc) {
+		if (rc != ERR_NOTFOUND)
+			fprintf(stderr, "worker: %s; step messages stay on the link\n", err_msg());
+		return;
+	}
+	w->dp_on = true;
+	w->coord_pid = (pid_t)coord_pid;
+}
+
+static enum dp_link my_link(const struct worker *w)
+{
+	return w->o.role == MSG_ROLE_NPU_WORKER ? DP_NPU : DP_GPU;
+}
+
+int worker_serve_any(struct worker *w, int timeout_ms)
+{
+	if (!w->dp_on)
+		return worker_serve(w, timeout_ms);
+	struct dp_link_view *l = &w->dp.link[my_link(w)];
+	uint32_t seen = ring_bell_seq(l->bell);
+	int rc = dp_recv(&l->req, &w->in);
+	if (rc == 0) {
+		if (!worker_handle(w, &w->in, &w->out))
+			return 0;
+		/* the coordinator keeps one message outstanding per link, so the
+		 * done ring (16 places) has room; full means it stopped reading */
+		return dp_send(&l->done, &w->out);
+	}
+	if (rc == ERR_INVAL) {
+		answer_error(&w->out, 0, ERR_INVAL);
+		dp_send(&l->done, &w->out);
+		return rc;
+	}
+	/* nothing on the ring: a new HELLO (a restarted coordinator) comes over the link */
+	rc = worker_serve(w, 0);
+	if (rc != ERR_TIMEOUT)
+		return rc;
+	rc = ring_bell_wait(l->bell, seen, timeout_ms, w->coord_pid);
+	if (rc == ERR_IO) {
+		/* the coordinator is gone: wait for the next one's HELLO on the link */
+		dp_close(&w->dp);
+		w->dp_on = false;
+		return ERR_TIMEOUT;
+	}
+	return rc;
+}
+
 
 /* ---- process ---- */
 
@@ -725,7 +792,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
 	while (!worker_stop && !ctl_shutdown_requested(ctl)) {
 		ctl_heartbeat(ctl);
-		rc = worker_serve(w, 100);
+		rc = worker_serve_any(w, 100);
 		if (rc && rc != ERR_TIMEOUT)
 			fprintf(stderr, "%s: %s\n", prog, err_msg());
 	}

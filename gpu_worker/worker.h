@@ -66,6 +66,11 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out);
 /* Receive one message within timeout_ms, handle it, send the answer.
  * ERR_TIMEOUT when nothing came; other errors are logged-worthy but not fatal. */
 int worker_serve(struct worker *w, int timeout_ms);
+/* The serve loop's step: one message from the data-plane ring when a
+ * coordinator's dataplane is mapped (waiting on its doorbell at most
+ * timeout_ms; a dead coordinator sends it back to the link), else
+ * worker_serve. */
+int worker_serve_any(struct worker *w, int timeout_ms);
 
 /* Fill a STATUS (safe to call from another thread, e.g. the ctl thread). */
 void worker_status(struct worker *w, struct msg_status *st);

@@ -164,12 +164,6 @@ void dp_close(struct dataplane *dp)
 	memset(dp, 0, sizeof *dp);
 }
 
-void dp_reset_link(struct dataplane *dp, enum dp_link l)
-{
-	ring_reset(&dp->link[l].req);
-	ring_reset(&dp->link[l].done);
-}
-
 int dp_send(struct ring *r, const struct msg *m)
 {
 	unsigned char buf[DP_ENTRY_SIZE - 4];

@@ -50,9 +50,6 @@ int dp_create(const char *rundir, struct dataplane *dp);
 /* Worker: map DIR/dataplane and check its header. */
 int dp_open(const char *rundir, struct dataplane *dp);
 void dp_close(struct dataplane *dp);
-/* Empty both rings of a link (its worker restarted: nothing of the old one
- * may be read by the new one). */
-void dp_reset_link(struct dataplane *dp, enum dp_link l);
 
 /* Encode m into the ring (ERR_AGAIN when full). m->seq is left as the caller set it. */
 int dp_send(struct ring *r, const struct msg *m);

@@ -226,7 +226,7 @@ int cmp(const void *a, const void *b)
 }
 
 /* The data plane file: made by one side, opened by the other; a message
- * crosses and is decoded; a reset link is empty. */
+ * crosses and is decoded; a reset ring is empty. */
 Test(ring, dataplane_file_carries_validated_messages)
 {
 	char dir[] = "/tmp/unicorn-dp-XXXXXX";
@@ -255,7 +255,7 @@ Test(ring, dataplane_file_carries_validated_messages)
 	cr_assert_eq(ring_push(&b.link[DP_NPU].done, junk, sizeof junk), 0);
 	cr_assert_eq(dp_recv(&a.link[DP_NPU].done, &got), ERR_INVAL);
 	cr_assert_eq(dp_send(&a.link[DP_GPU].req, &m), 0);
-	dp_reset_link(&a, DP_GPU);
+	ring_reset(&a.link[DP_GPU].req);
 	cr_assert_eq(dp_recv(&b.link[DP_GPU].req, &got), ERR_AGAIN);
 	/* a second coordinator makes a new file: the old mapping is not reused */
 	struct dataplane c;
