@@ -29,6 +29,8 @@ struct http {
 	bool stopping;
 	char *api_key, *cors, *model;
 	uint32_t n_ctx;
+	void (*o_on_job)(void *arg); /* http_opts.on_job */
+	void *o_on_job_arg;
 	char url[300];
 };
 
@@ -582,6 +584,8 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 		h->head = j;
 	h->tail = j;
 	cn->job = j;
+	if (h->o_on_job)
+		h->o_on_job(h->o_on_job_arg);
 	bool ok = wait_job(cn, JOB_TAKEN, mono_ms() + HTTP_ACCEPT_TIMEOUT_MS);
 	if (!ok) {
 		bool queued = j->state == JOB_QUEUED;
@@ -770,6 +774,8 @@ int http_start(const struct http_opts *o, struct http **out)
 	h->cors = o->cors && *o->cors ? strdup(o->cors) : NULL;
 	h->model = strdup(o->model ? o->model : "unicorn");
 	h->n_ctx = o->n_ctx;
+	h->o_on_job = o->on_job;
+	h->o_on_job_arg = o->on_job_arg;
 	h->health = HTTP_LOADING;
 	bool v6 = ai->ai_family == AF_INET6;
 	snprintf(h->url, sizeof h->url, v6 ? "http://[%s]:%d" : "http://%s:%d", bind_host,

@@ -39,6 +39,10 @@ struct http_opts {
 	const char *cors;         /* Access-Control-Allow-Origin value, NULL = none */
 	const char *model;        /* name reported by /v1/models and in answers */
 	uint32_t n_ctx;           /* for /v1/models */
+	/* called (from a connection thread) after a job was queued, so a loop
+	 * that sleeps while idle wakes up; NULL = none */
+	void (*on_job)(void *arg);
+	void *on_job_arg;
 };
 
 struct http_job {

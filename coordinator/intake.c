@@ -67,6 +67,11 @@ void intake_req_clear(struct intake_req *r)
 	memset(r, 0, sizeof *r);
 }
 
+int intake_wait_fd(struct intake *in, int *fd)
+{
+	return bus_recv_fd(in->bus, fd);
+}
+
 void intake_close(struct intake *in)
 {
 	if (!in)
@@ -298,7 +303,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 
 int intake_serve(struct intake *in, int timeout_ms)
 {
-	int wait = timeout_ms > 0 ? timeout_ms : 1;
+	int wait = timeout_ms > 0 ? timeout_ms : 0; /* 0: take what has arrived, never sleep */
 	for (int i = 0; i < 64; i++) {
 		struct bus_pending *p;
 		int rc = bus_serve(in->bus, wait, &in->in, &p);
@@ -310,7 +315,7 @@ int intake_serve(struct intake *in, int timeout_ms)
 				break;
 			continue;
 		}
-		wait = 1;
+		wait = 0;
 		handle(in, p, intake_now_ns());
 	}
 	int64_t now = intake_now_ns();

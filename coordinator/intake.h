@@ -75,6 +75,8 @@ typedef int (*intake_submit_fn)(void *arg, const struct msg_gen_req *g, struct i
 
 int intake_open(const char *url, intake_submit_fn submit, void *arg, struct intake **out);
 void intake_close(struct intake *in);
+/* A descriptor that polls readable when a CLI request waits (ipc/bus.h bus_recv_fd). */
+int intake_wait_fd(struct intake *in, int *fd);
 
 /* Receive every request that arrives within timeout_ms (the first wait only),
  * answer pending polls that can be answered, expire abandoned/old requests

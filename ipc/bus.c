@@ -132,6 +132,12 @@ int bus_dial(const char *url, enum bus_kind kind, struct bus **out)
 	return rc;
 }
 
+int bus_recv_fd(struct bus *b, int *fd)
+{
+	int rv = nng_socket_get_int(b->sock, NNG_OPT_RECVFD, fd);
+	return rv ? nng_err(rv, b->url, "receive descriptor") : 0;
+}
+
 void bus_interrupt(struct bus *b)
 {
 	if (b)

@@ -40,6 +40,9 @@ struct bus_pending;
 int bus_listen(const char *url, enum bus_kind kind, struct bus **out);
 /* Dial (BUS_PAIR or BUS_REQ) url without waiting for the peer to exist. */
 int bus_dial(const char *url, enum bus_kind kind, struct bus **out);
+/* A descriptor that polls readable while a message (a request, on a rep
+ * link) waits to be received: for a loop that sleeps in poll(2). */
+int bus_recv_fd(struct bus *b, int *fd);
 /* Close the socket so that a bus_recv blocked in another thread returns
  * (ERR_CLOSED-like error) at once; the bus must still be freed with bus_close. */
 void bus_interrupt(struct bus *b);

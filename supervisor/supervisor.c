@@ -20,7 +20,8 @@
 #include "ipc/rundir.h"
 
 #define SUP_LINE_MAX 4096
-#define SUP_POLL_SLICE_MS 50   /* timers (pings, restarts) are checked this often */
+#define SUP_POLL_SLICE_MS 50   /* while children start: how often ready files are looked for */
+#define SUP_POLL_MAX_MS 1000   /* otherwise sleep until the next timer, at most this */
 #define SUP_CTL_SEND_MS 10     /* a ping to an absent peer must not stall the loop */
 
 struct child {
@@ -395,6 +396,30 @@ int sup_start(struct supervisor *s)
 	return start_next(s, now_ns());
 }
 
+/* Milliseconds until the next ping, status pull, restart or watchdog
+ * deadline: an idle supervisor sleeps until then (signals and child output
+ * wake it earlier). */
+static int next_timer_ms(const struct supervisor *s)
+{
+	if (s->next_start < s->n)
+		return SUP_POLL_SLICE_MS; /* starting: look for the next ready file */
+	uint64_t now = now_ns(), next = now + MS(SUP_POLL_MAX_MS);
+	for (int i = 0; i < s->n; i++) {
+		const struct child *c = &s->c[i];
+		if (c->pid == 0 && c->restart_at_ns && c->restart_at_ns < next)
+			next = c->restart_at_ns;
+		if (c->pid <= 0 || !c->ctl)
+			continue;
+		if (c->next_ping_ns < next)
+			next = c->next_ping_ns;
+		if (!s->stopping && c->next_status_ns < next)
+			next = c->next_status_ns;
+		if (c->armed && c->last_pong_ns + MS(s->o.pong_ms) + 1 < next)
+			next = c->last_pong_ns + MS(s->o.pong_ms) + 1;
+	}
+	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
 int sup_step(struct supervisor *s, int timeout_ms)
 {
 	struct pollfd p[SUP_MAX_CHILDREN + 1];
@@ -410,7 +435,14 @@ int sup_step(struct supervisor *s, int timeout_ms)
 			who[np++] = i;
 		}
 	}
-	int t = timeout_ms < 0 ? 0 : timeout_ms > SUP_POLL_SLICE_MS ? SUP_POLL_SLICE_MS : timeout_ms;
+	if (s->o.has_wake_fd2 && s->o.wake_fd2 >= 0) {
+		p[np] = (struct pollfd){ .fd = s->o.wake_fd2, .events = POLLIN };
+		who[np++] = -1;
+	}
+	int t = timeout_ms < 0 ? 0 : timeout_ms;
+	int next = next_timer_ms(s);
+	if (t > next)
+		t = next;
 	int r = poll(p, (nfds_t)np, t);
 	bool woke = false;
 	for (int k = 0; r > 0 && k < np; k++) {

@@ -34,6 +34,8 @@ struct sup_opts {
 	const char *rundir;      /* ctl links live here; NULL = no watchdog at all */
 	int log_fd;              /* prefixed child output goes here */
 	int wake_fd;             /* -1 or an fd that makes sup_step return SUP_WAKE */
+	bool has_wake_fd2;       /* wake_fd2 is set: a second such fd (e.g. the control */
+	int wake_fd2;            /* socket's receive descriptor; the caller drains it) */
 	uint32_t backoff_min_ms; /* 0 = 100 */
 	uint32_t backoff_max_ms; /* 0 = 2000 */
 	uint32_t reset_ms;       /* 0 = 10000 */

@@ -390,6 +390,8 @@ int main(int argc, char **argv)
 	}
 
 	struct sup_opts so = { .rundir = dir, .log_fd = log_fd, .wake_fd = sfd };
+	/* control requests wake the loop: it sleeps until a timer otherwise */
+	so.has_wake_fd2 = bus_recv_fd(control, &so.wake_fd2) == 0;
 	struct supervisor *s;
 	if ((rc = sup_create(&so, &s))) {
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
@@ -473,7 +475,8 @@ int main(int argc, char **argv)
 	bool is_ready = false;
 	static struct msg req, rep; /* large */
 	for (;;) {
-		int ev = sup_step(s, 30);
+		/* until ready, look for the ready file every 30 ms; then sleep until a timer */
+		int ev = sup_step(s, is_ready && so.has_wake_fd2 ? 1000 : 30);
 		if (ev == SUP_FATAL) {
 			dprintf(log_fd, "unicorn-up: stopping the cluster: %s\n", sup_fatal_msg(s));
 			if (notify >= 0)
@@ -493,7 +496,7 @@ int main(int argc, char **argv)
 			}
 		}
 		struct bus_pending *pend;
-		if (bus_serve(control, 20, &req, &pend) == 0) {
+		if (bus_serve(control, 0, &req, &pend) == 0) {
 			bool stop = false;
 			if (req.type == MSG_STATUS_REQ) {
 				msg_init(&rep, MSG_STATUS);
