@@ -1,6 +1,7 @@
 /* worker: the coordinator-facing message loop of both workers (see worker.h). */
 #include "gpu_worker/worker.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -650,7 +651,11 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 	rc = worker_serve(w, 0);
 	if (rc != ERR_TIMEOUT)
 		return rc;
-	rc = ring_bell_wait(l->bell, seen, timeout_ms, w->coord_pid);
+	/* no peer check while sleeping: an idle worker wakes only on its bell
+	 * or the timeout, then looks whether its coordinator still exists */
+	rc = ring_bell_wait(l->bell, seen, timeout_ms, 0);
+	if (rc == ERR_TIMEOUT && kill(w->coord_pid, 0) < 0 && errno == ESRCH)
+		rc = ERR_IO;
 	if (rc == ERR_IO) {
 		/* the coordinator is gone: wait for the next one's HELLO on the link */
 		dp_close(&w->dp);
@@ -792,7 +797,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
 	while (!worker_stop && !ctl_shutdown_requested(ctl)) {
 		ctl_heartbeat(ctl);
-		rc = worker_serve_any(w, 100);
+		rc = worker_serve_any(w, 250);
 		if (rc && rc != ERR_TIMEOUT)
 			fprintf(stderr, "%s: %s\n", prog, err_msg());
 	}

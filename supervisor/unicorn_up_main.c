@@ -21,6 +21,7 @@
 #include "supervisor/supervisor.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
+#include "ipc/dataplane.h"
 #include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
@@ -208,7 +209,7 @@ static int sibling(const char *name, char *out, size_t cap)
 static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", READY_FILE,
-	STATUS_FILE, HTTP_FILE,
+	STATUS_FILE, HTTP_FILE, DP_FILE, DP_FILE ".new",
 };
 
 static void remove_run_files(const char *dir)

@@ -1,0 +1,334 @@
+/* hotpath: the cluster's data plane seen from outside (issue 13). A real
+ * cluster (bin/unicorn-up on the tiny golden model):
+ *   - idle for 10 s, all its processes together use < 1% of one core
+ *     (CPU time from each thread's /proc schedstat, nanoseconds);
+ *   - a worker killed under 4 concurrent streaming HTTP requests: every
+ *     stream gives the uninterrupted text, and its worst gap between two
+ *     chunks stays within the uninterrupted run's worst gap + 3 s (death is
+ *     noticed at once, not by a step timeout).
+ * Needs UNICORN_BIN (make test). Takes the cluster tests' lock. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/golden.h"
+#include "tests/proc.h"
+
+#define N_STREAMS 4
+#define MAX_TOKENS 40
+
+struct hcl {
+	char tmp[64], name[32], dir[200], log[128];
+	pid_t sup;
+	int port, lock_fd;
+};
+
+static void hcl_start(struct hcl *c, const char *placement)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	memset(c, 0, sizeof *c);
+	c->lock_fd = proc_cluster_lock();
+	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-hot-XXXXXX");
+	cr_assert_not_null(mkdtemp(c->tmp));
+	snprintf(c->name, sizeof c->name, "hp%d", (int)getpid());
+	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
+	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
+	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
+	c->port = proc_free_port();
+	char up[512], model[512], port[16];
+	snprintf(up, sizeof up, "%s/unicorn-up", bin);
+	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
+	snprintf(port, sizeof port, "%d", c->port);
+	c->sup = fork();
+	cr_assert_geq(c->sup, 0);
+	if (c->sup == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no cluster behind */
+		int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(up, up, "--model", model, "--name", c->name, "--placement", placement, "--port", port,
+		      (char *)NULL);
+		_exit(127);
+	}
+	char ready[256];
+	snprintf(ready, sizeof ready, "%s/ready", c->dir);
+	double end = proc_now_s() + 90;
+	while (access(ready, F_OK)) {
+		int st;
+		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
+			proc_tail(c->log, 40);
+			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
+		}
+		if (proc_now_s() > end) {
+			proc_tail(c->log, 40);
+			cr_assert_fail("cluster not ready within 90 s");
+		}
+		usleep(50 * 1000);
+	}
+}
+
+static void hcl_stop(struct hcl *c)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
+	cr_assert_eq(system(cmd), 0, "unicorn down failed");
+	int ws;
+	double end = proc_now_s() + 15;
+	while (waitpid(c->sup, &ws, WNOHANG) == 0 && proc_now_s() < end)
+		usleep(20 * 1000);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
+	if (system(cmd)) {}
+	close(c->lock_fd);
+}
+
+/* unicorn-up and its children. */
+static int cluster_pids(const struct hcl *c, pid_t *out, int cap)
+{
+	int n = 0;
+	out[n++] = c->sup;
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	struct dirent *e;
+	while ((e = readdir(d)) && n < cap) {
+		pid_t p = (pid_t)atoi(e->d_name);
+		if (p <= 0)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t k = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[k] = 0;
+		const char *rp = strrchr(buf, ')');
+		int ppid = 0;
+		if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == c->sup)
+			out[n++] = p;
+	}
+	closedir(d);
+	return n;
+}
+
+/* CPU nanoseconds of every thread of pid so far. */
+static uint64_t cpu_ns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	uint64_t sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char p2[320];
+		snprintf(p2, sizeof p2, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		FILE *f = fopen(p2, "r");
+		unsigned long long ns = 0;
+		if (f) {
+			if (fscanf(f, "%llu", &ns) != 1)
+				ns = 0;
+			fclose(f);
+		}
+		sum += ns;
+	}
+	closedir(d);
+	return sum;
+}
+
+Test(hotpath, idle_cluster_sleeps, .timeout = 180)
+{
+	struct hcl c;
+	hcl_start(&c, "split");
+	/* one request first, so every process has done real work and settled */
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4 hello >/dev/null", proc_bin_dir(), c.name);
+	cr_assert_eq(system(cmd), 0);
+	sleep(2);
+	pid_t pids[16];
+	int n = cluster_pids(&c, pids, 16);
+	cr_assert_geq(n, 5, "unicorn-up and its 4 children (found %d)", n);
+	uint64_t before[16], total = 0;
+	for (int i = 0; i < n; i++)
+		before[i] = cpu_ns(pids[i]);
+	const double secs = 10;
+	usleep((useconds_t)(secs * 1e6));
+	for (int i = 0; i < n; i++) {
+		uint64_t d = cpu_ns(pids[i]) - before[i];
+		cr_log_info("pid %d: %.2f ms of CPU in %.0f s", (int)pids[i], d / 1e6, secs);
+		total += d;
+	}
+	double share = total / 1e9 / secs;
+	fprintf(stderr, "hotpath: idle split cluster: %.3f%% of one core over %.0f s (%d processes)\n",
+		share * 100, secs, n);
+	cr_assert_lt(share, 0.01, "an idle cluster used %.2f%% of a core", share * 100);
+	/* still serving after the idle spell */
+	cr_assert_eq(system(cmd), 0);
+	hcl_stop(&c);
+}
+
+struct stream {
+	int fd;
+	char *body;
+	size_t n, cap;
+	double t_last, worst_gap;
+	bool done;
+};
+
+static int dial(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
+	return fd;
+}
+
+/* The cluster's process running executable exe (a child of unicorn-up). */
+static pid_t child_of(const struct hcl *c, const char *exe)
+{
+	pid_t pids[16];
+	int n = cluster_pids(c, pids, 16);
+	for (int i = 1; i < n; i++) {
+		char path[64], cmd[512] = { 0 };
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[i]);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t k = fread(cmd, 1, sizeof cmd - 1, f);
+		fclose(f);
+		cmd[k] = 0;
+		const char *base = strrchr(cmd, '/');
+		if (!strcmp(base ? base + 1 : cmd, exe))
+			return pids[i];
+	}
+	return 0;
+}
+
+/* Start N_STREAMS streaming chat completions; if victim is set, SIGKILL the
+ * newest process of that executable 300 ms in. Then read all to the end. */
+static void run_streams(const struct hcl *c, struct stream *s, const char *victim)
+{
+	for (int i = 0; i < N_STREAMS; i++) {
+		memset(&s[i], 0, sizeof s[i]);
+		s[i].fd = dial(c->port);
+		char body[256], req[512];
+		snprintf(body, sizeof body,
+			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Stream %d: tell me a story\"}],"
+			 "\"max_tokens\":%d,\"temperature\":0,\"stream\":true}", i, MAX_TOKENS);
+		int k = snprintf(req, sizeof req,
+				 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+				 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+		cr_assert_eq(send(s[i].fd, req, (size_t)k, MSG_NOSIGNAL), k);
+		s[i].cap = 1 << 16;
+		s[i].body = malloc(s[i].cap);
+		s[i].t_last = 0;
+	}
+	double t0 = proc_now_s();
+	bool killed = !victim;
+	int open_n = N_STREAMS;
+	while (open_n > 0) {
+		if (!killed && proc_now_s() - t0 > 0.3) {
+			pid_t p = child_of(c, victim);
+			cr_assert_gt(p, 0, "no %s to kill", victim);
+			cr_assert_eq(kill(p, SIGKILL), 0);
+			killed = true;
+		}
+		struct pollfd p[N_STREAMS];
+		for (int i = 0; i < N_STREAMS; i++)
+			p[i] = (struct pollfd){ .fd = s[i].done ? -1 : s[i].fd, .events = POLLIN };
+		int r = poll(p, N_STREAMS, 100);
+		cr_assert_geq(r, 0);
+		cr_assert_lt(proc_now_s() - t0, 60, "streams did not end within 60 s");
+		for (int i = 0; i < N_STREAMS; i++) {
+			if (!(p[i].revents & (POLLIN | POLLHUP)))
+				continue;
+			if (s[i].n + 4096 > s[i].cap)
+				s[i].body = realloc(s[i].body, s[i].cap *= 2);
+			ssize_t k = recv(s[i].fd, s[i].body + s[i].n, s[i].cap - s[i].n - 1, 0);
+			double now = proc_now_s();
+			if (k <= 0) {
+				s[i].done = true;
+				close(s[i].fd);
+				open_n--;
+				continue;
+			}
+			if (s[i].t_last > 0 && now - s[i].t_last > s[i].worst_gap)
+				s[i].worst_gap = now - s[i].t_last;
+			s[i].t_last = now;
+			s[i].n += (size_t)k;
+			s[i].body[s[i].n] = 0;
+		}
+	}
+}
+
+/* The streamed text: every "content":"..." value in order (escapes kept). */
+static char *stream_text(const struct stream *s)
+{
+	char *out = calloc(1, s->n + 1);
+	size_t o = 0;
+	for (const char *p = s->body; (p = strstr(p, "\"content\":\"")); ) {
+		p += 11;
+		while (*p && *p != '"') {
+			if (*p == '\\' && p[1])
+				out[o++] = *p++;
+			out[o++] = *p++;
+		}
+	}
+	return out;
+}
+
+static void kill_under_streams(const char *placement, const char *victim)
+{
+	struct hcl c;
+	hcl_start(&c, placement);
+	struct stream base[N_STREAMS], hit[N_STREAMS];
+	run_streams(&c, base, NULL);
+	run_streams(&c, hit, victim);
+	double worst_base = 0, worst_hit = 0;
+	for (int i = 0; i < N_STREAMS; i++) {
+		cr_assert(strstr(base[i].body, "[DONE]"), "stream %d: no [DONE]", i);
+		cr_assert(strstr(hit[i].body, "[DONE]"), "stream %d after the kill: no [DONE]:\n%s", i, hit[i].body);
+		char *a = stream_text(&base[i]), *b = stream_text(&hit[i]);
+		cr_assert_gt(strlen(a), 0);
+		cr_assert_str_eq(b, a, "stream %d: text changed by the kill of %s", i, victim);
+		free(a);
+		free(b);
+		worst_base = base[i].worst_gap > worst_base ? base[i].worst_gap : worst_base;
+		worst_hit = hit[i].worst_gap > worst_hit ? hit[i].worst_gap : worst_hit;
+		free(base[i].body);
+		free(hit[i].body);
+	}
+	fprintf(stderr, "hotpath: %s: kill %s under %d HTTP streams: worst gap %.3f s (uninterrupted %.3f s)\n",
+		placement, victim, N_STREAMS, worst_hit, worst_base);
+	cr_assert_leq(worst_hit, worst_base + 3.0, "worst gap %.2f s after killing %s (uninterrupted %.2f s)",
+		      worst_hit, victim, worst_base);
+	hcl_stop(&c);
+}
+
+Test(hotpath, fused_gpu_worker_killed_under_http_streams, .timeout = 240)
+{
+	kill_under_streams("fused", "unicorn-gpu-worker");
+}
+
+Test(hotpath, split_workers_killed_under_http_streams, .timeout = 300)
+{
+	kill_under_streams("split", "unicorn-npu-worker");
+	kill_under_streams("split", "unicorn-gpu-worker");
+}
