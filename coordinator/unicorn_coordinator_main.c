@@ -956,6 +956,87 @@ static int step_split(struct coord *c, struct intake_req **rs, uint32_t n)
 	return 0;
 }
 
+/* Split continuous batching: the next token of each of rs[0..n) (one-token
+ * chunks), as two micro-batches that take turns on the two workers, so
+ * the attention of one overlaps the FFN of the other on every layer (the
+ * sched_split_plan rounds, one STAGE_BATCH per op). Rows are computed as lone
+ * tokens, so recording chunks per sequence (and replaying them alone) stays
+ * bit-identical, as for RUN_BATCH. */
+static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	struct sched_chunk ch[SCHED_MAX_SEQS];
+	bool samples[SCHED_MAX_SEQS];
+	uint32_t half = (n + 1) / 2, first[2] = { 0, half }, count[2] = { half, n - half };
+	uint32_t mode[2] = { MSG_HEAD_ARGMAX, MSG_HEAD_ARGMAX }, kk[2] = { 1, 1 };
+	bool head[2] = { false, false };
+	for (uint32_t i = 0; i < n; i++) {
+		struct intake_req *r = rs[i];
+		if (!sched_seq_next(&r->seq, &ch[i]) || ch[i].n != 1)
+			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
+				       (unsigned long long)r->id);
+		samples[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+		uint32_t w = i < half ? 0 : 1, k = 1;
+		head[w] = head[w] || samples[i];
+		if (samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
+			mode[w] = MSG_HEAD_TOPK;
+			kk[w] = k;
+		}
+	}
+	static struct sched_round plan[SCHED_MAX_ROUNDS];
+	uint32_t n_rounds;
+	int rc = sched_split_plan(c->n_layer, 2, head, plan, SCHED_MAX_ROUNDS, &n_rounds);
+	if (rc)
+		return rc;
+	struct msg_done d;
+	for (uint32_t r = 0; r < n_rounds; r++) {
+		const struct sched_op *ops[2] = { &plan[r].gpu, &plan[r].npu };
+		struct wlink *links2[2] = { &c->gpu, &c->npu };
+		for (int j = 0; j < 2; j++) {
+			const struct sched_op *op = ops[j];
+			if (op->kind == SCHED_OP_NONE)
+				continue;
+			uint32_t w = op->who;
+			msg_init(&c->m, MSG_STAGE_BATCH);
+			struct msg_stage_batch *b = &c->m.u.stage_batch;
+			b->op = op->kind == SCHED_OP_EMBED ? MSG_OP_EMBED : op->kind == SCHED_OP_ATTN ? MSG_OP_ATTN :
+				op->kind == SCHED_OP_FFN ? MSG_OP_FFN : MSG_OP_HEAD;
+			b->layer = b->op == MSG_OP_ATTN || b->op == MSG_OP_FFN ? op->layer : 0;
+			b->n = count[w];
+			b->mode = b->op == MSG_OP_HEAD ? mode[w] : MSG_HEAD_ARGMAX;
+			b->k = b->op == MSG_OP_HEAD ? kk[w] : 1;
+			for (uint32_t i = 0; i < count[w]; i++) {
+				struct intake_req *q = rs[first[w] + i];
+				uint32_t p = ch[first[w] + i].pos0;
+				b->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+			}
+			if ((rc = wl_send(c, links2[j], &c->m)))
+				return rc;
+		}
+		if (ops[0]->kind != SCHED_OP_NONE && ops[1]->kind != SCHED_OP_NONE)
+			c->n_pipelined++;
+		for (int j = 0; j < 2; j++)
+			if (ops[j]->kind != SCHED_OP_NONE && (rc = wl_wait(c, links2[j], c->step_timeout_ms, &d)))
+				return rc;
+	}
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		struct intake_req *r = rs[i];
+		if ((rc = sched_seq_advance(&r->seq, &ch[i])))
+			break;
+		if (!samples[i] || r->seq.replaying)
+			continue;
+		uint32_t *ids;
+		float *logits;
+		if ((rc = attach_head(c->att, r->slot, &ids, &logits)))
+			break;
+		struct msg_done dd = d;
+		dd.seq_id = r->slot;
+		dd.token = ids[0];
+		dd.k = kk[i < half ? 0 : 1];
+		rc = take_token(c, r, &dd);
+	}
+	return rc;
+}
+
 /* A worker failed: handshake again (a new pid = restarted), reset the
  * survivors and replay every live sequence from position 0. */
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
@@ -1069,8 +1150,24 @@ static void run_live(struct coord *c)
 			}
 		}
 	} else {
-		for (uint32_t i = 0; i < n && !rc; i += 2) {
-			rc = step_split(c, live + i, n - i >= 2 ? 2 : 1);
+		/* one-token chunks of two or more sequences: batched micro-batches;
+		 * prefill chunks (and a lone decoder) in pipelined pairs */
+		struct intake_req *batch[SCHED_MAX_SEQS], *rest[SCHED_MAX_SEQS];
+		uint32_t nb = 0, nr = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (single_token_next(live[i]) && !c->no_batch)
+				batch[nb++] = live[i];
+			else
+				rest[nr++] = live[i];
+		}
+		if (nb == 1)
+			rest[nr++] = batch[--nb];
+		if (nb >= 2) {
+			rc = step_split_batch(c, batch, nb);
+			heartbeat(c);
+		}
+		for (uint32_t i = 0; i < nr && !rc; i += 2) {
+			rc = step_split(c, rest + i, nr - i >= 2 ? 2 : 1);
 			heartbeat(c);
 		}
 	}

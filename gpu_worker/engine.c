@@ -114,6 +114,7 @@ struct engine {
 	bool tab_any_dirty;
 	VkCommandBuffer tabcb;
 	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
+	VkCommandBuffer *stageb_cbs;   /* [layer][ATTN|FFN][n 0..batch_max]: engine_stage_batch (lazily) */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -695,6 +696,8 @@ void engine_destroy(struct engine *e)
 		vk_cmd_free(e->vk, e->tabcb);
 		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 3; i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
+		for (size_t i = 0; e->stageb_cbs && i < (size_t)e->cfg.n_layer * 2 * (e->batch_max + 1); i++)
+			vk_cmd_free(e->vk, e->stageb_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
 			for (int i = 0; i < 3; i++)
@@ -732,6 +735,7 @@ void engine_destroy(struct engine *e)
 	for (uint32_t m = 0; m < N_MODES; m++)
 		free(e->cbs[m]);
 	free(e->stage_cbs);
+	free(e->stageb_cbs);
 	free(e->L);
 	free(e->imp);
 	free(e);
@@ -1145,14 +1149,62 @@ static int replay(struct engine *e, int mode, uint32_t n)
 
 uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
 
+/* Check and write a batch's step records: row t is one token of sequence
+ * seqs[t] (distinct) at pos[t]; tokens may be NULL (stages start from hidden
+ * rows). */
+static int batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+		       uint32_t k)
+{
+	if (n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: batch of %u rows (1..%u: max_batch %u, max_seqs %u)", n, e->batch_max,
+			       e->max_batch, e->max_seqs);
+	uint8_t seen[256] = { 0 }; /* max_seqs <= 256 (engine_create) */
+	for (uint32_t t = 0; t < n; t++) {
+		if (seqs[t] >= e->max_seqs)
+			return err_set(ERR_RANGE, "engine: batch: entry %u: sequence %u out of range (max_seqs %u)", t, seqs[t],
+				       e->max_seqs);
+		/* two tokens of one sequence would race on its KV rows */
+		if (seen[seqs[t]]++)
+			return err_set(ERR_INVAL, "engine: batch: sequence %u appears twice", seqs[t]);
+		if (pos[t] >= e->max_ctx)
+			return err_set(ERR_RANGE, "engine: batch: entry %u: position %u beyond max_ctx %u", t, pos[t], e->max_ctx);
+		if (tokens && tokens[t] >= e->cfg.n_vocab)
+			return err_set(ERR_INVAL, "engine: batch: entry %u: token %u out of range (n_vocab %u)", t, tokens[t],
+				       e->cfg.n_vocab);
+	}
+	struct engine_step *s = e->step->map;
+	s->pos0 = pos[0];
+	s->n = n;
+	s->k = k;
+	s->kv_base = seqs[0] * e->tab_len;
+	for (uint32_t t = 0; t < n; t++) {
+		s->tok[t].token = tokens ? tokens[t] : 0;
+		s->tok[t].pos = pos[t];
+		s->tok[t].base = seqs[t] * e->tab_len;
+	}
+	return 0;
+}
+
+/* Rows [0, n) of the argmax/top-k results: k ids (and values) per row. */
+static void batch_results(struct engine *e, uint32_t n, uint32_t k, bool topk, uint32_t *ids, float *vals)
+{
+	const uint32_t *r = e->res->map;
+	if (topk)
+		e->lse_rows = n;
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t i = 0; i < k; i++) {
+			if (ids)
+				ids[(size_t)t * k + i] = r[t * RES_ROW + 2 * i];
+			if (vals)
+				memcpy(&vals[(size_t)t * k + i], &r[t * RES_ROW + 2 * i + 1], 4);
+		}
+}
+
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
-	if (n == 0 || n > e->batch_max)
-		return err_set(ERR_INVAL, "engine: batch of %u tokens (1..%u: max_batch %u, max_seqs %u)", n, e->batch_max,
-			       e->max_batch, e->max_seqs);
 	int m;
 	switch (mode) {
 	case ENGINE_BATCH_ARGMAX: m = MODE_B_ARGMAX; k = 1; break;
@@ -1164,47 +1216,17 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 		return err_set(ERR_INVAL, "engine: batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
 	if ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: batch: missing output array");
-	uint8_t seen[256] = { 0 }; /* max_seqs <= 256 (engine_create) */
-	for (uint32_t t = 0; t < n; t++) {
-		if (seqs[t] >= e->max_seqs)
-			return err_set(ERR_RANGE, "engine: batch: entry %u: sequence %u out of range (max_seqs %u)", t, seqs[t],
-				       e->max_seqs);
-		/* two tokens of one sequence would race on its KV rows */
-		if (seen[seqs[t]]++)
-			return err_set(ERR_INVAL, "engine: batch: sequence %u appears twice", seqs[t]);
-		if (pos[t] >= e->max_ctx)
-			return err_set(ERR_RANGE, "engine: batch: entry %u: position %u beyond max_ctx %u", t, pos[t], e->max_ctx);
-		if (tokens[t] >= e->cfg.n_vocab)
-			return err_set(ERR_INVAL, "engine: batch: entry %u: token %u out of range (n_vocab %u)", t, tokens[t],
-				       e->cfg.n_vocab);
-	}
-	struct engine_step *s = e->step->map;
-	s->pos0 = pos[0];
-	s->n = n;
-	s->k = k;
-	s->kv_base = seqs[0] * e->tab_len;
-	for (uint32_t t = 0; t < n; t++) {
-		s->tok[t].token = tokens[t];
-		s->tok[t].pos = pos[t];
-		s->tok[t].base = seqs[t] * e->tab_len;
-	}
-	int rc = replay(e, m, n);
+	int rc = batch_write(e, n, tokens, seqs, pos, k);
+	if (rc)
+		return rc;
+	rc = replay(e, m, n);
 	if (rc)
 		return rc;
 	if (mode == ENGINE_BATCH_LOGITS) {
 		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
 		return 0;
 	}
-	const uint32_t *r = e->res->map;
-	if (mode == ENGINE_BATCH_TOPK)
-		e->lse_rows = n;
-	for (uint32_t t = 0; t < n; t++)
-		for (uint32_t i = 0; i < k; i++) {
-			if (ids)
-				ids[(size_t)t * k + i] = r[t * RES_ROW + 2 * i];
-			if (vals)
-				memcpy(&vals[(size_t)t * k + i], &r[t * RES_ROW + 2 * i + 1], 4);
-		}
+	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 
@@ -1439,6 +1461,99 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	if (!rc)
 		memcpy(out, e->hio->map, bytes);
 	return rc;
+}
+
+int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
+		       const uint32_t *pos, const float *in, float *out)
+{
+	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
+		return err_set(ERR_INVAL, "engine: stage_batch: stage %d (attention or FFN)", (int)stage);
+	if (layer >= e->cfg.n_layer)
+		return err_set(ERR_INVAL, "engine: stage_batch: layer %u outside the model's %u", layer, e->cfg.n_layer);
+	if (!seqs || !pos || !in || !out)
+		return err_set(ERR_INVAL, "engine: stage_batch: seqs, pos, in and out are required");
+	int rc = batch_write(e, n, NULL, seqs, pos, 0);
+	if (rc)
+		return rc;
+	if (!e->stageb_cbs &&
+	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 2 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
+		return err_set(ERR_NOMEM, "engine: out of memory");
+	/* recorded once per (layer, stage, rows) with the batch kernels: every
+	 * row computed as a lone token would be (mul_mvs columns), so a batched
+	 * stage equals the rows' lone stages bit for bit */
+	VkCommandBuffer *slot = &e->stageb_cbs[((size_t)layer * 2 + (uint32_t)stage) * (e->batch_max + 1) + n];
+	if (!*slot) {
+		rc = vk_cmd_alloc(e->vk, slot);
+		if (!rc) {
+			e->rec_batch = true;
+			rc = rec_stage_io(e, *slot, false, layer, 1, stage, n);
+			e->rec_batch = false;
+		}
+		if (rc) {
+			vk_cmd_free(e->vk, *slot);
+			*slot = VK_NULL_HANDLE;
+			return rc;
+		}
+	}
+	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
+	memcpy(e->hio->map, in, bytes);
+	e->timed = false;
+	rc = submit(e, *slot);
+	if (!rc && e->vk->timestamps)
+		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
+	if (!rc)
+		memcpy(out, e->hio->map, bytes);
+	return rc;
+}
+
+int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine_batch_mode mode, uint32_t k,
+		      uint32_t *ids, float *vals)
+{
+	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
+		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax or top-k)", (int)mode);
+	if (mode == ENGINE_BATCH_ARGMAX)
+		k = 1;
+	if (k == 0 || k > ENGINE_TOPK_MAX)
+		return err_set(ERR_INVAL, "engine: head_batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
+	if (n == 0 || n > e->batch_max || !in || !ids || (mode == ENGINE_BATCH_TOPK && !vals))
+		return err_set(ERR_INVAL, "engine: head_batch: %u rows (1..%u) or a missing array", n, e->batch_max);
+	struct engine_step *s = e->step->map;
+	s->n = n;
+	s->k = k;
+	memcpy(e->hio->map, in, (size_t)n * e->cfg.n_embd * 4);
+	int rc = once_begin(e);
+	if (rc)
+		return rc;
+	VkCommandBuffer cb = e->once;
+	uint32_t qs = e->vk->n_queries - 2;
+	if (e->vk->timestamps) {
+		vk_cmd_reset_queries(cb, e->vk, qs, 2);
+		vk_cmd_timestamp(cb, e->vk, qs);
+	}
+	rec_step_copy(e, cb, n);
+	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
+	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
+	vk_cmd_barrier(cb);
+	/* the lone head's kernels per row: final norm, logits, argmax/top-k */
+	e->rec_batch = true;
+	rec_norm(e, cb, e->s_final, 0, n);
+	rec_logits_to(e, cb, n, n, e->s_logits_d);
+	e->rec_batch = false;
+	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
+	if (mode == ENGINE_BATCH_ARGMAX)
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n, 1);
+	else
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n, 1);
+	vk_cmd_barrier(cb);
+	if (e->vk->timestamps)
+		vk_cmd_timestamp(cb, e->vk, qs + 1);
+	rc = once_submit(e);
+	if (!rc && e->vk->timestamps)
+		gpu_ns_add(e, qs, qs + 1);
+	if (rc)
+		return rc;
+	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	return 0;
 }
 
 int engine_head(struct engine *e, uint32_t n, float *logits)

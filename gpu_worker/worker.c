@@ -38,6 +38,8 @@ struct worker {
 	uint32_t tab[ATTACH_KV_TABLE]; /* scratch: a slot's table, copied out of the region */
 	uint32_t n_vocab, n_vocab_text, n_layer;
 	float *logits;          /* [n_vocab] head scratch */
+	float *rows;            /* [MSG_MAX_SLOTS][n_embd]: a batch's hidden rows, gathered from their slots */
+	uint32_t n_embd;
 	struct wslot slot[MSG_MAX_SLOTS];
 	char backend[MSG_MAX_BACKEND];
 	char device[MSG_MAX_DEVICE];
@@ -66,6 +68,7 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 	switch (type) {
 	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: return gpu;
 	case MSG_STAGE: return gpu ? stage != MSG_STAGE_ATTN : stage == MSG_STAGE_ATTN;
+	case MSG_STAGE_BATCH: return gpu ? stage != MSG_OP_ATTN : stage == MSG_OP_ATTN;
 	default: return true;
 	}
 }
@@ -79,6 +82,7 @@ void worker_destroy(struct worker *w)
 	engine_destroy(w->e);
 	attach_close(w->att);
 	free(w->logits);
+	free(w->rows);
 	free(w);
 }
 
@@ -136,8 +140,10 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	fprintf(stderr, "%s: weights: %llu of %llu matrix bytes used in place (%s)\n",
 		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
+	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
-	if (!w->logits) {
+	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
+	if (!w->logits || !w->rows) {
 		rc = err_set(ERR_NOMEM, "worker: out of memory");
 		goto fail;
 	}
@@ -485,6 +491,95 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
+/* Split placement, several sequences: one op for every entry (row 0 of its
+ * slot). Rows are gathered from their slots into one engine submission and
+ * scattered back; each is computed as a lone token's stage would be. */
+static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uint32_t *token, uint32_t *k_out)
+{
+	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e))
+		return err_set(ERR_RANGE, "worker: stage_batch of %u entries (this worker batches up to %u)", m->n,
+			       engine_batch_max(w->e));
+	if ((m->op == MSG_OP_ATTN || m->op == MSG_OP_FFN) && m->layer >= w->n_layer)
+		return err_set(ERR_RANGE, "worker: stage_batch: layer %u outside the model's %u", m->layer, w->n_layer);
+	uint32_t k = m->op == MSG_OP_HEAD && m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	if (k < 1 || k > MSG_MAX_TOPK)
+		return err_set(ERR_RANGE, "worker: stage_batch k %u outside [1, %d]", k, MSG_MAX_TOPK);
+	uint32_t tok[MSG_MAX_SLOTS], seq[MSG_MAX_SLOTS], pos[MSG_MAX_SLOTS];
+	float *h[MSG_MAX_SLOTS];
+	uint64_t used = 0;
+	size_t row = (size_t)w->n_embd;
+	for (uint32_t i = 0; i < m->n; i++) {
+		const struct msg_run_batch_entry *e = &m->e[i];
+		int rc = m->op == MSG_OP_ATTN ? check_kv(w, e->seq_id, e->slot, e->pos, 1) : check_rows(w, e->slot, 1);
+		if (!rc && m->op == MSG_OP_EMBED)
+			rc = check_tokens(w, &e->token, 1);
+		if (!rc && (used >> e->slot & 1))
+			rc = err_set(ERR_INVAL, "worker: stage_batch: slot %u appears twice", e->slot);
+		if (!rc)
+			rc = attach_hidden(w->att, e->slot, 0, 1, &h[i]);
+		if (rc)
+			return err_prefix(rc, "stage_batch entry %u", i);
+		used |= (uint64_t)1 << e->slot;
+		tok[i] = e->token;
+		seq[i] = e->slot; /* the slot is the KV slot */
+		pos[i] = e->pos;
+		if (m->op != MSG_OP_EMBED)
+			memcpy(w->rows + i * row, h[i], row * sizeof *w->rows);
+	}
+	int rc = 0;
+	*token = 0;
+	*k_out = 0;
+	switch (m->op) {
+	case MSG_OP_EMBED:
+		rc = engine_embed(w->e, tok, m->n);
+		if (!rc)
+			rc = engine_hidden_get(w->e, w->rows, m->n);
+		break;
+	case MSG_OP_ATTN:
+	case MSG_OP_FFN:
+		rc = engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN, m->n,
+					seq, pos, w->rows, w->rows);
+		break;
+	default: { /* MSG_OP_HEAD */
+		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
+		static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
+		bool tk = m->mode == MSG_HEAD_TOPK;
+		rc = engine_head_batch(w->e, m->n, w->rows, tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
+				       tk ? out_vals : NULL);
+		if (!rc && tk)
+			rc = engine_topk_lse(w->e, m->n, out_lse);
+		for (uint32_t i = 0; !rc && i < m->n; i++) {
+			uint32_t *ids;
+			float *vals, *lse;
+			if ((rc = attach_head(w->att, m->e[i].slot, &ids, &vals)) ||
+			    (rc = attach_head_lse(w->att, m->e[i].slot, &lse)))
+				break;
+			memcpy(ids, out_ids + (size_t)i * k, k * sizeof *out_ids);
+			if (tk) {
+				memcpy(vals, out_vals + (size_t)i * k, k * sizeof *out_vals);
+				*lse = out_lse[i];
+			} else {
+				vals[0] = NAN; /* as HEAD argmax: only the id */
+				*lse = NAN;
+			}
+		}
+		if (!rc) {
+			*token = out_ids[0];
+			*k_out = k;
+		}
+		return rc;
+	}
+	}
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < m->n; i++) {
+		memcpy(h[i], w->rows + i * row, row * sizeof *w->rows);
+		if (m->op == MSG_OP_ATTN)
+			seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos, 1);
+	}
+	return 0;
+}
+
 static int do_reset(struct worker *w, const struct msg_reset_seq *m)
 {
 	int rc = 0;
@@ -517,7 +612,8 @@ static void answer_error(struct msg *out, uint32_t ref_seq, int code)
 bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 {
 	err_clear();
-	uint32_t stage = in->type == MSG_STAGE ? in->u.stage.stage : 0;
+	uint32_t stage = in->type == MSG_STAGE ? in->u.stage.stage :
+			 in->type == MSG_STAGE_BATCH ? in->u.stage_batch.op : 0;
 	if (!serves(w, in->type, stage)) {
 		err_set(ERR_UNSUP, "worker: the %s worker does not run %s%s", w->o.role == MSG_ROLE_GPU_WORKER ? "gpu" : "npu",
 			msg_type_name(in->type), in->type == MSG_STAGE ? (stage == MSG_STAGE_ATTN ? " attn" : " ffn/layers") : "");
@@ -548,7 +644,10 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		worker_status(w, &out->u.status);
 		break;
 	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RESET_SEQ:
-		if (in->type == MSG_EMBED)
+	case MSG_STAGE_BATCH:
+		if (in->type == MSG_STAGE_BATCH)
+			seq_id = in->u.stage_batch.e[0].seq_id, rc = do_stage_batch(w, &in->u.stage_batch, &token, &k);
+		else if (in->type == MSG_EMBED)
 			seq_id = in->u.embed.seq_id, rc = do_embed(w, &in->u.embed);
 		else if (in->type == MSG_STAGE)
 			seq_id = in->u.stage.seq_id, rc = do_stage(w, &in->u.stage);

@@ -4,6 +4,7 @@
 #include "ipc/msg.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -177,6 +178,17 @@ static void codec(struct cur *c, struct msg *m)
 		}
 		break;
 	}
+	case MSG_STAGE_BATCH: {
+		struct msg_stage_batch *b = &m->u.stage_batch;
+		c_u32(c, &b->op), c_u32(c, &b->layer);
+		c_count(c, &b->n, MSG_MAX_SLOTS, "STAGE_BATCH: n exceeds MSG_MAX_SLOTS");
+		c_u32(c, &b->mode), c_u32(c, &b->k);
+		for (uint32_t i = 0; i < b->n && !c->bad; i++) {
+			struct msg_run_batch_entry *e = &b->e[i];
+			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos), c_u32(c, &e->token);
+		}
+		break;
+	}
 	case MSG_DONE: {
 		struct msg_done *d = &m->u.done;
 		c_u32(c, &d->ref_seq), c_u32(c, &d->seq_id), c_i32(c, &d->status), c_u32(c, &d->token);
@@ -243,6 +255,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_HEAD: return "HEAD";
 	case MSG_RUN: return "RUN";
 	case MSG_RUN_BATCH: return "RUN_BATCH";
+	case MSG_STAGE_BATCH: return "STAGE_BATCH";
 	case MSG_DONE: return "DONE";
 	case MSG_RESET_SEQ: return "RESET_SEQ";
 	case MSG_GEN_REQ: return "GEN_REQ";
@@ -268,6 +281,24 @@ static int check_slot_n(const char *t, uint32_t slot, uint32_t n)
 		return BAD("%s: slot %u >= %d", t, slot, MSG_MAX_SLOTS);
 	if (n < 1 || n > MSG_MAX_TOKENS)
 		return BAD("%s: n %u outside [1, %d]", t, n, MSG_MAX_TOKENS);
+	return 0;
+}
+
+/* Batch entries (RUN_BATCH, STAGE_BATCH): 1..MSG_MAX_SLOTS, distinct slots, positions in range. */
+static int check_entries(const char *t, const struct msg_run_batch_entry *e, uint32_t n)
+{
+	if (n < 1 || n > MSG_MAX_SLOTS)
+		return BAD("%s: n %u outside [1, %d]", t, n, MSG_MAX_SLOTS);
+	uint64_t used = 0; /* MSG_MAX_SLOTS == 64 bits */
+	for (uint32_t i = 0; i < n; i++) {
+		if (e[i].slot >= MSG_MAX_SLOTS)
+			return BAD("%s: entry %u: slot %u >= %d", t, i, e[i].slot, MSG_MAX_SLOTS);
+		if (used >> e[i].slot & 1)
+			return BAD("%s: entry %u: slot %u appears twice", t, i, e[i].slot);
+		used |= (uint64_t)1 << e[i].slot;
+		if (e[i].pos >= MSG_MAX_POS)
+			return BAD("%s: entry %u: pos %u >= %u", t, i, e[i].pos, MSG_MAX_POS);
+	}
 	return 0;
 }
 
@@ -368,19 +399,21 @@ int msg_validate(const struct msg *m)
 	}
 	case MSG_RUN_BATCH: {
 		const struct msg_run_batch *b = &m->u.run_batch;
-		if (b->n < 1 || b->n > MSG_MAX_SLOTS)
-			return BAD("RUN_BATCH: n %u outside [1, %d]", b->n, MSG_MAX_SLOTS);
-		uint64_t used = 0; /* MSG_MAX_SLOTS == 64 bits */
-		for (uint32_t i = 0; i < b->n; i++) {
-			const struct msg_run_batch_entry *e = &b->e[i];
-			if (e->slot >= MSG_MAX_SLOTS)
-				return BAD("RUN_BATCH: entry %u: slot %u >= %d", i, e->slot, MSG_MAX_SLOTS);
-			if (used >> e->slot & 1)
-				return BAD("RUN_BATCH: entry %u: slot %u appears twice", i, e->slot);
-			used |= (uint64_t)1 << e->slot;
-			if (e->pos >= MSG_MAX_POS)
-				return BAD("RUN_BATCH: entry %u: pos %u >= %u", i, e->pos, MSG_MAX_POS);
-		}
+		if ((rc = check_entries(t, b->e, b->n)))
+			return rc;
+		return check_head(t, b->mode, b->k);
+	}
+	case MSG_STAGE_BATCH: {
+		const struct msg_stage_batch *b = &m->u.stage_batch;
+		if (b->op < MSG_OP_EMBED || b->op > MSG_OP_HEAD)
+			return BAD("STAGE_BATCH: op %u unknown", b->op);
+		bool layered = b->op == MSG_OP_ATTN || b->op == MSG_OP_FFN;
+		if (layered ? b->layer >= MSG_MAX_LAYERS : b->layer != 0)
+			return BAD("STAGE_BATCH: layer %u (< %d for attn/ffn, else 0)", b->layer, MSG_MAX_LAYERS);
+		if ((rc = check_entries(t, b->e, b->n)))
+			return rc;
+		if (b->op != MSG_OP_HEAD && (b->mode != MSG_HEAD_ARGMAX || b->k != 1))
+			return BAD("STAGE_BATCH: mode %u k %u on a non-head op (must be argmax, 1)", b->mode, b->k);
 		return check_head(t, b->mode, b->k);
 	}
 	case MSG_DONE: {
@@ -481,6 +514,9 @@ int msg_payload_size(const struct msg *m, size_t *size)
 	case MSG_RUN: s = MSG_SIZE_RUN_BASE + 4 * (size_t)m->u.run.n; break;
 	case MSG_RUN_BATCH:
 		s = MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.run_batch.n;
+		break;
+	case MSG_STAGE_BATCH:
+		s = MSG_SIZE_STAGE_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.stage_batch.n;
 		break;
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 3  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms */
+#define MSG_VERSION 4  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -71,6 +71,7 @@ enum msg_type {
 	MSG_DONE = 20,
 	MSG_RESET_SEQ = 21,
 	MSG_RUN_BATCH = 22, /* fused decode step of several sequences, one token each */
+	MSG_STAGE_BATCH = 23, /* split: one stage (embed, attn, ffn, head) of several sequences */
 	/* CLI <-> coordinator (req/rep, every request idempotent) */
 	MSG_GEN_REQ = 32,
 	MSG_GEN_POLL = 33,
@@ -215,6 +216,23 @@ struct msg_run_batch {
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
 };
 
+/* STAGE_BATCH (split placement, continuous batching): 20 + 16n bytes. One op
+ * for n sequences, one token each at its own position, in one submission:
+ * EMBED writes entry i's token row to row 0 of its slot's hidden state; ATTN
+ * and FFN run that layer's stage on row 0 of each slot (ATTN through the
+ * slot's KV block table); HEAD puts each entry's argmax / top-k in its slot's
+ * head area. Slots distinct; entries as RUN_BATCH's. Answered by one DONE
+ * (seq_id and, for HEAD, the token of entries[0]). */
+enum msg_batch_op { MSG_OP_EMBED = 1, MSG_OP_ATTN = 2, MSG_OP_FFN = 3, MSG_OP_HEAD = 4 };
+struct msg_stage_batch {
+	uint32_t op;                    /* enum msg_batch_op */
+	uint32_t layer;                 /* ATTN/FFN: < MSG_MAX_LAYERS; else 0 */
+	uint32_t n;                     /* 1..MSG_MAX_SLOTS */
+	uint32_t mode;                  /* HEAD: enum msg_head_mode; else ARGMAX */
+	uint32_t k;                     /* ARGMAX: 1; TOPK: 1..MSG_MAX_TOPK */
+	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
+};
+
 /* DONE: 32 bytes. Answer to EMBED/STAGE/HEAD/RUN/RUN_BATCH/RESET_SEQ. token is the argmax
  * (ARGMAX head) or the top-1 id; the k ids and logits of a top-k head are in
  * the slot's head area of the activation region. */
@@ -305,6 +323,7 @@ struct msg {
 		struct msg_head head;
 		struct msg_run run;
 		struct msg_run_batch run_batch;
+		struct msg_stage_batch stage_batch;
 		struct msg_done done;
 		struct msg_reset_seq reset_seq;
 		struct msg_gen_req gen_req;
@@ -328,6 +347,7 @@ struct msg {
 #define MSG_SIZE_RUN_BASE 24
 #define MSG_SIZE_RUN_BATCH_BASE 12
 #define MSG_SIZE_RUN_BATCH_ENTRY 16
+#define MSG_SIZE_STAGE_BATCH_BASE 20
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 64 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) */

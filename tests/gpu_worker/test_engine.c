@@ -376,3 +376,62 @@ Test(engine, batch_rejects_bad_input, .timeout = 60)
 	cr_assert_eq(engine_forward_batch(x.e, 4, t, s, p, ENGINE_BATCH_TOPK, 8, ids, v), 0, "%s", err_msg());
 	fx_close(&x);
 }
+
+/* Split placement's batched stages: a batch of 3 sequences' tokens, layer by
+ * layer (engine_stage_batch), gives bit for bit the hidden rows of each token
+ * run alone through the single-token stages (engine_stage_io), and the
+ * batched head gives the lone tokens' top-k. */
+Test(engine, stage_batch_equals_lone_stages, .timeout = 120)
+{
+	struct fx x;
+	fx_open_seqs(&x, "q4_0", 4);
+	const uint32_t *tok = x.g.tokens;
+	uint32_t L = x.m->cfg.n_layer, E = x.m->cfg.n_embd;
+	cr_assert_eq(engine_seq_select(x.e, 0), 0);
+	cr_assert_eq(engine_forward(x.e, tok, 10, 0, NULL, false), 0, "%s", err_msg());
+	cr_assert_eq(engine_seq_select(x.e, 1), 0);
+	cr_assert_eq(engine_forward(x.e, tok + 20, 7, 0, NULL, false), 0, "%s", err_msg());
+	const uint32_t bt[3] = { tok[10], tok[27], tok[40] }, bs[3] = { 0, 1, 2 }, bp[3] = { 10, 7, 0 };
+	float *lone = malloc(3 * (size_t)E * sizeof *lone), *rows = malloc(3 * (size_t)E * sizeof *rows);
+	cr_assert(lone && rows);
+	uint32_t a_ids[3][64];
+	float a_vals[3][64];
+	for (uint32_t i = 0; i < 3; i++) {
+		float *h = lone + (size_t)i * E;
+		cr_assert_eq(engine_seq_select(x.e, bs[i]), 0);
+		cr_assert_eq(engine_embed(x.e, &bt[i], 1), 0, "%s", err_msg());
+		cr_assert_eq(engine_hidden_get(x.e, h, 1), 0, "%s", err_msg());
+		for (uint32_t l = 0; l < L; l++) {
+			cr_assert_eq(engine_stage_io(x.e, l, 1, ENGINE_STAGE_ATTN, 1, bp[i], h, h), 0, "%s", err_msg());
+			cr_assert_eq(engine_stage_io(x.e, l, 1, ENGINE_STAGE_FFN, 1, bp[i], h, h), 0, "%s", err_msg());
+		}
+		cr_assert_eq(engine_topk(x.e, &bt[i], 1, bp[i], 64, a_ids[i], a_vals[i]), 0, "%s", err_msg());
+	}
+	cr_assert_eq(engine_embed(x.e, bt, 3), 0, "%s", err_msg());
+	cr_assert_eq(engine_hidden_get(x.e, rows, 3), 0, "%s", err_msg());
+	for (uint32_t l = 0; l < L; l++) {
+		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_ATTN, 3, bs, bp, rows, rows), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_FFN, 3, bs, bp, rows, rows), 0, "%s", err_msg());
+	}
+	for (uint32_t i = 0; i < 3; i++)
+		cr_assert_eq(memcmp(lone + (size_t)i * E, rows + (size_t)i * E, E * sizeof *rows), 0,
+			     "row %u: batched stages differ from the lone token's", i);
+	uint32_t b_ids[3 * 64], b_am[3];
+	float b_vals[3 * 64];
+	cr_assert_eq(engine_head_batch(x.e, 3, rows, ENGINE_BATCH_TOPK, 64, b_ids, b_vals), 0, "%s", err_msg());
+	cr_assert_eq(engine_head_batch(x.e, 3, rows, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), 0, "%s", err_msg());
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert_eq(memcmp(a_ids[i], b_ids + i * 64, sizeof a_ids[i]), 0, "row %u: top-k ids differ", i);
+		cr_assert_eq(memcmp(a_vals[i], b_vals + i * 64, sizeof a_vals[i]), 0, "row %u: top-k logits differ", i);
+		cr_assert_eq(b_am[i], a_ids[i][0], "row %u: argmax", i);
+	}
+	/* bad input is refused, never run */
+	const uint32_t dup[2] = { 1, 1 };
+	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_ATTN, 2, dup, bp, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_stage_batch(x.e, L, ENGINE_STAGE_FFN, 1, bs, bp, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_BOTH, 1, bs, bp, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_head_batch(x.e, 0, rows, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), ERR_INVAL);
+	free(lone);
+	free(rows);
+	fx_close(&x);
+}

@@ -52,6 +52,10 @@ static void fill(struct msg *m, uint16_t type)
 		m->u.run_batch = (struct msg_run_batch){ .n = 3, .mode = MSG_HEAD_TOPK, .k = 64,
 							 .e = { { 8, 0, 10, 2 }, { 9, 3, 0, 106 }, { 10, 1, 4095, 9 } } };
 		break;
+	case MSG_STAGE_BATCH:
+		m->u.stage_batch = (struct msg_stage_batch){ .op = MSG_OP_HEAD, .layer = 0, .n = 2, .mode = MSG_HEAD_TOPK,
+							     .k = 64, .e = { { 8, 0, 10, 2 }, { 9, 5, 77, 106 } } };
+		break;
 	case MSG_DONE: m->u.done = (struct msg_done){ 12, 8, 0, 262143, 40, 0, 123456789 }; break;
 	case MSG_RESET_SEQ: m->u.reset_seq = (struct msg_reset_seq){ 8, MSG_RESET_ALL }; break;
 	case MSG_GEN_REQ: {
@@ -79,7 +83,7 @@ static void fill(struct msg *m, uint16_t type)
 
 static const uint16_t all_types[] = {
 	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
-	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
+	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
 	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
 };
 
@@ -410,4 +414,39 @@ Test(msg, random_bytes_never_crash)
 			cr_assert_eq(msg_encode(&b, buf2, sizeof buf2, &len2), 0, "accepted but not re-encodable");
 		}
 	}
+}
+
+/* STAGE_BATCH payload: op, layer, n, mode, k, then 16-byte entries from offset 20 */
+Test(msg, stage_batch_rules)
+{
+	fill(&a, MSG_STAGE_BATCH);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 20 + 2 * 16);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.stage_batch.op, MSG_OP_HEAD);
+	cr_assert_eq(b.u.stage_batch.e[1].slot, 5);
+	cr_assert_eq(b.u.stage_batch.e[1].pos, 77);
+	patch_reject(MSG_STAGE_BATCH, 0, 0, "op 0");
+	patch_reject(MSG_STAGE_BATCH, 0, 5, "op 5");
+	patch_reject(MSG_STAGE_BATCH, 4, 3, "layer on a head op");
+	patch_reject(MSG_STAGE_BATCH, 8, 3, "n disagrees with the length");
+	patch_reject(MSG_STAGE_BATCH, 12, 3, "head mode");
+	patch_reject(MSG_STAGE_BATCH, 16, MSG_MAX_TOPK + 1, "k cap");
+	patch_reject(MSG_STAGE_BATCH, 20 + 16 + 4, 0, "duplicate slot");
+	patch_reject(MSG_STAGE_BATCH, 20 + 4, MSG_MAX_SLOTS, "slot cap");
+	patch_reject(MSG_STAGE_BATCH, 20 + 8, MSG_MAX_POS, "pos cap");
+	/* an attention op carries a layer below the cap and no top-k */
+	fill(&a, MSG_STAGE_BATCH);
+	a.u.stage_batch.op = MSG_OP_ATTN;
+	a.u.stage_batch.layer = 25;
+	a.u.stage_batch.mode = MSG_HEAD_ARGMAX;
+	a.u.stage_batch.k = 1;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.stage_batch.layer, 25);
+	put32(buf + MSG_HDR_SIZE + 4, MSG_MAX_LAYERS);
+	expect_reject(len, "layer cap");
+	a.u.stage_batch.mode = MSG_HEAD_TOPK;
+	a.u.stage_batch.k = 64;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k on an attention op");
 }
