@@ -43,6 +43,9 @@ static void usage(FILE *f)
 		"                          split: attention on the NPU worker, FFN on the GPU worker\n"
 		"  --attn-backend vulkan|xrt  attention backend of the NPU worker (split; default vulkan)\n"
 		"  --vk-device D           Vulkan device index or name substring for the workers\n"
+		"  --attn-device D         the attention worker's device (split; default --vk-device)\n"
+		"  --ffn-device D          the GPU worker's device (FFN, embeddings, head; default\n"
+		"                          --vk-device): e.g. --attn-device 0 --ffn-device 1 on two GPUs\n"
 		"  --max-seqs N            concurrent sequences (1..%d, default 4): every\n"
 		"                          worker keeps a KV cache for each\n"
 		"  --name N                cluster name (default \"default\"; [A-Za-z0-9_-]{1,32})\n"
@@ -69,7 +72,7 @@ static void usage(FILE *f)
 
 struct up_opts {
 	char model[PATH_MAX];
-	const char *placement, *attn_backend, *vk_device, *name, *max_seqs;
+	const char *placement, *attn_backend, *vk_device, *attn_device, *ffn_device, *name, *max_seqs;
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
@@ -88,6 +91,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "no-http", no_argument, 0, 'N' },
 		{ "request-timeout", required_argument, 0, 'R' },
 		{ "kv-budget", required_argument, 0, 'B' },
+		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -101,6 +105,8 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'p': o->placement = optarg; break;
 		case 'a': o->attn_backend = optarg; break;
 		case 'v': o->vk_device = optarg; break;
+		case 'A': o->attn_device = optarg; break;
+		case 'F': o->ffn_device = optarg; break;
 		case 's': o->max_seqs = optarg; break;
 		case 'n': o->name = optarg; break;
 		case 'd': o->detach = 1; break;
@@ -119,6 +125,11 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	/* one device per role: each defaults to --vk-device (or the engine's choice) */
+	if (!o->attn_device)
+		o->attn_device = o->vk_device;
+	if (!o->ffn_device)
+		o->ffn_device = o->vk_device;
 	if (!model) {
 		fprintf(stderr, "unicorn-up: --model PATH is required (try --help)\n");
 		return 2;
@@ -418,7 +429,7 @@ int main(int argc, char **argv)
 		snprintf(sp.name, sizeof sp.name, "npu");
 		sp.role = MSG_ROLE_NPU_WORKER;
 		ARG(b_npu); ARG("--rundir"); ARG(dir); ARG("--attn-backend"); ARG(o.attn_backend);
-		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
+		if (o.attn_device) { ARG("--vk-device"); ARG(o.attn_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		sp.ready_file = f_npu;
@@ -430,7 +441,7 @@ int main(int argc, char **argv)
 		snprintf(sp.name, sizeof sp.name, "gpu");
 		sp.role = MSG_ROLE_GPU_WORKER;
 		ARG(b_gpu); ARG("--rundir"); ARG(dir);
-		if (o.vk_device) { ARG("--vk-device"); ARG(o.vk_device); }
+		if (o.ffn_device) { ARG("--vk-device"); ARG(o.ffn_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		sp.ready_file = f_gpu;
