@@ -73,6 +73,7 @@ struct wlink {
 	int64_t t_sent;
 	int64_t busy_ns;       /* wall time with a message outstanding */
 	int64_t work_ns;       /* the worker's own time in those steps (DONE.gpu_ns) */
+	int64_t wall_ns;       /* the worker's wall time on those messages (DONE.wall_us) */
 	uint64_t steps;
 	uint32_t restarts;
 	uint8_t idx;           /* trace tid - 1 */
@@ -233,8 +234,9 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 }
 
 /* A step message's DONE: its span, the worker's busy time and the handoff
- * cost (round trip minus the worker's own time). */
-static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns)
+ * cost (round trip minus the worker's wall time on the message: what the
+ * transport and the wake-ups cost). */
+static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns, uint32_t wall_us)
 {
 	if (!w->span.msg_type || !c->met)
 		return;
@@ -246,7 +248,8 @@ static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns)
 	metrics_add(c->met, c->mid.worker_steps, w->name, 1);
 	metrics_add(c->met, c->mid.worker_busy, w->name, work);
 	metrics_add(c->met, c->mid.link_busy, w->name, rt);
-	metrics_observe(c->met, c->mid.handoff, w->name, rt > work ? rt - work : 0);
+	double wall = wall_us / 1e6;
+	metrics_observe(c->met, c->mid.handoff, w->name, rt > wall ? rt - wall : 0);
 	w->span.msg_type = 0;
 }
 
@@ -286,9 +289,10 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 		if (rc)
 			return err_prefix(rc, "%s worker", w->name);
 		if (c->d.type == MSG_DONE && c->d.u.done.ref_seq == w->wait_seq) {
-			obs_done(c, w, c->d.u.done.gpu_ns);
+			obs_done(c, w, c->d.u.done.gpu_ns, c->d.u.done.wall_us);
 			w->busy_ns += intake_now_ns() - w->t_sent;
 			w->work_ns += (int64_t)c->d.u.done.gpu_ns;
+			w->wall_ns += (int64_t)c->d.u.done.wall_us * 1000;
 			w->steps++;
 			*done = c->d.u.done;
 			if (done->status < 0)
@@ -357,13 +361,14 @@ static int wl_reset(struct coord *c, struct wlink *w, uint32_t slot, bool all)
 	c->m.u.reset_seq.seq_id = all ? 0 : slot;
 	c->m.u.reset_seq.flags = all ? MSG_RESET_ALL : 0;
 	struct msg_done done;
-	int64_t busy = w->busy_ns, work = w->work_ns; /* resets are not step work: keep ratios honest */
+	int64_t busy = w->busy_ns, work = w->work_ns, wall = w->wall_ns; /* resets are not step work */
 	uint64_t steps = w->steps;
 	int rc = wl_send(c, w, &c->m);
 	if (!rc)
 		rc = wl_wait(c, w, c->step_timeout_ms, &done);
 	w->busy_ns = busy;
 	w->work_ns = work;
+	w->wall_ns = wall;
 	w->steps = steps;
 	return rc;
 }
@@ -1520,8 +1525,9 @@ static void http_pump(struct coord *c)
 }
 
 /* One line per idle point: rounds, time per round, and per worker the share
- * of the wall time it spent working (its own step time from DONE) and the
- * handoff cost per message (round trip minus the worker's time). */
+ * of the wall time it spent working (its own GPU time from DONE), the
+ * handoff cost per message (round trip minus the worker's wall time on it)
+ * and the worker's host time per message (its wall time minus GPU time). */
 static void report_busy(struct coord *c)
 {
 	if (!c->n_steps)
@@ -1536,9 +1542,10 @@ static void report_busy(struct coord *c)
 		struct wlink *w = links(c, i);
 		if (!w || !w->steps)
 			continue;
-		fprintf(stderr, ", %s busy %.0f%% handoff %.1f us/msg", w->name,
+		fprintf(stderr, ", %s busy %.0f%% handoff %.1f us/msg host %.1f us/msg", w->name,
 			100.0 * (double)w->work_ns / wall,
-			(double)(w->busy_ns - w->work_ns) / 1e3 / (double)w->steps);
+			(double)(w->busy_ns - w->wall_ns) / 1e3 / (double)w->steps,
+			(double)(w->wall_ns - w->work_ns) / 1e3 / (double)w->steps);
 	}
 	if (c->split)
 		fprintf(stderr, ", %llu overlapped pairs", (unsigned long long)c->n_pipelined);

@@ -673,8 +673,10 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 			atomic_fetch_add(&w->steps, 1);
 		}
 		msg_init(out, MSG_DONE);
+		uint64_t wall_us = (mono_ns() - t0) / 1000;
 		out->u.done = (struct msg_done){ .ref_seq = in->seq, .seq_id = seq_id, .status = 0, .token = token,
-						 .k = k, .gpu_ns = dt };
+						 .k = k, .wall_us = wall_us > UINT32_MAX ? UINT32_MAX : (uint32_t)wall_us,
+						 .gpu_ns = dt };
 		break;
 	default:
 		err_set(ERR_UNSUP, "worker: unexpected %s", msg_type_name(in->type));

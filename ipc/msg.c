@@ -192,7 +192,7 @@ static void codec(struct cur *c, struct msg *m)
 	case MSG_DONE: {
 		struct msg_done *d = &m->u.done;
 		c_u32(c, &d->ref_seq), c_u32(c, &d->seq_id), c_i32(c, &d->status), c_u32(c, &d->token);
-		c_u32(c, &d->k), c_u32(c, &d->reserved), c_u64(c, &d->gpu_ns);
+		c_u32(c, &d->k), c_u32(c, &d->wall_us), c_u64(c, &d->gpu_ns);
 		break;
 	}
 	case MSG_RESET_SEQ:
@@ -422,8 +422,6 @@ int msg_validate(const struct msg *m)
 			return BAD("DONE: status %d outside [-64, 0]", d->status);
 		if (d->k > MSG_MAX_TOPK)
 			return BAD("DONE: k %u > %d", d->k, MSG_MAX_TOPK);
-		if (d->reserved)
-			return BAD("DONE: reserved not 0");
 		return 0;
 	}
 	case MSG_RESET_SEQ:

@@ -242,7 +242,9 @@ struct msg_done {
 	int32_t status;                 /* 0 or a negative ERR_* */
 	uint32_t token;
 	uint32_t k;                     /* 0 when no head ran */
-	uint32_t reserved;              /* 0 */
+	uint32_t wall_us;               /* (v4) the worker's wall time from receiving the
+	                                 * message to answering it, us (saturating): the
+	                                 * coordinator's round trip minus this is the handoff */
 	uint64_t gpu_ns;                /* device time of this step */
 };
 
