@@ -13,6 +13,7 @@ git rev-parse HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 if [ -d .devdata ]; then
 	toks=$(python3 -c "import json;print(','.join(map(str,json.load(open('.devdata/gemma3-tiny.json'))['tokens'])))")
 	for enc in f32 q4_0; do
+		[ -f .devdata/gemma3-tiny-$enc.gguf ] || continue
 		bin/unicorn logits .devdata/gemma3-tiny-$enc.gguf --tokens "$toks" -o /tmp/$enc.f32 2>&1 | tee -a "$OUT/log.txt"
 		python3 - "$enc" <<'PY' | tee -a "$OUT/log.txt"
 import sys, numpy as np

@@ -8,7 +8,8 @@
 #      1/4/16/64 streams, then 4B fused at one stream (ITL vs tg128);
 #   4. with HOTPATH_TWO_GPUS=1 (the two-GPU host): split with attention on GPU 0
 #      and FFN on GPU 1 against fused on GPU 0, 1B at 4/16/64 streams.
-# Carried: bin/, build/tests/ (the test binary), .gl/, .devlibs/, .devdata/.
+# Carried: bin/, .gl/, .devlibs/, .devdata/ and .devtest/ (the test binary and the
+# libraries Criterion needs).
 # Writes everything to $OUT/hotpath.tgz (folders bench/, s1b/, s4b/, two/: the
 # device returns few files) and prints the tables.
 set -u
@@ -19,8 +20,10 @@ status=0
 mkdir -p "$ROOT/bench"
 OUT=$ROOT/bench BENCH_MODELS=${HOTPATH_BENCH_MODELS:-1b:q4_0 4b:q4_0} REPS=${REPS:-3} \
 	bash tools/device_bench.sh > "$ROOT/bench/out.txt" 2>&1 || status=1
-if [ -x build/tests/unicorn-tests ]; then
-	UNICORN_BIN=$PWD/bin build/tests/unicorn-tests --filter 'ring/*' --verbose > "$ROOT/ring.txt" 2>&1 || status=1
+# the ring benchmark from the test binary (carried in .devtest/ with Criterion's libraries)
+if [ -x .devtest/unicorn-tests ]; then
+	LD_LIBRARY_PATH=$PWD/.devtest:$LD_LIBRARY_PATH UNICORN_BIN=$PWD/bin .devtest/unicorn-tests \
+		--filter 'ring/*' > "$ROOT/ring.txt" 2>&1 || status=1
 fi
 if [ -z "${HOTPATH_TWO_GPUS:-}" ]; then
 	mkdir -p "$ROOT/s1b" "$ROOT/s4b"
@@ -38,5 +41,6 @@ fi
 cat "$ROOT"/bench/table.md "$ROOT"/bench/log.txt 2>/dev/null | grep -v '^== '
 grep -h 'round trip\|p50' "$ROOT/ring.txt" 2>/dev/null
 cat "$ROOT"/s1b/serving.md "$ROOT"/s4b/serving.md "$ROOT"/two/*/serving.md 2>/dev/null
+for f in "$ROOT"/s1b/*.prom "$ROOT"/two/*/*.prom; do [ -f "$f" ] && echo "$f" && grep 'handoff_latency_seconds_bucket' "$f"; done
 tar czf "$DEST/hotpath.tgz" -C "$ROOT" .
 exit $status

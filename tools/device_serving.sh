@@ -93,6 +93,9 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 				--json "$OUT/prefix-$placement-$run.json" | tee -a "$OUT/serving.md" || status=1
 		done
 	fi
+	# the handoff histogram (Prometheus text) for p50/p99
+	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/metrics', timeout=5).read().decode())" \
+		> "$OUT/metrics-$placement.prom" 2>/dev/null
 	sleep 1.5 # let the coordinator go idle and print its report
 	"$BIN"/unicorn status --name "$name" >> "$OUT/serving.md" 2>&1
 	"$BIN"/unicorn down --name "$name" || status=1
