@@ -774,8 +774,12 @@ int engine_seq_blocks(struct engine *e, uint32_t seq, const uint32_t *tab, uint3
 }
 
 /* Copy the changed block tables to the device before a submission. */
-static int tab_flush(struct engine *e)
+/* Record the copy of the changed block tables to the device into tabcb;
+ * *recorded says whether there was one (it runs first in the step's own
+ * submission: one submit and one fence wait per step, not two). */
+static int tab_record(struct engine *e, bool *recorded)
 {
+	*recorded = false;
 	if (!e->tab_any_dirty)
 		return 0;
 	VkBufferCopy r[256];
@@ -798,18 +802,24 @@ static int tab_flush(struct engine *e)
 	VkResult vr = vkEndCommandBuffer(e->tabcb);
 	if (vr != VK_SUCCESS)
 		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)vr);
-	if ((rc = vk_submit_wait(e->vk, e->tabcb)))
-		return rc;
-	memset(e->tab_dirty, 0, sizeof e->tab_dirty);
-	e->tab_any_dirty = false;
+	*recorded = true;
 	return 0;
 }
 
 /* Every submission goes through here: the tables first when they changed. */
 static int submit(struct engine *e, VkCommandBuffer cb)
 {
-	int rc = tab_flush(e);
-	return rc ? rc : vk_submit_wait(e->vk, cb);
+	bool tab;
+	int rc = tab_record(e, &tab);
+	if (rc)
+		return rc;
+	VkCommandBuffer cbs[2] = { e->tabcb, cb };
+	rc = tab ? vk_submit_wait_n(e->vk, cbs, 2) : vk_submit_wait(e->vk, cb);
+	if (!rc && tab) {
+		memset(e->tab_dirty, 0, sizeof e->tab_dirty);
+		e->tab_any_dirty = false;
+	}
+	return rc;
 }
 
 int engine_seq_reset(struct engine *e, uint32_t seq)

@@ -592,7 +592,12 @@ int vk_cmd_begin(VkCommandBuffer cb, bool one_time)
 
 int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb)
 {
-	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb };
+	return vk_submit_wait_n(vk, &cb, 1);
+}
+
+int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
+{
+	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
 	VkResult r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
 	if (r != VK_SUCCESS)
 		return vk_fail(r, "vkQueueSubmit");

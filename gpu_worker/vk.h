@@ -126,6 +126,8 @@ void vk_cmd_dispatch(VkCommandBuffer cb, const struct vk_pipe *p, VkDescriptorSe
 void vk_cmd_barrier(VkCommandBuffer cb);
 /* End (if still recording, pass end=true), submit, wait. */
 int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb);
+/* Several command buffers in one submission (in order), one fence wait. */
+int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n);
 void vk_cmd_free(struct vk_ctx *vk, VkCommandBuffer cb);
 
 /* Timestamps: vk_cmd_timestamp writes query i; vk_query_ns reads n values as ns. */
