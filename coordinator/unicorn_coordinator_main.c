@@ -236,21 +236,33 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 /* A step message's DONE: its span, the worker's busy time and the handoff
  * cost (round trip minus the worker's wall time on the message: what the
  * transport and the wake-ups cost). */
-static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns, uint32_t wall_us)
+/* A step's accounting: the link was busy from t_start (sent, or the end of
+ * the message queued before it) to now. */
+static void obs_step(struct coord *c, struct wlink *w, int64_t t_start, uint64_t gpu_ns, uint32_t wall_us)
 {
-	if (!w->span.msg_type || !c->met)
-		return;
 	int64_t now = intake_now_ns();
-	w->span.t_end_ns = now;
-	w->span.work_ns = (int64_t)gpu_ns;
-	trace_record(c->tr, &w->span);
-	double rt = (double)(now - w->t_sent) / 1e9, work = (double)gpu_ns / 1e9;
+	w->busy_ns += now - t_start;
+	w->work_ns += (int64_t)gpu_ns;
+	w->wall_ns += (int64_t)wall_us * 1000;
+	w->steps++;
+	if (!c->met)
+		return;
+	double rt = (double)(now - t_start) / 1e9, work = (double)gpu_ns / 1e9, wall = wall_us / 1e6;
 	metrics_add(c->met, c->mid.worker_steps, w->name, 1);
 	metrics_add(c->met, c->mid.worker_busy, w->name, work);
 	metrics_add(c->met, c->mid.link_busy, w->name, rt);
-	double wall = wall_us / 1e6;
 	metrics_observe(c->met, c->mid.handoff, w->name, rt > wall ? rt - wall : 0);
+}
+
+static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns, uint32_t wall_us)
+{
+	if (w->span.msg_type && c->tr) {
+		w->span.t_end_ns = intake_now_ns();
+		w->span.work_ns = (int64_t)gpu_ns;
+		trace_record(c->tr, &w->span);
+	}
 	w->span.msg_type = 0;
+	obs_step(c, w, w->t_sent, gpu_ns, wall_us);
 }
 
 /* Gauges every loop iteration; status.json and the rates once a second. */
@@ -290,10 +302,6 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 			return err_prefix(rc, "%s worker", w->name);
 		if (c->d.type == MSG_DONE && c->d.u.done.ref_seq == w->wait_seq) {
 			obs_done(c, w, c->d.u.done.gpu_ns, c->d.u.done.wall_us);
-			w->busy_ns += intake_now_ns() - w->t_sent;
-			w->work_ns += (int64_t)c->d.u.done.gpu_ns;
-			w->wall_ns += (int64_t)c->d.u.done.wall_us * 1000;
-			w->steps++;
 			*done = c->d.u.done;
 			if (done->status < 0)
 				return err_set(done->status, "%s worker: step failed (%s)", w->name,
@@ -961,85 +969,244 @@ static int step_split(struct coord *c, struct intake_req **rs, uint32_t n)
 	return 0;
 }
 
-/* Split continuous batching: the next token of each of rs[0..n) (one-token
- * chunks), as two micro-batches that take turns on the two workers, so
- * the attention of one overlaps the FFN of the other on every layer (the
- * sched_split_plan rounds, one STAGE_BATCH per op). Rows are computed as lone
- * tokens, so recording chunks per sequence (and replaying them alone) stays
- * bit-identical, as for RUN_BATCH. */
-static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
-{
+/* Split continuous batching (docs/coordinator.md "Split pipelining"): the
+ * next token of each of the sequences as two micro-batches. Rows are
+ * computed as lone tokens, so recording chunks per sequence (and replaying
+ * them alone) stays bit-identical, as for RUN_BATCH. */
+struct split_mb {
+	uint32_t first, count;   /* its sequences: rs[first, first + count) */
+	uint32_t mode, k;        /* its head */
+	bool head;               /* some entry samples: the head runs */
+	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
+};
+
+struct split_batch {
+	struct intake_req **rs;
+	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
 	bool samples[SCHED_MAX_SEQS];
-	uint32_t half = (n + 1) / 2, first[2] = { 0, half }, count[2] = { half, n - half };
-	uint32_t mode[2] = { MSG_HEAD_ARGMAX, MSG_HEAD_ARGMAX }, kk[2] = { 1, 1 };
-	bool head[2] = { false, false };
+	struct split_mb mb[2];
+};
+
+static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n)
+{
+	sb->rs = rs;
+	sb->n = n;
+	uint32_t half = (n + 1) / 2;
+	sb->mb[0] = (struct split_mb){ 0, half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+	sb->mb[1] = (struct split_mb){ half, n - half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
 	for (uint32_t i = 0; i < n; i++) {
 		struct intake_req *r = rs[i];
-		if (!sched_seq_next(&r->seq, &ch[i]) || ch[i].n != 1)
+		if (!sched_seq_next(&r->seq, &sb->ch[i]) || sb->ch[i].n != 1)
 			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
 				       (unsigned long long)r->id);
-		samples[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
-		uint32_t w = i < half ? 0 : 1, k = 1;
-		head[w] = head[w] || samples[i];
-		if (samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
-			mode[w] = MSG_HEAD_TOPK;
-			kk[w] = k;
+		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
+		struct split_mb *mb = &sb->mb[i < half ? 0 : 1];
+		uint32_t k = 1;
+		mb->head = mb->head || sb->samples[i];
+		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
+			mb->mode = MSG_HEAD_TOPK;
+			mb->k = k;
 		}
 	}
-	static struct sched_round plan[SCHED_MAX_ROUNDS];
-	uint32_t n_rounds;
-	int rc = sched_split_plan(c->n_layer, 2, head, plan, SCHED_MAX_ROUNDS, &n_rounds);
-	if (rc)
-		return rc;
-	struct msg_done d;
-	for (uint32_t r = 0; r < n_rounds; r++) {
-		const struct sched_op *ops[2] = { &plan[r].gpu, &plan[r].npu };
-		struct wlink *links2[2] = { &c->gpu, &c->npu };
-		for (int j = 0; j < 2; j++) {
-			const struct sched_op *op = ops[j];
-			if (op->kind == SCHED_OP_NONE)
-				continue;
-			uint32_t w = op->who;
-			msg_init(&c->m, MSG_STAGE_BATCH);
-			struct msg_stage_batch *b = &c->m.u.stage_batch;
-			b->op = op->kind == SCHED_OP_EMBED ? MSG_OP_EMBED : op->kind == SCHED_OP_ATTN ? MSG_OP_ATTN :
-				op->kind == SCHED_OP_FFN ? MSG_OP_FFN : MSG_OP_HEAD;
-			b->layer = b->op == MSG_OP_ATTN || b->op == MSG_OP_FFN ? op->layer : 0;
-			b->n = count[w];
-			b->mode = b->op == MSG_OP_HEAD ? mode[w] : MSG_HEAD_ARGMAX;
-			b->k = b->op == MSG_OP_HEAD ? kk[w] : 1;
-			for (uint32_t i = 0; i < count[w]; i++) {
-				struct intake_req *q = rs[first[w] + i];
-				uint32_t p = ch[first[w] + i].pos0;
-				b->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
-			}
-			if ((rc = wl_send(c, links2[j], &c->m)))
-				return rc;
-		}
-		if (ops[0]->kind != SCHED_OP_NONE && ops[1]->kind != SCHED_OP_NONE)
-			c->n_pipelined++;
-		for (int j = 0; j < 2; j++)
-			if (ops[j]->kind != SCHED_OP_NONE && (rc = wl_wait(c, links2[j], c->step_timeout_ms, &d)))
-				return rc;
+	for (int w = 0; w < 2; w++)
+		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
+	return 0;
+}
+
+/* The STAGE_BATCH of micro-batch w's op (kind, layer) into c->m. */
+static void split_batch_msg(struct coord *c, const struct split_batch *sb, uint32_t w, int kind, uint32_t layer)
+{
+	const struct split_mb *mb = &sb->mb[w];
+	msg_init(&c->m, MSG_STAGE_BATCH);
+	struct msg_stage_batch *b = &c->m.u.stage_batch;
+	b->op = kind == SCHED_OP_EMBED ? MSG_OP_EMBED : kind == SCHED_OP_ATTN ? MSG_OP_ATTN :
+		kind == SCHED_OP_FFN ? MSG_OP_FFN : MSG_OP_HEAD;
+	b->layer = b->op == MSG_OP_ATTN || b->op == MSG_OP_FFN ? layer : 0;
+	b->n = mb->count;
+	b->mode = b->op == MSG_OP_HEAD ? mb->mode : MSG_HEAD_ARGMAX;
+	b->k = b->op == MSG_OP_HEAD ? mb->k : 1;
+	for (uint32_t i = 0; i < mb->count; i++) {
+		struct intake_req *q = sb->rs[mb->first + i];
+		uint32_t p = sb->ch[mb->first + i].pos0;
+		b->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
 	}
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		struct intake_req *r = rs[i];
-		if ((rc = sched_seq_advance(&r->seq, &ch[i])))
+}
+
+/* Every sequence's chunk is done: advance, and sample from the head areas. */
+static int split_batch_finish(struct coord *c, struct split_batch *sb, const struct msg_done *d)
+{
+	int rc = 0;
+	for (uint32_t i = 0; i < sb->n && !rc; i++) {
+		struct intake_req *r = sb->rs[i];
+		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
 			break;
-		if (!samples[i] || r->seq.replaying)
+		if (!sb->samples[i] || r->seq.replaying)
 			continue;
 		uint32_t *ids;
 		float *logits;
 		if ((rc = attach_head(c->att, r->slot, &ids, &logits)))
 			break;
-		struct msg_done dd = d;
+		struct msg_done dd = *d;
 		dd.seq_id = r->slot;
 		dd.token = ids[0];
-		dd.k = kk[i < half ? 0 : 1];
+		dd.k = sb->mb[i < sb->mb[1].first ? 0 : 1].k;
 		rc = take_token(c, r, &dd);
 	}
 	return rc;
+}
+
+/* Without the data plane: rounds of at most one op per worker
+ * (sched_split_plan), the attention of one micro-batch beside the FFN of
+ * the other, both answers awaited before the next round. */
+static int step_split_rounds(struct coord *c, struct split_batch *sb)
+{
+	bool head[2] = { sb->mb[0].head, sb->mb[1].head };
+	static struct sched_round plan[SCHED_MAX_ROUNDS];
+	uint32_t n_rounds;
+	int rc = sched_split_plan(c->n_layer, 2, head, plan, SCHED_MAX_ROUNDS, &n_rounds);
+	if (rc)
+		return rc;
+	struct msg_done d = { 0 };
+	for (uint32_t r = 0; r < n_rounds; r++) {
+		const struct sched_op *ops[2] = { &plan[r].gpu, &plan[r].npu };
+		struct wlink *lk[2] = { &c->gpu, &c->npu };
+		for (int j = 0; j < 2; j++) {
+			if (ops[j]->kind == SCHED_OP_NONE)
+				continue;
+			split_batch_msg(c, sb, ops[j]->who, ops[j]->kind, ops[j]->layer);
+			if ((rc = wl_send(c, lk[j], &c->m)))
+				return rc;
+		}
+		if (ops[0]->kind != SCHED_OP_NONE && ops[1]->kind != SCHED_OP_NONE)
+			c->n_pipelined++;
+		for (int j = 0; j < 2; j++)
+			if (ops[j]->kind != SCHED_OP_NONE && (rc = wl_wait(c, lk[j], c->step_timeout_ms, &d)))
+				return rc;
+	}
+	return split_batch_finish(c, sb, &d);
+}
+
+/* Op i of a micro-batch: EMBED, then ATTN/FFN of each layer, then HEAD. */
+static int split_op(uint32_t i, uint32_t n_layer, uint32_t *layer)
+{
+	*layer = 0;
+	if (i == 0)
+		return SCHED_OP_EMBED;
+	if (i > 2 * n_layer)
+		return SCHED_OP_HEAD;
+	*layer = (i - 1) / 2;
+	return (i - 1) % 2 == 0 ? SCHED_OP_ATTN : SCHED_OP_FFN;
+}
+
+struct flow_link {
+	uint32_t mb[4], seq[4];  /* messages in its request ring, oldest first */
+	int64_t sent[4];
+	uint32_t head, len;
+	int64_t last_done;       /* when its previous message was answered */
+};
+
+/* Post micro-batch w's next op to its worker's request ring. */
+static int flow_post(struct coord *c, struct split_batch *sb, struct flow_link *fl, struct wlink **lk, uint32_t w)
+{
+	uint32_t layer;
+	int kind = split_op(sb->mb[w].next, c->n_layer, &layer);
+	int j = kind == SCHED_OP_ATTN ? 1 : 0;
+	split_batch_msg(c, sb, w, kind, layer);
+	if (++c->dp_seq == 0)
+		c->dp_seq = 1;
+	c->m.seq = c->dp_seq;
+	int rc = dp_send(&c->dp.link[lk[j]->dl].req, &c->m);
+	if (rc)
+		return err_prefix(rc == ERR_AGAIN ? ERR_IO : rc, "%s worker", lk[j]->name);
+	struct flow_link *f = &fl[j];
+	uint32_t at = (f->head + f->len++) % 4;
+	f->mb[at] = w;
+	f->seq[at] = c->m.seq;
+	f->sent[at] = intake_now_ns();
+	if (fl[!j].len)
+		c->n_pipelined++; /* the other worker has work too: they overlap */
+	sb->mb[w].next++;
+	return 0;
+}
+
+/* With the data plane: dataflow. Each micro-batch's next op is posted to
+ * its worker's ring the moment its previous op is answered, whether that
+ * worker is busy or not (it queues), so neither micro-batch waits for the
+ * other's op: the workers run back to back, and the coordinator's part per
+ * op is a ring write and a ring read (microseconds). */
+static int step_split_flow(struct coord *c, struct split_batch *sb)
+{
+	struct wlink *lk[2] = { &c->gpu, &c->npu };
+	struct flow_link fl[2];
+	memset(fl, 0, sizeof fl);
+	struct msg_done d = { 0 };
+	int64_t now = intake_now_ns();
+	fl[0].last_done = fl[1].last_done = now;
+	uint32_t finished = 0;
+	for (uint32_t w = 0; w < 2; w++) {
+		if (!sb->mb[w].count)
+			finished++;
+	}
+	int rc = 0;
+	for (uint32_t w = 0; w < 2; w++)
+		if (sb->mb[w].count && (rc = flow_post(c, sb, fl, lk, w)))
+			return rc;
+	int64_t last_progress = intake_now_ns();
+	while (finished < 2) {
+		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
+		bool progressed = false;
+		for (int j = 0; j < 2; j++) {
+			struct flow_link *f = &fl[j];
+			while (f->len && (rc = dp_recv(&c->dp.link[lk[j]->dl].done, &c->d)) != ERR_AGAIN) {
+				if (rc)
+					return err_prefix(rc, "%s worker", lk[j]->name);
+				uint32_t want = f->seq[f->head];
+				if (c->d.type == MSG_ERROR && c->d.u.error.ref_seq == want)
+					return err_set(c->d.u.error.code < 0 ? c->d.u.error.code : ERR_INVAL,
+						       "%s worker: %s", lk[j]->name, c->d.u.error.text);
+				if (c->d.type != MSG_DONE || c->d.u.done.ref_seq != want)
+					continue; /* an answer to a message given up on */
+				if (c->d.u.done.status < 0)
+					return err_set(c->d.u.done.status, "%s worker: step failed (%s)",
+						       lk[j]->name, err_name(c->d.u.done.status));
+				int64_t t = intake_now_ns(), sent = f->sent[f->head];
+				obs_step(c, lk[j], sent > f->last_done ? sent : f->last_done, c->d.u.done.gpu_ns,
+					 c->d.u.done.wall_us);
+				f->last_done = t;
+				uint32_t w = f->mb[f->head];
+				f->head = (f->head + 1) % 4;
+				f->len--;
+				d = c->d.u.done;
+				progressed = true;
+				if (sb->mb[w].next == sb->mb[w].n_ops)
+					finished++;
+				else if ((rc = flow_post(c, sb, fl, lk, w)))
+					return rc;
+			}
+		}
+		heartbeat(c);
+		if (progressed) {
+			last_progress = intake_now_ns();
+			continue;
+		}
+		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
+			return err_set(ERR_TIMEOUT, "split: no DONE within %d ms", c->step_timeout_ms);
+		rc = ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
+		for (int j = 0; j < 2; j++)
+			if (fl[j].len && kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
+				return err_set(ERR_IO, "%s worker: process %u is gone", lk[j]->name, lk[j]->pid);
+	}
+	return split_batch_finish(c, sb, &d);
+}
+
+static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	static struct split_batch sb;
+	int rc = split_batch_init(c, &sb, rs, n);
+	if (rc)
+		return rc;
+	return c->dp_on ? step_split_flow(c, &sb) : step_split_rounds(c, &sb);
 }
 
 /* A worker failed: handshake again (a new pid = restarted), reset the
