@@ -86,7 +86,7 @@ static int open_sock(const char *url, enum bus_kind kind, struct bus **out)
 	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO, 1000)) ||
 	    (rv = nng_socket_set_size(b->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BUF)) ||
 	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECONNMINT, 100)) ||
-	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECONNMAXT, 1000)) ||
+	    (rv = nng_socket_set_ms(b->sock, NNG_OPT_RECONNMAXT, 250)) ||
 	    (rv = nng_pipe_notify(b->sock, NNG_PIPE_EV_ADD_PRE, pipe_check, NULL)) ||
 	    (kind == BUS_REQ &&
 	     (rv = nng_socket_set_ms(b->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)))) {
