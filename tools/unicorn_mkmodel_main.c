@@ -11,7 +11,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-mkmodel [--shape tiny|1b|4b|12b|27b] [--layers N]\n"
+		"usage: unicorn-mkmodel [--shape tiny|demo|1b|4b|12b|27b] [--layers N]\n"
 		"                       [--type f32|f16|bf16|q8_0|q4_0] [--seed K]\n"
 		"                       [--format gguf|hf] -o PATH\n"
 		"\n"
@@ -19,7 +19,8 @@ static void usage(FILE *f)
 		"dimensions of the chosen shape (tiny = the golden test config). The same\n"
 		"seed gives a byte-identical file.\n"
 		"\n"
-		"  --shape S        tiny (default), 1b, 4b, 12b, 27b\n"
+		"  --shape S        tiny (default), demo (tiny with Gemma 3's 262144-token\n"
+		"                   vocabulary), 1b, 4b, 12b, 27b\n"
 		"  --layers N       override the number of layers\n"
 		"  --type T         weight type for matrices and the embedding (default f32);\n"
 		"                   norms are always f32 in GGUF. q8_0/q4_0 need --format gguf\n"
