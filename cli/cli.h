@@ -16,5 +16,8 @@ int cli_status(int argc, char **argv);    /* cli/cli_status.c */
 int cli_down(int argc, char **argv);      /* cli/cli_down.c */
 int cli_top(int argc, char **argv);       /* cli/cli_top.c */
 int cli_trace(int argc, char **argv);     /* cli/cli_trace.c */
+int cli_pull(int argc, char **argv);      /* cli/cli_models.c */
+int cli_list(int argc, char **argv);      /* cli/cli_models.c */
+int cli_rm(int argc, char **argv);        /* cli/cli_models.c */
 
 #endif

@@ -11,6 +11,9 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+	{ "pull", cli_pull, "download a model from Hugging Face into the model store" },
+	{ "list", cli_list, "list the models in the store" },
+	{ "rm", cli_rm, "remove a model from the store" },
 	{ "run", cli_run, "generate a reply to a prompt on a running cluster (see unicorn-up)" },
 	{ "chat", cli_chat, "interactive chat with the Gemma 3 chat template" },
 	{ "status", cli_status, "show the processes of a running cluster" },
