@@ -25,6 +25,7 @@
 #include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
+#include "supervisor/up_model.h"
 
 #define GRACE_MS 5000
 #define READY_FILE "ready"
@@ -35,10 +36,13 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-up --model PATH [options]\n"
+		"usage: unicorn-up [--model PATH|REPO[:QUANT]] [options]\n"
 		"Run a model as a cluster of processes (loader, workers, coordinator) and supervise it.\n"
 		"\n"
-		"  --model PATH            GGUF file or Hugging Face directory (required)\n"
+		"  --model PATH            GGUF file or Hugging Face directory, or a Hugging Face repo\n"
+		"                          ORG/NAME[:QUANT] from the model store (pulled when missing:\n"
+		"                          unicorn pull --help). Default: the latest pull, else the\n"
+		"                          demo model (random weights: no meaningful text)\n"
 		"  --placement split|fused fused: the GPU worker runs whole layers (default);\n"
 		"                          split: attention on the NPU worker, FFN on the GPU worker\n"
 		"  --attn-backend vulkan|xrt  attention backend of the NPU worker (split; default vulkan)\n"
@@ -75,6 +79,7 @@ struct up_opts {
 	const char *placement, *attn_backend, *vk_device, *attn_device, *ffn_device, *name, *max_seqs;
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
+	bool demo;                   /* serving bin/unicorn-demo.gguf */
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 };
@@ -130,13 +135,8 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		o->attn_device = o->vk_device;
 	if (!o->ffn_device)
 		o->ffn_device = o->vk_device;
-	if (!model) {
-		fprintf(stderr, "unicorn-up: --model PATH is required (try --help)\n");
-		return 2;
-	}
-	struct stat sb;
-	if (stat(model, &sb) || !realpath(model, o->model)) {
-		fprintf(stderr, "unicorn-up: --model %s: %s\n", model, strerror(errno));
+	if (up_model_resolve(model, o->model, sizeof o->model, &o->demo)) {
+		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		return 2;
 	}
 	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split")) {
@@ -548,8 +548,10 @@ int main(int argc, char **argv)
 				snprintf(hline, sizeof hline, "; OpenAI API at %s/v1%s", hurl,
 					 o.api_key && *o.api_key ? " (API key required)" : "");
 			snprintf(line, sizeof line,
-				 "unicorn: ready \xe2\x80\x94 model %s, placement %s, try: unicorn run --name %s \"Hello\"%s\n",
-				 o.model, o.placement, o.name, hline);
+				 "unicorn: ready \xe2\x80\x94 model %s%s, placement %s, try: unicorn run --name %s \"Hello\"%s\n",
+				 o.model, o.demo ? " (the demo model: random weights, it produces no meaningful "
+				 "text; get a real one with `unicorn pull ORG/NAME`)" : "",
+				 o.placement, o.name, hline);
 			dprintf(log_fd, "%s", line);
 			if (notify >= 0) {
 				dprintf(notify, "0%s", line);
