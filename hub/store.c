@@ -95,8 +95,8 @@ void store_prune(const char *store, const char *dir)
 		size_t n = strlen(p);
 		if (n <= sl + 1 || strncmp(p, store, sl) || p[sl] != '/')
 			return;
-		if (rmdir(p))
-			return;
+		if (rmdir(p) && errno != ENOENT)
+			return; /* not empty: stop */
 		char *slash = strrchr(p, '/');
 		if (!slash)
 			return;
@@ -173,7 +173,7 @@ static int scan_repo(const char *store, const char *org, const char *name, struc
 		checkpoint_dtype(dir, ck->quant, sizeof ck->quant);
 		ck->is_dir = true;
 		if (stat(dir, &sb) == 0)
-			ck->mtime = sb.st_mtime;
+			ck->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec * 1e-9;
 	}
 	struct dirent *de;
 	while ((de = readdir(d))) {
@@ -207,7 +207,7 @@ static int scan_repo(const char *store, const char *org, const char *name, struc
 		snprintf(s->name, sizeof s->name, "%s:%s", s->repo, s->quant);
 		snprintf(s->path, sizeof s->path, "%s", p);
 		s->size = (uint64_t)sb.st_size;
-		s->mtime = sb.st_mtime;
+		s->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec * 1e-9;
 	}
 	closedir(d);
 	return 0;

@@ -29,7 +29,7 @@ struct store_entry {
 	char quant[HUB_QUANT_MAX];  /* "Q4_K_M", "BF16", ... or "-" */
 	char path[PATH_MAX];
 	uint64_t size;              /* bytes (a checkpoint: all its files) */
-	time_t mtime;
+	double mtime;               /* seconds since the epoch, with nanoseconds */
 	bool is_dir;
 };
 
