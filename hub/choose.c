@@ -75,11 +75,15 @@ void hub_ref_format(const struct hub_ref *r, char *out, size_t cap)
 }
 
 /* A file name from the server is used to build a URL and (its last component)
- * a path in the store: relative, no "." or ".." components, printable. */
+ * a path in the store: relative, no "." or ".." components, printable, and not
+ * hidden (.gitattributes; the store keeps its own work in dot-names). */
 static bool file_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n >= HUB_FILE_MAX || s[0] == '/' || s[n - 1] == '/')
+		return false;
+	const char *base = strrchr(s, '/');
+	if ((base ? base[1] : s[0]) == '.')
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];

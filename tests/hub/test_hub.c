@@ -48,7 +48,7 @@ Test(hub, files_parse_checks_hostile_json)
 	struct hub_files f;
 	static const char ok[] = "{\"siblings\":[{\"rfilename\":\"a-Q4_0.gguf\"},{\"rfilename\":\"../evil.gguf\"},"
 				 "{\"rfilename\":\"/abs.gguf\"},{\"rfilename\":\"sub/./x.gguf\"},{\"rfilename\":7},"
-				 "{\"x\":1},\"str\",{\"rfilename\":\"d/b.gguf\"},"
+				 "{\"x\":1},\"str\",{\"rfilename\":\".gitattributes\"},{\"rfilename\":\"d/.x.gguf\"},{\"rfilename\":\"d/b.gguf\"},"
 				 "{\"rfilename\":\"c\\nd.gguf\"},{\"rfilename\":\"x\\\\y.gguf\"}]}";
 	cr_assert_eq(hub_files_parse(ok, strlen(ok), "o/n", &f), 0, "%s", err_msg());
 	cr_assert_eq(f.n, 2);
