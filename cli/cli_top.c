@@ -23,7 +23,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "common/err.h"
 #include "common/progress.h"
 #include "ipc/rundir.h"

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 

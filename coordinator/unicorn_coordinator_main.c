@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "coordinator/chat.h"
-#include "coordinator/dashboard.h"
-#include "coordinator/http.h"
+#include "api/dashboard.h"
+#include "api/http.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
 #include "coordinator/sampler.h"
@@ -1386,7 +1386,7 @@ static void run_live(struct coord *c)
 		}
 }
 
-/* --- HTTP requests (coordinator/http.h) ------------------------------------ */
+/* --- HTTP requests (api/http.h) ------------------------------------ */
 
 static void hreq_clear(struct hreq *q)
 {

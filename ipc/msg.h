@@ -257,7 +257,7 @@ struct msg_reset_seq {
 /* GEN_REQ: 64 + 4*n_resume + n_prompt bytes. request_id is chosen by the
  * client (random, non-zero) so a resend or a resubmission after a coordinator
  * restart is recognised; resume[] are the tokens already received. The
- * sampler fields have the ranges of the HTTP API (coordinator/openai.c), so
+ * sampler fields have the ranges of the HTTP API (api/openai.c), so
  * both paths accept the same requests (repetition_penalty 1 = off; 0 is
  * refused there, so here too). */
 struct msg_gen_req {

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "coordinator/http.h"
-#include "coordinator/openai.h"
+#include "api/http.h"
+#include "api/openai.h"
 #include "supervisor/supervisor.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"

@@ -1,5 +1,5 @@
 // Drives a running Unicorn cluster's HTTP API with the official `openai`
-// package (run by tests/test_http.c): node tests/openai_client.mjs BASEURL
+// package (run by tests/api/test_http.c): node tests/openai_client.mjs BASEURL
 // Env: API_KEY (the cluster's key), EXPECT_GREEDY (the `unicorn run --chat
 // --json` text of PROMPT with N_TOKENS tokens), PROMPT, N_TOKENS.
 // Exits 0 when every check passed, 1 with the failed check on stderr.

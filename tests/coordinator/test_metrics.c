@@ -1,7 +1,7 @@
 /* metrics and trace: Prometheus text exactness (HELP/TYPE, label escaping,
  * cumulative histogram buckets, _sum, _count), rates, quantiles, the JSON
  * snapshot; the trace ring and its Trace Event JSON; the embedded dashboard
- * page equals coordinator/dashboard.html; the progress bar prints plain lines
+ * page equals api/dashboard.html; the progress bar prints plain lines
  * (no '\r') when its stream is not a terminal. */
 #include <criterion/criterion.h>
 
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "coordinator/metrics.h"
 #include "coordinator/trace.h"
 #include "common/err.h"
@@ -243,14 +243,14 @@ Test(trace, ring_and_export)
 
 Test(dashboard, page_matches_html_and_routes)
 {
-	FILE *f = fopen("coordinator/dashboard.html", "rb");
+	FILE *f = fopen("api/dashboard.html", "rb");
 	cr_assert_not_null(f, "run from the repository root");
 	static char buf[1 << 18];
 	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	cr_assert_eq(strlen(dashboard_page_html), n,
-		     "coordinator/dashboard_page.c is stale: regenerate it from dashboard.html "
+		     "api/dashboard_page.c is stale: regenerate it from dashboard.html "
 		     "(docs/observability.md)");
 	cr_assert_str_eq(dashboard_page_html, buf);
 	/* self-contained: no external scripts or styles */

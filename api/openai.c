@@ -1,5 +1,5 @@
 /* openai: request parsing/validation and response building (pure). */
-#include "coordinator/openai.h"
+#include "api/openai.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* http: libmicrohttpd server, job queue and SSE streaming (see http.h). */
-#include "coordinator/http.h"
+#include "api/http.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "common/err.h"
 
 enum { JOB_QUEUED = 0, JOB_TAKEN, JOB_ACCEPTED, JOB_DONE, JOB_FAILED };
@@ -56,7 +56,7 @@ struct conn {
 
 enum route {
 	R_NONE = 0, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_TOKENIZE, R_DETOKENIZE,
-	R_OBS,                    /* /metrics, /dashboard, /trace...: coordinator/dashboard.c */
+	R_OBS,                    /* /metrics, /dashboard, /trace...: api/dashboard.c */
 };
 
 static void job_unref_locked(struct http *h, struct http_job *j)
@@ -486,7 +486,7 @@ static enum MHD_Result answer_models(struct MHD_Connection *c, struct http *h)
 	return send_json(c, h, 200, s);
 }
 
-/* Observability endpoints (coordinator/dashboard.c builds the answer; the
+/* Observability endpoints (api/dashboard.c builds the answer; the
  * CORS headers are ours). */
 static enum MHD_Result answer_obs(struct MHD_Connection *c, struct http *h, int route)
 {

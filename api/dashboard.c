@@ -1,6 +1,6 @@
 /* dashboard: /metrics, /metrics.json, /dashboard, /dashboard/events, /trace
  * (see dashboard.h). */
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 
 #include <errno.h>
 #include <netdb.h>

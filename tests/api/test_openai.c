@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/openai.h"
+#include "api/openai.h"
 #include "ipc/msg.h"
 
 static int parse(int kind, const char *body, struct oai_req *r, struct oai_err *e)

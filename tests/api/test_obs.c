@@ -27,7 +27,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "tests/golden.h"
 #include "common/err.h"
 

@@ -565,7 +565,7 @@ Test(http, cli_sampling_and_timeouts, .timeout = 240)
 
 /* --- the paged KV cache under a budget ------------------------------------- */
 
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 #include "common/err.h"
 
 /* A counter's value in the cluster's /metrics (0 when absent). */

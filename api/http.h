@@ -1,7 +1,7 @@
 /* http: the coordinator's OpenAI-compatible HTTP server (docs/http.md).
  *
  * libmicrohttpd runs its own threads (one per connection). They parse and
- * validate requests (coordinator/openai.h), answer /health and /v1/models
+ * validate requests (api/openai.h), answer /health and /v1/models
  * themselves, and hand everything that needs the tokenizer or the scheduler
  * to the coordinator's single-threaded loop as a struct http_job through a
  * mutex-protected queue. The loop takes jobs (http_take), answers them
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coordinator/openai.h"
+#include "api/openai.h"
 
 #define HTTP_DEFAULT_HOST "127.0.0.1"
 #define HTTP_DEFAULT_PORT 8642

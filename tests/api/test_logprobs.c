@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "coordinator/openai.h"
+#include "api/openai.h"
 #include "gpu_worker/engine.h"
 #include "common/err.h"
 #include "formats/model.h"
@@ -116,7 +116,7 @@ Test(logprobs, lse_matches_reference, .timeout = 120)
 	golden_free(&g);
 }
 
-/* ---- the OpenAI side: parsing and the logprobs objects (coordinator/openai.c) ---- */
+/* ---- the OpenAI side: parsing and the logprobs objects (api/openai.c) ---- */
 
 static int parse(int kind, const char *body, struct oai_req *r, struct oai_err *e)
 {

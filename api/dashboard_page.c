@@ -1,8 +1,8 @@
-/* dashboard_page: coordinator/dashboard.html as a C string (served at
+/* dashboard_page: api/dashboard.html as a C string (served at
  * GET /dashboard). Generated from the .html (docs/observability.md has the
- * command); tests/test_obs.c checks that the two are identical, so edit the
+ * command); tests/api/test_obs.c checks that the two are identical, so edit the
  * .html and regenerate. */
-#include "coordinator/dashboard.h"
+#include "api/dashboard.h"
 
 const char dashboard_page_html[] =
 	"<!DOCTYPE html>\n"

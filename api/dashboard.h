@@ -1,10 +1,10 @@
 /* dashboard: the coordinator's observability endpoints, served by the HTTP
- * server (coordinator/http.c) from its connection threads
+ * server (api/http.c) from its connection threads
  * (docs/observability.md):
  *
  *   GET /metrics           Prometheus text (metrics_render_prom)
  *   GET /metrics.json      JSON snapshot (metrics_snapshot)
- *   GET /dashboard         the web dashboard (coordinator/dashboard.html, embedded)
+ *   GET /dashboard         the web dashboard (api/dashboard.html, embedded)
  *   GET /dashboard/events  server-sent events: one snapshot per second
  *   GET /trace?seconds=N   waits N s (1..60, default 2), then the spans of
  *                          those seconds as Chrome/Perfetto trace JSON
@@ -28,7 +28,7 @@ enum dashboard_route {
 
 #define DASHBOARD_TRACE_MAX_S 60
 
-/* The page (coordinator/dashboard_page.c, the text of dashboard.html). */
+/* The page (api/dashboard_page.c, the text of dashboard.html). */
 extern const char dashboard_page_html[];
 
 void dashboard_register(struct metrics *m, struct trace *t);
