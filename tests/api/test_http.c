@@ -27,6 +27,10 @@
 
 #include <jansson.h>
 
+#include "common/err.h"
+#include "ipc/bus.h"
+#include "ipc/msg.h"
+#include "ipc/rundir.h"
 #include "tests/golden.h"
 #include "tests/proc.h"
 
@@ -302,6 +306,107 @@ static void check_disconnect(const struct cl *c)
 	cr_assert(seen, "the generation was not cancelled after the client disconnected");
 }
 
+/* One greedy chat request over coordinator.ipc with MSG_GEN_LOGPROBS (the
+ * protocol the API process uses): resume[] = the first n_resume tokens of an
+ * earlier run. Fills tok/lp/top (N_TOKENS entries max) and returns the count. */
+#define LP_TOP 3
+static uint32_t ipc_logprobs(const struct cl *c, uint64_t id, const uint32_t *resume,
+			     uint32_t n_resume, uint32_t *tok, uint32_t *flags, float *lp,
+			     float (*top)[LP_TOP], uint32_t (*top_ids)[LP_TOP])
+{
+	char url[BUS_URL_MAX];
+	cr_assert_eq(rundir_url(c->dir, RUNDIR_COORDINATOR, url, sizeof url), 0, "%s", err_msg());
+	struct bus *b;
+	cr_assert_eq(bus_dial(url, BUS_REQ, &b), 0, "%s", err_msg());
+	static struct msg m, a;
+	msg_init(&m, MSG_GEN_REQ);
+	struct msg_gen_req *g = &m.u.gen_req;
+	g->request_id = id, g->max_tokens = N_TOKENS, g->top_p = 1, g->repetition_penalty = 1;
+	g->flags = MSG_GEN_CHAT | MSG_GEN_LOGPROBS, g->top_logprobs = LP_TOP;
+	g->n_resume = n_resume;
+	memcpy(g->resume, resume, n_resume * sizeof *resume);
+	g->n_prompt = (uint32_t)strlen(PROMPT);
+	memcpy(g->prompt, PROMPT, g->n_prompt);
+	cr_assert_eq(bus_call(b, &m, 10000, &a), 0, "GEN_REQ: %s", err_msg());
+	cr_assert_eq(a.type, MSG_ACK, "GEN_REQ answered %s", msg_type_name(a.type));
+	uint32_t n = 0;
+	for (;;) {
+		msg_init(&m, MSG_GEN_POLL);
+		m.u.gen_poll = (struct msg_gen_poll){ id, n, 5000 };
+		cr_assert_eq(bus_call(b, &m, 10000, &a), 0, "GEN_POLL: %s", err_msg());
+		if (a.type == MSG_GEN_END)
+			break;
+		if (a.type == MSG_ACK)
+			continue; /* nothing new within the wait */
+		cr_assert_eq(a.type, MSG_GEN_TOKEN, "GEN_POLL answered %s", msg_type_name(a.type));
+		const struct msg_gen_token *t = &a.u.gen_token;
+		cr_assert_eq(t->index, n);
+		cr_assert_lt(n, N_TOKENS);
+		tok[n] = t->token, flags[n] = t->flags, lp[n] = t->logprob;
+		if (t->flags & MSG_TOK_LOGPROB)
+			cr_assert_eq(t->n_top, LP_TOP, "token %u: %u alternatives", n, t->n_top);
+		for (uint32_t j = 0; j < t->n_top; j++)
+			top[n][j] = t->top_lps[j], top_ids[n][j] = t->top_ids[j];
+		n++;
+	}
+	bus_close(b);
+	return n;
+}
+
+/* GEN_TOKEN logprobs (MSG_VERSION 5) are the ones the HTTP API answers for
+ * the same greedy request; a resumed request has none for the tokens it
+ * resumed and the same ones after them. */
+static void check_gen_logprobs(const struct cl *c)
+{
+	uint32_t tok[N_TOKENS], fl[N_TOKENS], tok2[N_TOKENS], fl2[N_TOKENS];
+	float lp[N_TOKENS], top[N_TOKENS][LP_TOP], lp2[N_TOKENS], top2[N_TOKENS][LP_TOP];
+	uint32_t ids[N_TOKENS][LP_TOP], ids2[N_TOKENS][LP_TOP];
+	uint32_t n = ipc_logprobs(c, 0x5eed0001, NULL, 0, tok, fl, lp, top, ids);
+	cr_assert_geq(n, 3, "only %u tokens", n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert(fl[i] & MSG_TOK_LOGPROB, "token %u without logprobs", i);
+		cr_assert_eq(ids[i][0], tok[i], "greedy token %u is not the most likely", i);
+		cr_assert_float_eq(lp[i], top[i][0], 1e-6);
+		cr_assert(top[i][0] >= top[i][1] && top[i][1] >= top[i][2], "token %u: not descending", i);
+	}
+	char body[512], head[512];
+	snprintf(body, sizeof body,
+		 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" PROMPT "\"}],"
+		 "\"max_tokens\":%d,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":%d}",
+		 N_TOKENS, LP_TOP);
+	snprintf(head, sizeof head,
+		 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		 strlen(body));
+	size_t len;
+	char *r = request(c->port, head, body, &len);
+	json_t *j = json_loads(sse_body(r), 0, NULL);
+	cr_assert_not_null(j, "%.300s", r);
+	json_t *content = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
+							  "logprobs"), "content");
+	cr_assert_eq(json_array_size(content), n, "HTTP has %zu logprobs, GEN_TOKEN %u",
+		     json_array_size(content), n);
+	for (uint32_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(content, i);
+		cr_assert_float_eq(json_real_value(json_object_get(e, "logprob")), lp[i], 1e-4, "token %u", i);
+		json_t *t = json_object_get(e, "top_logprobs");
+		for (uint32_t k = 0; k < LP_TOP; k++)
+			cr_assert_float_eq(json_real_value(json_object_get(json_array_get(t, k), "logprob")),
+					   top[i][k], 1e-4, "token %u alternative %u", i, k);
+	}
+	json_decref(j);
+	free(r);
+	/* resumed after 2 tokens: those have no logprobs here, the rest the same */
+	uint32_t n2 = ipc_logprobs(c, 0x5eed0002, tok, 2, tok2, fl2, lp2, top2, ids2);
+	cr_assert_eq(n2, n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(tok2[i], tok[i], "resumed run differs at token %u", i);
+		cr_assert_eq(!!(fl2[i] & MSG_TOK_LOGPROB), i >= 2, "token %u: flags %u", i, fl2[i]);
+		if (i >= 2)
+			cr_assert_float_eq(lp2[i], lp[i], 1e-3, "token %u", i);
+	}
+}
+
 Test(http, openai_api, .timeout = 240)
 {
 	struct cl c;
@@ -324,6 +429,7 @@ Test(http, openai_api, .timeout = 240)
 	check_413(&c);
 	check_sse(&c);
 	check_disconnect(&c);
+	check_gen_logprobs(&c);
 	/* /health without a key (load balancers) */
 	size_t n;
 	char *r = request(c.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
