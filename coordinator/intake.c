@@ -453,6 +453,11 @@ int intake_gen_opts_check(const struct intake_gen_opts *o)
 	if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
 		return err_set(ERR_INVAL, "--frequency-penalty: %g outside [-2, 2]",
 			       (double)p->frequency_penalty);
+	if (o->top_logprobs > MSG_MAX_TOP_LP)
+		return err_set(ERR_INVAL, "top_logprobs: %u outside 0..%d", o->top_logprobs,
+			       MSG_MAX_TOP_LP);
+	if (o->top_logprobs && !(o->flags & MSG_GEN_LOGPROBS))
+		return err_set(ERR_INVAL, "top_logprobs without logprobs");
 	return 0;
 }
 
@@ -508,6 +513,16 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 				     "(is the cluster healthy? try unicorn status)", deadline_ms);
 			goto out;
 		}
+		if (o->stop && o->stop(o->arg)) {
+			/* best effort: a coordinator that misses it drops the request
+			 * once we stop polling (INTAKE_ABANDON_MS) */
+			msg_init(m, MSG_GEN_CANCEL);
+			m->u.gen_cancel.request_id = id;
+			bus_call(b, m, 1000, a);
+			res->reason = MSG_END_CANCELLED;
+			rc = 0;
+			goto out;
+		}
 		if (!submitted) {
 			msg_init(m, MSG_GEN_REQ);
 			struct msg_gen_req *g = &m->u.gen_req;
@@ -524,6 +539,7 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->frequency_penalty = o->sp.frequency_penalty;
 			g->timeout_ms = o->timeout_ms;
 			g->flags = o->flags;
+			g->top_logprobs = o->top_logprobs;
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */
 				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
@@ -552,7 +568,7 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 		msg_init(m, MSG_GEN_POLL);
 		m->u.gen_poll.request_id = id;
 		m->u.gen_poll.from = res->n_ids;
-		m->u.gen_poll.wait_ms = 2000;
+		m->u.gen_poll.wait_ms = INTAKE_CLIENT_POLL_MS;
 		rc = bus_call(b, m, 4000, a);
 		if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 			usleep(100000);
@@ -568,6 +584,8 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 				goto out;
 			if (o->on_piece && t->n_piece)
 				o->on_piece(o->arg, t->piece, t->n_piece);
+			if (o->on_token)
+				o->on_token(o->arg, t);
 			give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
 		} else if (a->type == MSG_GEN_END) {
 			res->reason = a->u.gen_end.reason;

@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
+#include "coordinator/intake.h"
 #include "ipc/bus.h"
 #include "ipc/msg.h"
 #include "ipc/rundir.h"
@@ -353,6 +354,42 @@ static uint32_t ipc_logprobs(const struct cl *c, uint64_t id, const uint32_t *re
 	return n;
 }
 
+/* intake_client_generate's on_token and stop hooks (what the API process
+ * builds on): tokens seen with their logprobs; stop after stop_at of them. */
+struct seen {
+	uint32_t n, stop_at, tok[N_TOKENS], flags[N_TOKENS];
+	float lp[N_TOKENS];
+};
+
+static void seen_token(void *arg, const struct msg_gen_token *t)
+{
+	struct seen *s = arg;
+	cr_assert_eq(t->index, s->n);
+	cr_assert_lt(s->n, N_TOKENS);
+	s->tok[s->n] = t->token, s->flags[s->n] = t->flags, s->lp[s->n] = t->logprob;
+	s->n++;
+}
+
+static bool seen_stop(void *arg)
+{
+	const struct seen *s = arg;
+	return s->stop_at && s->n >= s->stop_at;
+}
+
+static void client_logprobs(const struct cl *c, struct seen *s, uint32_t stop_at,
+			    struct intake_gen_result *res)
+{
+	memset(s, 0, sizeof *s);
+	s->stop_at = stop_at;
+	struct intake_gen_opts o = { .max_tokens = N_TOKENS, .flags = MSG_GEN_CHAT | MSG_GEN_LOGPROBS,
+				     .top_logprobs = LP_TOP, .on_token = seen_token, .stop = seen_stop,
+				     .arg = s };
+	o.sp.top_p = 1, o.sp.repetition_penalty = 1;
+	cr_assert_eq(intake_gen_opts_check(&o), 0, "%s", err_msg());
+	cr_assert_eq(intake_client_generate(c->dir, PROMPT, strlen(PROMPT), &o, res), 0, "%s",
+		     err_msg());
+}
+
 /* GEN_TOKEN logprobs (MSG_VERSION 5) are the ones the HTTP API answers for
  * the same greedy request; a resumed request has none for the tokens it
  * resumed and the same ones after them. */
@@ -405,6 +442,24 @@ static void check_gen_logprobs(const struct cl *c)
 		if (i >= 2)
 			cr_assert_float_eq(lp2[i], lp[i], 1e-3, "token %u", i);
 	}
+	/* the client library hands every token with its logprobs ... */
+	struct seen s;
+	struct intake_gen_result res;
+	client_logprobs(c, &s, 0, &res);
+	cr_assert_eq(s.n, n);
+	cr_assert_eq(res.n_ids, n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(s.tok[i], tok[i]);
+		cr_assert(s.flags[i] & MSG_TOK_LOGPROB);
+		cr_assert_float_eq(s.lp[i], lp[i], 1e-6, "token %u", i);
+	}
+	cr_assert_neq(res.reason, MSG_END_CANCELLED);
+	intake_gen_result_free(&res);
+	/* ... and ends the request when stop says so */
+	client_logprobs(c, &s, 2, &res);
+	cr_assert_eq(res.reason, MSG_END_CANCELLED, "reason %u", res.reason);
+	cr_assert_eq(s.n, 2, "%u tokens after stop at 2", s.n);
+	intake_gen_result_free(&res);
 }
 
 Test(http, openai_api, .timeout = 240)
