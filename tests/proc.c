@@ -1,5 +1,8 @@
 #include "tests/proc.h"
 
+#include <string.h>
+#include "tests/golden.h"
+
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -89,4 +92,63 @@ void proc_tail(const char *path, int lines)
 	if (system(cmd)) {
 		/* nothing to add: this only decorates a failure */
 	}
+}
+
+void proc_cluster_start(struct proc_cluster *c, const char *prefix, const char *const *extra)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	memset(c, 0, sizeof *c);
+	c->lock_fd = proc_cluster_lock();
+	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-%s-XXXXXX", prefix);
+	cr_assert_not_null(mkdtemp(c->tmp));
+	snprintf(c->name, sizeof c->name, "%.8s%d", prefix, (int)getpid());
+	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
+	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
+	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
+	unsetenv("UNICORN_API_KEY");
+	c->port = proc_free_port();
+	char up[512], model[512], port[16];
+	snprintf(up, sizeof up, "%s/unicorn-up", bin);
+	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
+	snprintf(port, sizeof port, "%d", c->port);
+	char *argv[7 + 8 + 1] = { up, "--model", model, "--name", c->name, "--port", port };
+	int n = 7;
+	for (int i = 0; extra && extra[i]; i++) {
+		cr_assert_lt(i, 8, "at most 8 extra unicorn-up arguments");
+		argv[n++] = (char *)extra[i];
+	}
+	argv[n] = NULL;
+	c->sup = proc_spawn(argv, c->log);
+	cr_assert_gt(c->sup, 0);
+	char ready[256];
+	snprintf(ready, sizeof ready, "%s/ready", c->dir);
+	double end = proc_now_s() + 90;
+	while (access(ready, F_OK)) {
+		int st;
+		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
+			proc_tail(c->log, 40);
+			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
+		}
+		if (proc_now_s() > end) {
+			proc_tail(c->log, 40);
+			cr_assert_fail("cluster not ready within 90 s");
+		}
+		usleep(50 * 1000);
+	}
+}
+
+void proc_cluster_stop(struct proc_cluster *c)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
+	cr_assert_eq(system(cmd), 0, "unicorn down failed");
+	int ws;
+	double end = proc_now_s() + 15;
+	pid_t r;
+	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
+		usleep(20 * 1000);
+	cr_assert_eq(r, c->sup, "unicorn-up still running");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
+	if (system(cmd)) {}
+	close(c->lock_fd);
 }

@@ -25,4 +25,19 @@ void proc_tail(const char *path, int lines);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int proc_free_port(void);
 
+/* A cluster a test starts: its temp runtime dir (XDG_RUNTIME_DIR), name,
+ * HTTP port, unicorn-up's pid and log, and the cluster lock it holds. */
+struct proc_cluster {
+	char tmp[64], name[32], dir[200], log[128];
+	pid_t sup;
+	int port, lock_fd;
+};
+/* Take the cluster lock, make /tmp/unicorn-PREFIX-XXXXXX as the runtime dir,
+ * pick a free port and run bin/unicorn-up on the tiny golden q4_0 model with
+ * --name, --port and extra (NULL-terminated, at most 8); wait (90 s) for
+ * ready. unicorn-up dies with the test process. */
+void proc_cluster_start(struct proc_cluster *c, const char *prefix, const char *const *extra);
+/* unicorn down, unicorn-up gone, temp dir removed, lock released. */
+void proc_cluster_stop(struct proc_cluster *c);
+
 #endif

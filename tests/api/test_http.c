@@ -101,79 +101,25 @@ static size_t unchunk(char *body)
 	return (size_t)(out - body);
 }
 
-struct cl {
-	char tmp[64], name[32], dir[200], log[128];
-	pid_t sup;
-	int port, lock_fd;
-};
-
 /* extra: one more unicorn-up option and its value (NULL = none). */
-static void start_with(struct cl *c, const char *extra, const char *value)
+static void start_with(struct proc_cluster *c, const char *extra, const char *value)
 {
-	const char *bin = proc_bin_dir_or_skip();
-	memset(c, 0, sizeof *c);
-	c->lock_fd = proc_cluster_lock();
-	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-http-XXXXXX");
-	cr_assert_not_null(mkdtemp(c->tmp));
-	snprintf(c->name, sizeof c->name, "h%d", (int)getpid());
-	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
-	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
-	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
-	c->port = proc_free_port();
-	char up[512], model[512], port[16];
-	snprintf(up, sizeof up, "%s/unicorn-up", bin);
-	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
-	snprintf(port, sizeof port, "%d", c->port);
-	c->sup = fork();
-	cr_assert_geq(c->sup, 0);
-	if (c->sup == 0) {
-		int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(up, up, "--model", model, "--name", c->name, "--placement", "fused", "--port",
-		      port, "--api-key", KEY, extra, value, (char *)NULL);
-		_exit(127);
-	}
-	char ready[256];
-	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	double end = proc_now_s() + 90;
-	while (access(ready, F_OK)) {
-		int st;
-		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
-		}
-		if (proc_now_s() > end) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("cluster not ready within 90 s");
-		}
-		usleep(50 * 1000);
-	}
+	proc_cluster_start(c, "http", (const char *const[]){ "--placement", "fused", "--api-key", KEY, extra, value,
+							      NULL });
 }
 
-static void start(struct cl *c)
+static void start(struct proc_cluster *c)
 {
 	start_with(c, NULL, NULL);
 }
 
-static void stop(struct cl *c)
+static void stop(struct proc_cluster *c)
 {
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
-	cr_assert_eq(system(cmd), 0, "unicorn down failed");
-	int ws;
-	double end = proc_now_s() + 15;
-	pid_t r;
-	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
-		usleep(20 * 1000);
-	cr_assert_eq(r, c->sup, "unicorn-up still running");
-	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
-	if (system(cmd)) {}
-	close(c->lock_fd);
+	proc_cluster_stop(c);
 }
 
 /* `unicorn run --chat --json` text of PROMPT (greedy). */
-static char *cli_text(const struct cl *c)
+static char *cli_text(const struct proc_cluster *c)
 {
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --chat --json --max-tokens %d '" PROMPT
@@ -214,7 +160,7 @@ static char *request(int port, const char *head, const char *body, size_t *len)
 	return r;
 }
 
-static void check_413(const struct cl *c)
+static void check_413(const struct proc_cluster *c)
 {
 	char head[512];
 	snprintf(head, sizeof head,
@@ -228,7 +174,7 @@ static void check_413(const struct cl *c)
 	free(r);
 }
 
-static void check_sse(const struct cl *c)
+static void check_sse(const struct proc_cluster *c)
 {
 	const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"" PROMPT "\"}],"
 			   "\"max_tokens\":6,\"temperature\":0,\"stream\":true}";
@@ -277,7 +223,7 @@ static void check_sse(const struct cl *c)
 
 /* A streaming client that hangs up: the coordinator logs the cancellation
  * and the slot frees (a following request still works). */
-static void check_disconnect(const struct cl *c)
+static void check_disconnect(const struct proc_cluster *c)
 {
 	const char *body = "{\"prompt\":\"" PROMPT "\",\"max_tokens\":4000,\"stream\":true,"
 			   "\"temperature\":0}";
@@ -311,7 +257,7 @@ static void check_disconnect(const struct cl *c)
  * protocol the API process uses): resume[] = the first n_resume tokens of an
  * earlier run. Fills tok/lp/top (N_TOKENS entries max) and returns the count. */
 #define LP_TOP 3
-static uint32_t ipc_logprobs(const struct cl *c, uint64_t id, const uint32_t *resume,
+static uint32_t ipc_logprobs(const struct proc_cluster *c, uint64_t id, const uint32_t *resume,
 			     uint32_t n_resume, uint32_t *tok, uint32_t *flags, float *lp,
 			     float (*top)[LP_TOP], uint32_t (*top_ids)[LP_TOP])
 {
@@ -376,7 +322,7 @@ static bool seen_stop(void *arg)
 	return s->stop_at && s->n >= s->stop_at;
 }
 
-static void client_logprobs(const struct cl *c, struct seen *s, uint32_t stop_at,
+static void client_logprobs(const struct proc_cluster *c, struct seen *s, uint32_t stop_at,
 			    struct intake_gen_result *res)
 {
 	memset(s, 0, sizeof *s);
@@ -393,7 +339,7 @@ static void client_logprobs(const struct cl *c, struct seen *s, uint32_t stop_at
 /* GEN_TOKEN logprobs (MSG_VERSION 5) are the ones the HTTP API answers for
  * the same greedy request; a resumed request has none for the tokens it
  * resumed and the same ones after them. */
-static void check_gen_logprobs(const struct cl *c)
+static void check_gen_logprobs(const struct proc_cluster *c)
 {
 	uint32_t tok[N_TOKENS], fl[N_TOKENS], tok2[N_TOKENS], fl2[N_TOKENS];
 	float lp[N_TOKENS], top[N_TOKENS][LP_TOP], lp2[N_TOKENS], top2[N_TOKENS][LP_TOP];
@@ -464,7 +410,7 @@ static void check_gen_logprobs(const struct cl *c)
 
 Test(http, openai_api, .timeout = 240)
 {
-	struct cl c;
+	struct proc_cluster c;
 	start(&c);
 	double t0 = proc_now_s();
 	char *greedy = cli_text(&c);
@@ -525,7 +471,7 @@ Test(http, non_loopback_needs_key)
 
 /* Run sh -c cmd: stdout into out[cap], stderr into the file err (read back into
  * errout[cap] when given); the exit status. */
-static int sh(const struct cl *c, const char *cmd, char *out, size_t cap, char *errout)
+static int sh(const struct proc_cluster *c, const char *cmd, char *out, size_t cap, char *errout)
 {
 	char full[1024], errf[160];
 	snprintf(errf, sizeof errf, "%s/cmd.err", c->tmp);
@@ -546,7 +492,7 @@ static int sh(const struct cl *c, const char *cmd, char *out, size_t cap, char *
 }
 
 /* `unicorn run --json` greedy ids of PROMPT with extra options. */
-static json_t *cli_json(const struct cl *c, const char *opts, int want_status)
+static json_t *cli_json(const struct proc_cluster *c, const char *opts, int want_status)
 {
 	char cmd[512];
 	static char out[65536], err[65536];
@@ -572,7 +518,7 @@ static uint32_t distinct_ids(json_t *ids)
 	return n;
 }
 
-static char *post_completion(const struct cl *c, const char *body)
+static char *post_completion(const struct proc_cluster *c, const char *body)
 {
 	char head[512];
 	snprintf(head, sizeof head,
@@ -604,7 +550,7 @@ static void assert_408(char *r)
  * "timed out after", HTTP answers 408 or ends the stream with an error event. */
 Test(http, cli_sampling_and_timeouts, .timeout = 240)
 {
-	struct cl c;
+	struct proc_cluster c;
 	start_with(&c, "--request-timeout", "3");
 	char cmd[512], out[4096], err[4096];
 	const char *bin = proc_bin_dir_or_skip();
@@ -730,7 +676,7 @@ Test(http, cli_sampling_and_timeouts, .timeout = 240)
 #include "common/err.h"
 
 /* A counter's value in the cluster's /metrics (0 when absent). */
-static double metric(const struct cl *c, const char *name)
+static double metric(const struct proc_cluster *c, const char *name)
 {
 	char *body = NULL;
 	size_t len = 0;
@@ -749,7 +695,7 @@ static double metric(const struct cl *c, const char *name)
 }
 
 /* `unicorn run --json` of prompt, started in the background. */
-static FILE *run_bg(const struct cl *c, const char *prompt, int max_tokens)
+static FILE *run_bg(const struct proc_cluster *c, const char *prompt, int max_tokens)
 {
 	char cmd[1024];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json --max-tokens %d '%s'", proc_bin_dir_or_skip(),
@@ -781,7 +727,7 @@ static char *run_ids(FILE *f)
  * generates the same ids. */
 Test(http, kv_budget_preemption_and_prefix_reuse, .timeout = 300)
 {
-	struct cl c;
+	struct proc_cluster c;
 	start_with(&c, "--kv-budget", "3584K");
 	const char *prompts[4] = { "Once upon a time", "The quick brown fox", "In a hole in the ground there lived",
 				   "It was a dark and stormy night" };

@@ -33,71 +33,25 @@
 
 #define PROMPT "Once upon a time"
 
-struct cl {
-	char tmp[64], name[32], dir[200], log[128], tmux[32];
-	pid_t sup;
-	int port, lock_fd;
-};
+/* tmux server of the `unicorn top` checks */
+static char tmux_name[32];
 
-static void start(struct cl *c)
+static void start(struct proc_cluster *c)
 {
-	const char *bin = proc_bin_dir_or_skip();
-	memset(c, 0, sizeof *c);
-	c->lock_fd = proc_cluster_lock();
-	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-obs-XXXXXX");
-	cr_assert_not_null(mkdtemp(c->tmp));
-	snprintf(c->name, sizeof c->name, "o%d", (int)getpid());
-	snprintf(c->tmux, sizeof c->tmux, "unicorn-obs-%d", (int)getpid());
-	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
-	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
-	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
-	unsetenv("UNICORN_API_KEY");
-	c->port = proc_free_port();
-	char up[512], model[512], port[16];
-	snprintf(up, sizeof up, "%s/unicorn-up", bin);
-	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
-	snprintf(port, sizeof port, "%d", c->port);
-	char *argv[] = { up, "--model", model, "--name", c->name, "--placement", "split", "--port",
-			 port, NULL };
-	c->sup = proc_spawn(argv, c->log);
-	cr_assert_gt(c->sup, 0);
-	char ready[256];
-	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	double end = proc_now_s() + 90;
-	while (access(ready, F_OK)) {
-		int st;
-		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
-		}
-		if (proc_now_s() > end) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("cluster not ready within 90 s");
-		}
-		usleep(50 * 1000);
-	}
+	proc_cluster_start(c, "obs", (const char *const[]){ "--placement", "split", NULL });
+	snprintf(tmux_name, sizeof tmux_name, "unicorn-obs-%d", (int)getpid());
 }
 
-static void stop(struct cl *c)
+static void stop(struct proc_cluster *c)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "tmux -L %s kill-server 2>/dev/null", c->tmux);
+	snprintf(cmd, sizeof cmd, "tmux -L %s kill-server 2>/dev/null", tmux_name);
 	if (system(cmd)) {}
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
-	cr_assert_eq(system(cmd), 0, "unicorn down failed");
-	int ws;
-	double end = proc_now_s() + 15;
-	pid_t r;
-	while ((r = waitpid(c->sup, &ws, WNOHANG)) == 0 && proc_now_s() < end)
-		usleep(20 * 1000);
-	cr_assert_eq(r, c->sup, "unicorn-up still running");
-	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
-	if (system(cmd)) {}
-	close(c->lock_fd);
+	proc_cluster_stop(c);
 }
 
 /* `unicorn run` of n tokens in the background (output discarded). */
-static pid_t generate(const struct cl *c, int n)
+static pid_t generate(const struct proc_cluster *c, int n)
 {
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "exec %s/unicorn run --name %s --max-tokens %d '" PROMPT
@@ -129,10 +83,11 @@ static char *run_out(const char *cmd, int *status)
 }
 
 /* "tokens N" on the top screen (-1 if absent). */
-static double top_tokens(const struct cl *c, char *screen, size_t cap)
+static double top_tokens(const struct proc_cluster *c, char *screen, size_t cap)
 {
+	(void)c; /* one tmux server per test process */
 	char cmd[200];
-	snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p -t top", c->tmux);
+	snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p -t top", tmux_name);
 	int st;
 	char *s = run_out(cmd, &st);
 	snprintf(screen, cap, "%s", s);
@@ -144,7 +99,7 @@ static double top_tokens(const struct cl *c, char *screen, size_t cap)
 	return v;
 }
 
-static void check_metrics(const struct cl *c)
+static void check_metrics(const struct proc_cluster *c)
 {
 	char *body = NULL;
 	size_t len = 0;
@@ -182,7 +137,7 @@ static void check_metrics(const struct cl *c)
 	free(body);
 }
 
-static void check_trace(const struct cl *c, const char *path)
+static void check_trace(const struct proc_cluster *c, const char *path)
 {
 	json_error_t e;
 	json_t *j = json_load_file(path, 0, &e);
@@ -228,14 +183,14 @@ Test(obs, live_cluster, .timeout = 180)
 			       "chromium)");
 	if (access("node_modules/playwright-core/package.json", F_OK))
 		cr_assert_fail("node_modules/playwright-core missing: run `npm ci` (setup.sh does)");
-	struct cl c;
+	struct proc_cluster c;
 	start(&c);
 	double t0 = proc_now_s();
 	const char *bin = proc_bin_dir_or_skip();
 	char cmd[1024];
 	/* unicorn top in a detached tmux session (its own server socket) */
 	snprintf(cmd, sizeof cmd, "tmux -L %s new-session -d -s top -x 160 -y 40 "
-		 "'XDG_RUNTIME_DIR=%s %s/unicorn top --name %s'", c.tmux, c.tmp, bin, c.name);
+		 "'XDG_RUNTIME_DIR=%s %s/unicorn top --name %s'", tmux_name, c.tmp, bin, c.name);
 	cr_assert_eq(system(cmd), 0, "tmux new-session failed");
 	pid_t gen = generate(&c, 400);
 	/* two screens of top during the generation: the tokens counter moved */

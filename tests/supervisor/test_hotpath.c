@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,72 +29,8 @@
 #define N_STREAMS 4
 #define MAX_TOKENS 40
 
-struct hcl {
-	char tmp[64], name[32], dir[200], log[128];
-	pid_t sup;
-	int port, lock_fd;
-};
-
-static void hcl_start(struct hcl *c, const char *placement)
-{
-	const char *bin = proc_bin_dir_or_skip();
-	memset(c, 0, sizeof *c);
-	c->lock_fd = proc_cluster_lock();
-	snprintf(c->tmp, sizeof c->tmp, "/tmp/unicorn-hot-XXXXXX");
-	cr_assert_not_null(mkdtemp(c->tmp));
-	snprintf(c->name, sizeof c->name, "hp%d", (int)getpid());
-	snprintf(c->dir, sizeof c->dir, "%s/unicorn/%s", c->tmp, c->name);
-	snprintf(c->log, sizeof c->log, "%s/up.log", c->tmp);
-	setenv("XDG_RUNTIME_DIR", c->tmp, 1);
-	c->port = proc_free_port();
-	char up[512], model[512], port[16];
-	snprintf(up, sizeof up, "%s/unicorn-up", bin);
-	snprintf(model, sizeof model, "%s/golden/gemma3-tiny-q4_0.gguf", golden_shared_dir());
-	snprintf(port, sizeof port, "%d", c->port);
-	c->sup = fork();
-	cr_assert_geq(c->sup, 0);
-	if (c->sup == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no cluster behind */
-		int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(up, up, "--model", model, "--name", c->name, "--placement", placement, "--port", port,
-		      (char *)NULL);
-		_exit(127);
-	}
-	char ready[256];
-	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	double end = proc_now_s() + 90;
-	while (access(ready, F_OK)) {
-		int st;
-		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("unicorn-up exited (status %d) before ready", st);
-		}
-		if (proc_now_s() > end) {
-			proc_tail(c->log, 40);
-			cr_assert_fail("cluster not ready within 90 s");
-		}
-		usleep(50 * 1000);
-	}
-}
-
-static void hcl_stop(struct hcl *c)
-{
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "%s/unicorn down --name %s >/dev/null", proc_bin_dir_or_skip(), c->name);
-	cr_assert_eq(system(cmd), 0, "unicorn down failed");
-	int ws;
-	double end = proc_now_s() + 15;
-	while (waitpid(c->sup, &ws, WNOHANG) == 0 && proc_now_s() < end)
-		usleep(20 * 1000);
-	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
-	if (system(cmd)) {}
-	close(c->lock_fd);
-}
-
 /* unicorn-up and its children. */
-static int cluster_pids(const struct hcl *c, pid_t *out, int cap)
+static int cluster_pids(const struct proc_cluster *c, pid_t *out, int cap)
 {
 	int n = 0;
 	out[n++] = c->sup;
@@ -153,8 +88,8 @@ static uint64_t cpu_ns(pid_t pid)
 
 Test(hotpath, idle_cluster_sleeps, .timeout = 180)
 {
-	struct hcl c;
-	hcl_start(&c, "split");
+	struct proc_cluster c;
+	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", "split", NULL });
 	/* one request first, so every process has done real work and settled */
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4 hello >/dev/null", proc_bin_dir(), c.name);
@@ -179,7 +114,7 @@ Test(hotpath, idle_cluster_sleeps, .timeout = 180)
 	cr_assert_lt(share, 0.01, "an idle cluster used %.2f%% of a core", share * 100);
 	/* still serving after the idle spell */
 	cr_assert_eq(system(cmd), 0);
-	hcl_stop(&c);
+	proc_cluster_stop(&c);
 }
 
 struct stream {
@@ -201,7 +136,7 @@ static int dial(int port)
 }
 
 /* The cluster's process running executable exe (a child of unicorn-up). */
-static pid_t child_of(const struct hcl *c, const char *exe)
+static pid_t child_of(const struct proc_cluster *c, const char *exe)
 {
 	pid_t pids[16];
 	int n = cluster_pids(c, pids, 16);
@@ -223,7 +158,7 @@ static pid_t child_of(const struct hcl *c, const char *exe)
 
 /* Start N_STREAMS streaming chat completions; if victim is set, SIGKILL the
  * newest process of that executable 300 ms in. Then read all to the end. */
-static void run_streams(const struct hcl *c, struct stream *s, const char *victim)
+static void run_streams(const struct proc_cluster *c, struct stream *s, const char *victim)
 {
 	for (int i = 0; i < N_STREAMS; i++) {
 		memset(&s[i], 0, sizeof s[i]);
@@ -296,8 +231,8 @@ static char *stream_text(const struct stream *s)
 
 static void kill_under_streams(const char *placement, const char *victim)
 {
-	struct hcl c;
-	hcl_start(&c, placement);
+	struct proc_cluster c;
+	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement, NULL });
 	struct stream base[N_STREAMS], hit[N_STREAMS];
 	run_streams(&c, base, NULL);
 	run_streams(&c, hit, victim);
@@ -319,7 +254,7 @@ static void kill_under_streams(const char *placement, const char *victim)
 		placement, victim, N_STREAMS, worst_hit, worst_base);
 	cr_assert_leq(worst_hit, worst_base + 3.0, "worst gap %.2f s after killing %s (uninterrupted %.2f s)",
 		      worst_hit, victim, worst_base);
-	hcl_stop(&c);
+	proc_cluster_stop(&c);
 }
 
 Test(hotpath, fused_gpu_worker_killed_under_http_streams, .timeout = 240)
