@@ -89,8 +89,9 @@ enum msg_role {
 	MSG_ROLE_GPU_WORKER = 4,
 	MSG_ROLE_COORDINATOR = 5,
 	MSG_ROLE_CLI = 6,
+	MSG_ROLE_API = 7,          /* v5: unicorn-api, the HTTP server (api/; issue 14) */
 };
-#define MSG_ROLE_MAX MSG_ROLE_CLI
+#define MSG_ROLE_MAX MSG_ROLE_API
 
 enum msg_share_path { MSG_SHARE_NONE = 0, MSG_SHARE_MEMFD = 1, MSG_SHARE_UDMABUF = 2 };
 enum msg_import { MSG_IMPORT_NONE = 0, MSG_IMPORT_ZERO_COPY = 1, MSG_IMPORT_UPLOAD = 2 };

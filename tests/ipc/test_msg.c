@@ -215,7 +215,7 @@ static void patch_reject(uint16_t type, size_t off, uint32_t v, const char *why)
 Test(msg, field_rules)
 {
 	patch_reject(MSG_HELLO, 0, 0, "role 0");
-	patch_reject(MSG_HELLO, 0, 7, "role 7");
+	patch_reject(MSG_HELLO, 0, 8, "role 8");
 	patch_reject(MSG_HELLO, 8, MSG_VERSION + 1, "hello version");
 	patch_reject(MSG_ACK, 4, 1, "positive ack code");
 	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 24, 3, "share path");
