@@ -1,6 +1,6 @@
 /* dashboard_page: api/dashboard.html as a C string (served at
  * GET /dashboard). Generated from the .html (docs/observability.md has the
- * command); tests/test_obs.c checks that the two are identical, so edit the
+ * command); tests/api/test_obs.c checks that the two are identical, so edit the
  * .html and regenerate. */
 #include "api/dashboard.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "formats/gguf.h"
 #include "formats/model.h"
 #include "formats/quant.h"
 
@@ -38,6 +39,44 @@ static const char *type_name(uint32_t type)
 static const char *format_name(enum model_format f)
 {
 	return f == MODEL_GGUF ? "gguf" : f == MODEL_HF ? "hf-safetensors" : "unknown";
+}
+
+/* llama.h's llama_ftype ids, named as llama.cpp prints them ("Q4_K - Medium"):
+ * general.file_type names the preset a file was made with, which per-tensor
+ * types alone do not (Q4_K_M mixes Q4_K, Q6_K and Q5_0). */
+static const char *const ftype_names[] = {
+	[0] = "all F32",          [1] = "F16",              [2] = "Q4_0",            [3] = "Q4_1",
+	[7] = "Q8_0",             [8] = "Q5_0",             [9] = "Q5_1",            [10] = "Q2_K - Medium",
+	[11] = "Q3_K - Small",    [12] = "Q3_K - Medium",   [13] = "Q3_K - Large",   [14] = "Q4_K - Small",
+	[15] = "Q4_K - Medium",   [16] = "Q5_K - Small",    [17] = "Q5_K - Medium",  [18] = "Q6_K",
+	[19] = "IQ2_XXS - 2.0625 bpw", [20] = "IQ2_XS - 2.3125 bpw", [21] = "Q2_K - Small",
+	[22] = "IQ3_XS - 3.3 bpw", [23] = "IQ3_XXS - 3.0625 bpw", [24] = "IQ1_S - 1.5625 bpw",
+	[25] = "IQ4_NL - 4.5 bpw", [26] = "IQ3_S - 3.4375 bpw", [27] = "IQ3_S mix - 3.66 bpw",
+	[28] = "IQ2_S - 2.5 bpw", [29] = "IQ2_M - 2.7 bpw",  [30] = "IQ4_XS - 4.25 bpw", [31] = "IQ1_M - 1.75 bpw",
+	[32] = "BF16",            [36] = "TQ1_0 - 1.69 bpw", [37] = "TQ2_0 - 2.06 bpw", [38] = "MXFP4 MoE",
+};
+
+/* The file type of a GGUF model as text into buf, or "" when the file has none
+ * (safetensors, or a GGUF written without general.file_type). */
+static void file_type(const struct model *m, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (m->format != MODEL_GGUF)
+		return;
+	struct gguf *g;
+	if (gguf_open(m->path, &g) < 0)
+		return; /* model_open just read it; nothing to add if it vanished */
+	uint64_t ft;
+	if (gguf_get_u64(g, "general.file_type", &ft) == 0) {
+		/* bit 10 is llama.cpp's "guessed" flag (LLAMA_FTYPE_GUESSED) */
+		uint64_t base = ft & ~(uint64_t)1024;
+		const char *nm = base < sizeof ftype_names / sizeof ftype_names[0] ? ftype_names[base] : NULL;
+		if (nm)
+			snprintf(buf, n, "%s%s (%" PRIu64 ")", nm, ft != base ? " (guessed)" : "", ft);
+		else
+			snprintf(buf, n, "unknown (%" PRIu64 ")", ft);
+	}
+	gguf_close(g);
 }
 
 struct totals {
@@ -82,6 +121,10 @@ static void print_text(const struct model *m)
 	const struct gemma3_config *c = &m->cfg;
 	printf("model:        %s\n", m->path);
 	printf("format:       %s\n", format_name(m->format));
+	char ft[64];
+	file_type(m, ft, sizeof ft);
+	if (ft[0])
+		printf("file type:    %s\n", ft);
 	printf("architecture: gemma3\n\n");
 	printf("hyperparameters:\n");
 	printf("  n_embd                 %u\n", c->n_embd);
@@ -144,6 +187,10 @@ static json_t *to_json(const struct model *m)
 	json_object_set_new(root, "path", json_string(m->path));
 	json_object_set_new(root, "format", json_string(format_name(m->format)));
 	json_object_set_new(root, "architecture", json_string("gemma3"));
+	char ft[64];
+	file_type(m, ft, sizeof ft);
+	if (ft[0])
+		json_object_set_new(root, "file_type", json_string(ft));
 
 	json_t *cfg = json_object();
 	json_object_set_new(cfg, "n_embd", json_integer(c->n_embd));
@@ -195,6 +242,12 @@ static json_t *to_json(const struct model *m)
 			json_object_set_new(by_type, k < MAX_TYPE_ID ? type_name(k) : "other",
 					    json_integer((json_int_t)tot.by_type[k]));
 	json_object_set_new(totals, "bytes_by_type", by_type);
+	json_t *count_by_type = json_object();
+	for (uint32_t k = 0; k <= MAX_TYPE_ID; k++)
+		if (tot.count_by_type[k])
+			json_object_set_new(count_by_type, k < MAX_TYPE_ID ? type_name(k) : "other",
+					    json_integer((json_int_t)tot.count_by_type[k]));
+	json_object_set_new(totals, "tensors_by_type", count_by_type);
 	json_object_set_new(root, "totals", totals);
 	return root;
 }

@@ -97,12 +97,21 @@ int64_t intake_now_ns(void);
 struct intake_gen_opts {
 	uint32_t max_tokens;
 	struct sampler_params sp;
-	uint32_t flags;              /* MSG_GEN_CHAT */
+	uint32_t flags;              /* MSG_GEN_CHAT, MSG_GEN_LOGPROBS */
+	uint32_t top_logprobs;       /* 0..MSG_MAX_TOP_LP alternatives (with MSG_GEN_LOGPROBS) */
 	int deadline_ms;             /* give up after this long without progress */
 	uint32_t timeout_ms;         /* server-side limit of the whole request (GEN_REQ
 	                              * timeout_ms); 0 = the server's --request-timeout */
 	/* Called with each piece as it arrives (may be NULL). */
 	void (*on_piece)(void *arg, const char *piece, size_t len);
+	/* Called with every token as it arrives, empty pieces and logprobs
+	 * included (may be NULL): the HTTP API needs the ids and logprobs. A
+	 * token resumed after a coordinator restart is not seen twice. */
+	void (*on_token)(void *arg, const struct msg_gen_token *t);
+	/* Asked before each poll (may be NULL): true ends the request (GEN_CANCEL
+	 * sent, best effort; reason MSG_END_CANCELLED), e.g. its HTTP client left
+	 * or a stop string matched. A poll waits at most INTAKE_CLIENT_POLL_MS. */
+	bool (*stop)(void *arg);
 	void *arg;
 };
 
@@ -133,6 +142,7 @@ int intake_gen_opt(int ch, const char *arg, struct intake_gen_opts *o);
 
 /* Generate over coordinator.ipc of the cluster in rundir: submit, poll to the
  * end, resubmit with resume[] when the coordinator restarted. */
+#define INTAKE_CLIENT_POLL_MS 2000
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res);
 void intake_gen_result_free(struct intake_gen_result *res);

@@ -413,8 +413,15 @@ static int parse_tensor_info(struct rd *r, uint64_t i, struct gguf_tensor *t)
 	if ((rc = rd_u32(r, &t->type)) || (rc = rd_u64(r, &t->offset)))
 		return rc;
 	const struct quant_type_info *qi = quant_type_info(t->type);
-	if (!qi || !qi->block_elems || !qi->block_bytes)
-		return err_set(ERR_UNSUP, "%s: %s: unsupported tensor type %u", r->file, r->what, t->type);
+	if (!qi || !qi->block_elems || !qi->block_bytes) {
+		/* Name the type: users compare it with the preset they downloaded. */
+		const char *gn = quant_ggml_type_name(t->type);
+		if (!gn)
+			return err_set(ERR_UNSUP, "%s: %s has unknown type %u (not a ggml type); Unicorn runs %s",
+				       r->file, r->what, t->type, quant_supported_list());
+		return err_set(ERR_UNSUP, "%s: %s is %s (type %u), which Unicorn cannot run yet; it runs %s", r->file,
+			       r->what, gn, t->type, quant_supported_list());
+	}
 	if (t->ne[0] % qi->block_elems)
 		return err_set(ERR_INVAL, "%s: %s: ne[0] = %llu is not a multiple of the %s block size %u", r->file,
 			       r->what, (unsigned long long)t->ne[0], qi->name, qi->block_elems);

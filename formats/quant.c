@@ -29,6 +29,31 @@ const struct quant_type_info *quant_type_info(uint32_t type)
 	return NULL;
 }
 
+/* ggml type ids (reference.md §3). Holes are ids ggml removed (Q4_2, Q4_3,
+ * the 4x4 / 4x8 / 8x8 repacked layouts): files never carry them. */
+static const char *const ggml_names[] = {
+	[0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [6] = "Q5_0",
+	[7] = "Q5_1",     [8] = "Q8_0",    [9] = "Q8_1",    [10] = "Q2_K",   [11] = "Q3_K",
+	[12] = "Q4_K",    [13] = "Q5_K",   [14] = "Q6_K",   [15] = "Q8_K",   [16] = "IQ2_XXS",
+	[17] = "IQ2_XS",  [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S",
+	[22] = "IQ2_S",   [23] = "IQ4_XS", [24] = "I8",     [25] = "I16",    [26] = "I32",
+	[27] = "I64",     [28] = "F64",    [29] = "IQ1_M",  [30] = "BF16",   [34] = "TQ1_0",
+	[35] = "TQ2_0",   [39] = "MXFP4",
+};
+
+const char *quant_ggml_type_name(uint32_t type)
+{
+	if (type >= sizeof ggml_names / sizeof ggml_names[0])
+		return NULL;
+	return ggml_names[type];
+}
+
+const char *quant_supported_list(void)
+{
+	/* Kept by hand beside type_table; test_quant checks they agree. */
+	return "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K";
+}
+
 int quant_type_parse(const char *name, uint32_t *type)
 {
 	for (size_t i = 0; i < sizeof type_table / sizeof type_table[0]; i++)
@@ -42,8 +67,11 @@ int quant_type_parse(const char *name, uint32_t *type)
 int quant_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes)
 {
 	const struct quant_type_info *ti = quant_type_info(type);
-	if (!ti)
-		return err_set(ERR_UNSUP, "unsupported tensor type %u", type);
+	if (!ti) {
+		const char *gn = quant_ggml_type_name(type);
+		return err_set(ERR_UNSUP, "tensor type %s (type %u) is one Unicorn cannot run yet; it runs %s",
+			       gn ? gn : "unknown", type, quant_supported_list());
+	}
 	if (n % ti->block_elems)
 		return err_set(ERR_INVAL, "%llu elements is not a multiple of the %s block size %u",
 			       (unsigned long long)n, ti->name, ti->block_elems);

@@ -42,6 +42,14 @@ struct quant_type_info {
 const struct quant_type_info *quant_type_info(uint32_t type);
 /* Parse "f32", "F16", "q8_0", "Q4_K"... into a type id; ERR_UNSUP if unknown. */
 int quant_type_parse(const char *name, uint32_t *type);
+
+/* ggml's upper-case name of any ggml type id ("IQ2_XXS" for 16), including
+ * the types Unicorn cannot run, so errors never show a bare number; NULL for
+ * ids ggml never assigned (or has since removed). */
+const char *quant_ggml_type_name(uint32_t type);
+
+/* The types Unicorn runs, as one list for error messages: "F32, F16, ...". */
+const char *quant_supported_list(void);
 /* Bytes of n elements of type; ERR_INVAL when n is not a multiple of the block
  * size, ERR_RANGE on overflow, ERR_UNSUP for an unknown type. */
 int quant_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes);

@@ -242,7 +242,9 @@ static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint
 	memset(w, 0, sizeof *w);
 	w->type = t[0]->type;
 	if (type_slot(w->type) < 0)
-		return err_set(ERR_UNSUP, "engine: %s: tensor type %u not supported on Vulkan", t[0]->name, w->type);
+		return err_set(ERR_UNSUP, "engine: tensor '%s' is %s (type %u), which Unicorn cannot run yet; it runs %s",
+			       t[0]->name, quant_ggml_type_name(w->type) ? quant_ggml_type_name(w->type) : "unknown",
+			       w->type, quant_supported_list());
 	if (t[0]->ne[0] > UINT32_MAX)
 		return err_set(ERR_RANGE, "engine: %s: ne[0] too large", t[0]->name);
 	w->ncols = (uint32_t)t[0]->ne[0];

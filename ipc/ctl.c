@@ -46,6 +46,7 @@ const char *ctl_file(enum msg_role role)
 	case MSG_ROLE_NPU_WORKER: return "ctl-npu.ipc";
 	case MSG_ROLE_GPU_WORKER: return "ctl-gpu.ipc";
 	case MSG_ROLE_COORDINATOR: return "ctl-coordinator.ipc";
+	case MSG_ROLE_API: return "ctl-api.ipc";
 	default: return NULL;
 	}
 }

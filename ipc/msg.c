@@ -208,6 +208,7 @@ static void codec(struct cur *c, struct msg *m)
 		c_f32(c, &g->min_p), c_f32(c, &g->repetition_penalty);
 		c_f32(c, &g->presence_penalty), c_f32(c, &g->frequency_penalty);
 		c_u32(c, &g->timeout_ms);
+		c_count(c, &g->top_logprobs, MSG_MAX_TOP_LP, "GEN_REQ: top_logprobs exceeds MSG_MAX_TOP_LP");
 		c_u32s(c, g->resume, g->n_resume);
 		if (!c->bad)
 			c_bytes(c, g->prompt, g->n_prompt);
@@ -222,6 +223,10 @@ static void codec(struct cur *c, struct msg *m)
 	case MSG_GEN_TOKEN: {
 		struct msg_gen_token *t = &m->u.gen_token;
 		c_u64(c, &t->request_id), c_u32(c, &t->index), c_u32(c, &t->token);
+		c_u32(c, &t->flags), c_f32(c, &t->logprob);
+		c_count(c, &t->n_top, MSG_MAX_TOP_LP, "GEN_TOKEN: n_top exceeds MSG_MAX_TOP_LP");
+		for (uint32_t i = 0; i < t->n_top && !c->bad; i++)
+			c_u32(c, &t->top_ids[i]), c_f32(c, &t->top_lps[i]);
 		c_text(c, &t->n_piece, t->piece, MSG_MAX_PIECE, "GEN_TOKEN: n_piece exceeds MSG_MAX_PIECE");
 		break;
 	}
@@ -454,6 +459,10 @@ int msg_validate(const struct msg *m)
 				   g->frequency_penalty);
 		if (g->flags & ~MSG_GEN_FLAGS_ALL)
 			return BAD("GEN_REQ: unknown flags 0x%x", g->flags);
+		if (g->top_logprobs > MSG_MAX_TOP_LP)
+			return BAD("GEN_REQ: top_logprobs %u > %d", g->top_logprobs, MSG_MAX_TOP_LP);
+		if (g->top_logprobs && !(g->flags & MSG_GEN_LOGPROBS))
+			return BAD("GEN_REQ: top_logprobs %u without MSG_GEN_LOGPROBS", g->top_logprobs);
 		if (g->n_resume > g->max_tokens || g->n_resume > MSG_MAX_GEN)
 			return BAD("GEN_REQ: n_resume %u exceeds max_tokens %u", g->n_resume,
 				   g->max_tokens);
@@ -479,6 +488,19 @@ int msg_validate(const struct msg *m)
 			return BAD("GEN_TOKEN: n_piece %u > %d", g->n_piece, MSG_MAX_PIECE);
 		if (memchr(g->piece, 0, g->n_piece))
 			return BAD("GEN_TOKEN: piece contains a NUL byte");
+		if (g->flags & ~MSG_TOK_FLAGS_ALL)
+			return BAD("GEN_TOKEN: unknown flags 0x%x", g->flags);
+		if (g->n_top > MSG_MAX_TOP_LP)
+			return BAD("GEN_TOKEN: n_top %u > %d", g->n_top, MSG_MAX_TOP_LP);
+		if (!(g->flags & MSG_TOK_LOGPROB) && (g->n_top || g->logprob != 0))
+			return BAD("GEN_TOKEN: logprobs without MSG_TOK_LOGPROB");
+		/* a log-probability is <= 0; -inf is a token the model rules out.
+		 * The negated comparison also refuses NaN. */
+		if (!(g->logprob <= 0))
+			return BAD("GEN_TOKEN: logprob %g is not <= 0", g->logprob);
+		for (uint32_t i = 0; i < g->n_top; i++)
+			if (!(g->top_lps[i] <= 0))
+				return BAD("GEN_TOKEN: top logprob %u (%g) is not <= 0", i, g->top_lps[i]);
 		return 0;
 	}
 	case MSG_GEN_END:
@@ -522,7 +544,9 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		s = MSG_SIZE_GEN_REQ_BASE + 4 * (size_t)m->u.gen_req.n_resume + m->u.gen_req.n_prompt;
 		break;
 	case MSG_GEN_POLL: s = MSG_SIZE_GEN_POLL; break;
-	case MSG_GEN_TOKEN: s = MSG_SIZE_GEN_TOKEN_BASE + (size_t)m->u.gen_token.n_piece; break;
+	case MSG_GEN_TOKEN:
+		s = MSG_SIZE_GEN_TOKEN_BASE + 8 * (size_t)m->u.gen_token.n_top + m->u.gen_token.n_piece;
+		break;
 	case MSG_GEN_END: s = MSG_SIZE_GEN_END; break;
 	case MSG_GEN_CANCEL: s = MSG_SIZE_GEN_CANCEL; break;
 	}

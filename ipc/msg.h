@@ -33,7 +33,8 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 4  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH */
+#define MSG_VERSION 5  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+                        * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -50,6 +51,7 @@
 #define MSG_MAX_GEN 4096          /* GEN_REQ max_tokens and resumed tokens */
 #define MSG_MAX_PIECE 256         /* GEN_TOKEN piece bytes */
 #define MSG_MAX_WAIT_MS 10000     /* GEN_POLL long-poll wait */
+#define MSG_MAX_TOP_LP 20         /* GEN_REQ top_logprobs, GEN_TOKEN n_top (OpenAI's cap) */
 #define MSG_MAX_BUF (MSG_HDR_SIZE + MSG_MAX_PAYLOAD) /* largest encoded message */
 
 enum msg_type {
@@ -87,8 +89,9 @@ enum msg_role {
 	MSG_ROLE_GPU_WORKER = 4,
 	MSG_ROLE_COORDINATOR = 5,
 	MSG_ROLE_CLI = 6,
+	MSG_ROLE_API = 7,          /* v5: unicorn-api, the HTTP server (api/; issue 14) */
 };
-#define MSG_ROLE_MAX MSG_ROLE_CLI
+#define MSG_ROLE_MAX MSG_ROLE_API
 
 enum msg_share_path { MSG_SHARE_NONE = 0, MSG_SHARE_MEMFD = 1, MSG_SHARE_UDMABUF = 2 };
 enum msg_import { MSG_IMPORT_NONE = 0, MSG_IMPORT_ZERO_COPY = 1, MSG_IMPORT_UPLOAD = 2 };
@@ -105,7 +108,10 @@ enum msg_end_reason {
 #define MSG_END_MAX MSG_END_TIMEOUT
 
 #define MSG_GEN_CHAT 0x1u       /* GEN_REQ flags: wrap the prompt in the chat template */
-#define MSG_GEN_FLAGS_ALL MSG_GEN_CHAT
+#define MSG_GEN_LOGPROBS 0x2u   /* GEN_REQ flags: every GEN_TOKEN carries its logprobs */
+#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS)
+#define MSG_TOK_LOGPROB 0x1u    /* GEN_TOKEN flags: logprob and top[] are set */
+#define MSG_TOK_FLAGS_ALL MSG_TOK_LOGPROB
 #define MSG_RESET_ALL 0x1u      /* RESET_SEQ flags: drop every sequence (seq_id ignored) */
 
 /* HELLO and WELCOME: 16 bytes. version = MSG_VERSION of the sender. */
@@ -254,7 +260,7 @@ struct msg_reset_seq {
 	uint32_t flags;                 /* MSG_RESET_ALL */
 };
 
-/* GEN_REQ: 64 + 4*n_resume + n_prompt bytes. request_id is chosen by the
+/* GEN_REQ: 68 + 4*n_resume + n_prompt bytes. request_id is chosen by the
  * client (random, non-zero) so a resend or a resubmission after a coordinator
  * restart is recognised; resume[] are the tokens already received. The
  * sampler fields have the ranges of the HTTP API (api/openai.c), so
@@ -267,7 +273,7 @@ struct msg_gen_req {
 	uint32_t top_k;                 /* 0 (off) .. MSG_MAX_TOPK */
 	float temperature;              /* 0 (greedy) .. 100, finite */
 	float top_p;                    /* (0, 1]; 1 = off */
-	uint32_t flags;                 /* MSG_GEN_CHAT */
+	uint32_t flags;                 /* MSG_GEN_CHAT, MSG_GEN_LOGPROBS */
 	uint32_t n_resume;              /* <= max_tokens */
 	uint32_t n_prompt;              /* 1..MSG_MAX_PROMPT */
 	float min_p;                    /* [0, 1]; 0 = off */
@@ -275,6 +281,8 @@ struct msg_gen_req {
 	float presence_penalty;         /* [-2, 2]; 0 = off */
 	float frequency_penalty;        /* [-2, 2]; 0 = off */
 	uint32_t timeout_ms;            /* 0 = the server's limit; else min(this, the limit) */
+	uint32_t top_logprobs;          /* v5: alternatives per token, 0..MSG_MAX_TOP_LP; 0 without
+	                                 * MSG_GEN_LOGPROBS */
 	uint32_t resume[MSG_MAX_GEN];
 	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside; decoder adds one */
 };
@@ -289,11 +297,21 @@ struct msg_gen_poll {
 	uint32_t wait_ms;               /* <= MSG_MAX_WAIT_MS */
 };
 
-/* GEN_TOKEN: 20 + n_piece bytes. */
+/* GEN_TOKEN: 32 + 8*n_top + n_piece bytes. With MSG_TOK_LOGPROB (the request
+ * asked MSG_GEN_LOGPROBS and the token was generated in this coordinator's
+ * run; a token the client resumed has none): logprob of the token in the raw
+ * model distribution (temperature 1, before penalties; <= 0) and the n_top
+ * most likely tokens, most likely first (docs/http.md "Logprobs"). The text
+ * of each alternative is the receiver's job (it has the tokenizer). */
 struct msg_gen_token {
 	uint64_t request_id;
 	uint32_t index;                 /* 0-based position among generated tokens */
 	uint32_t token;
+	uint32_t flags;                 /* v5: MSG_TOK_LOGPROB */
+	float logprob;                  /* v5: <= 0 (or -inf); 0 without MSG_TOK_LOGPROB */
+	uint32_t n_top;                 /* v5: <= MSG_MAX_TOP_LP; 0 without MSG_TOK_LOGPROB */
+	uint32_t top_ids[MSG_MAX_TOP_LP];
+	float top_lps[MSG_MAX_TOP_LP];  /* <= 0 (or -inf), descending */
 	uint32_t n_piece;               /* <= MSG_MAX_PIECE */
 	char piece[MSG_MAX_PIECE + 1];  /* detokenized text, no NUL inside; decoder adds one */
 };
@@ -352,9 +370,9 @@ struct msg {
 #define MSG_SIZE_STAGE_BATCH_BASE 20
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_RESET_SEQ 8
-#define MSG_SIZE_GEN_REQ_BASE 64 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) */
+#define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
 #define MSG_SIZE_GEN_POLL 16
-#define MSG_SIZE_GEN_TOKEN_BASE 20
+#define MSG_SIZE_GEN_TOKEN_BASE 32 /* u64 + 6 u32/f32 (index, token, flags, logprob, n_top, n_piece) */
 #define MSG_SIZE_GEN_END 16
 #define MSG_SIZE_GEN_CANCEL 8
 
@@ -363,10 +381,11 @@ _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
 _Static_assert(MSG_SIZE_EMBED_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "EMBED fits");
 _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN fits");
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
-_Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4, "GEN_REQ fixed wire size");
+_Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4, "GEN_REQ fixed wire size");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
-_Static_assert(MSG_SIZE_GEN_TOKEN_BASE + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD, "GEN_TOKEN fits");
+_Static_assert(MSG_SIZE_GEN_TOKEN_BASE + 8 * MSG_MAX_TOP_LP + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD,
+	       "GEN_TOKEN fits");
 
 /* Name of a type ("HELLO"), "?" if unknown. */
 const char *msg_type_name(uint32_t type);

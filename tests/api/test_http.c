@@ -27,6 +27,11 @@
 
 #include <jansson.h>
 
+#include "common/err.h"
+#include "coordinator/intake.h"
+#include "ipc/bus.h"
+#include "ipc/msg.h"
+#include "ipc/rundir.h"
 #include "tests/golden.h"
 #include "tests/proc.h"
 
@@ -248,6 +253,161 @@ static void check_disconnect(const struct proc_cluster *c)
 	cr_assert(seen, "the generation was not cancelled after the client disconnected");
 }
 
+/* One greedy chat request over coordinator.ipc with MSG_GEN_LOGPROBS (the
+ * protocol the API process uses): resume[] = the first n_resume tokens of an
+ * earlier run. Fills tok/lp/top (N_TOKENS entries max) and returns the count. */
+#define LP_TOP 3
+static uint32_t ipc_logprobs(const struct proc_cluster *c, uint64_t id, const uint32_t *resume,
+			     uint32_t n_resume, uint32_t *tok, uint32_t *flags, float *lp,
+			     float (*top)[LP_TOP], uint32_t (*top_ids)[LP_TOP])
+{
+	char url[BUS_URL_MAX];
+	cr_assert_eq(rundir_url(c->dir, RUNDIR_COORDINATOR, url, sizeof url), 0, "%s", err_msg());
+	struct bus *b;
+	cr_assert_eq(bus_dial(url, BUS_REQ, &b), 0, "%s", err_msg());
+	static struct msg m, a;
+	msg_init(&m, MSG_GEN_REQ);
+	struct msg_gen_req *g = &m.u.gen_req;
+	g->request_id = id, g->max_tokens = N_TOKENS, g->top_p = 1, g->repetition_penalty = 1;
+	g->flags = MSG_GEN_CHAT | MSG_GEN_LOGPROBS, g->top_logprobs = LP_TOP;
+	g->n_resume = n_resume;
+	memcpy(g->resume, resume, n_resume * sizeof *resume);
+	g->n_prompt = (uint32_t)strlen(PROMPT);
+	memcpy(g->prompt, PROMPT, g->n_prompt);
+	cr_assert_eq(bus_call(b, &m, 10000, &a), 0, "GEN_REQ: %s", err_msg());
+	cr_assert_eq(a.type, MSG_ACK, "GEN_REQ answered %s", msg_type_name(a.type));
+	uint32_t n = 0;
+	for (;;) {
+		msg_init(&m, MSG_GEN_POLL);
+		m.u.gen_poll = (struct msg_gen_poll){ id, n, 5000 };
+		cr_assert_eq(bus_call(b, &m, 10000, &a), 0, "GEN_POLL: %s", err_msg());
+		if (a.type == MSG_GEN_END)
+			break;
+		if (a.type == MSG_ACK)
+			continue; /* nothing new within the wait */
+		cr_assert_eq(a.type, MSG_GEN_TOKEN, "GEN_POLL answered %s", msg_type_name(a.type));
+		const struct msg_gen_token *t = &a.u.gen_token;
+		cr_assert_eq(t->index, n);
+		cr_assert_lt(n, N_TOKENS);
+		tok[n] = t->token, flags[n] = t->flags, lp[n] = t->logprob;
+		if (t->flags & MSG_TOK_LOGPROB)
+			cr_assert_eq(t->n_top, LP_TOP, "token %u: %u alternatives", n, t->n_top);
+		for (uint32_t j = 0; j < t->n_top; j++)
+			top[n][j] = t->top_lps[j], top_ids[n][j] = t->top_ids[j];
+		n++;
+	}
+	bus_close(b);
+	return n;
+}
+
+/* intake_client_generate's on_token and stop hooks (what the API process
+ * builds on): tokens seen with their logprobs; stop after stop_at of them. */
+struct seen {
+	uint32_t n, stop_at, tok[N_TOKENS], flags[N_TOKENS];
+	float lp[N_TOKENS];
+};
+
+static void seen_token(void *arg, const struct msg_gen_token *t)
+{
+	struct seen *s = arg;
+	cr_assert_eq(t->index, s->n);
+	cr_assert_lt(s->n, N_TOKENS);
+	s->tok[s->n] = t->token, s->flags[s->n] = t->flags, s->lp[s->n] = t->logprob;
+	s->n++;
+}
+
+static bool seen_stop(void *arg)
+{
+	const struct seen *s = arg;
+	return s->stop_at && s->n >= s->stop_at;
+}
+
+static void client_logprobs(const struct proc_cluster *c, struct seen *s, uint32_t stop_at,
+			    struct intake_gen_result *res)
+{
+	memset(s, 0, sizeof *s);
+	s->stop_at = stop_at;
+	struct intake_gen_opts o = { .max_tokens = N_TOKENS, .flags = MSG_GEN_CHAT | MSG_GEN_LOGPROBS,
+				     .top_logprobs = LP_TOP, .on_token = seen_token, .stop = seen_stop,
+				     .arg = s };
+	o.sp.top_p = 1, o.sp.repetition_penalty = 1;
+	cr_assert_eq(intake_gen_opts_check(&o), 0, "%s", err_msg());
+	cr_assert_eq(intake_client_generate(c->dir, PROMPT, strlen(PROMPT), &o, res), 0, "%s",
+		     err_msg());
+}
+
+/* GEN_TOKEN logprobs (MSG_VERSION 5) are the ones the HTTP API answers for
+ * the same greedy request; a resumed request has none for the tokens it
+ * resumed and the same ones after them. */
+static void check_gen_logprobs(const struct proc_cluster *c)
+{
+	uint32_t tok[N_TOKENS], fl[N_TOKENS], tok2[N_TOKENS], fl2[N_TOKENS];
+	float lp[N_TOKENS], top[N_TOKENS][LP_TOP], lp2[N_TOKENS], top2[N_TOKENS][LP_TOP];
+	uint32_t ids[N_TOKENS][LP_TOP], ids2[N_TOKENS][LP_TOP];
+	uint32_t n = ipc_logprobs(c, 0x5eed0001, NULL, 0, tok, fl, lp, top, ids);
+	cr_assert_geq(n, 3, "only %u tokens", n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert(fl[i] & MSG_TOK_LOGPROB, "token %u without logprobs", i);
+		cr_assert_eq(ids[i][0], tok[i], "greedy token %u is not the most likely", i);
+		cr_assert_float_eq(lp[i], top[i][0], 1e-6);
+		cr_assert(top[i][0] >= top[i][1] && top[i][1] >= top[i][2], "token %u: not descending", i);
+	}
+	char body[512], head[512];
+	snprintf(body, sizeof body,
+		 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"" PROMPT "\"}],"
+		 "\"max_tokens\":%d,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":%d}",
+		 N_TOKENS, LP_TOP);
+	snprintf(head, sizeof head,
+		 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		 strlen(body));
+	size_t len;
+	char *r = request(c->port, head, body, &len);
+	json_t *j = json_loads(sse_body(r), 0, NULL);
+	cr_assert_not_null(j, "%.300s", r);
+	json_t *content = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
+							  "logprobs"), "content");
+	cr_assert_eq(json_array_size(content), n, "HTTP has %zu logprobs, GEN_TOKEN %u",
+		     json_array_size(content), n);
+	for (uint32_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(content, i);
+		cr_assert_float_eq(json_real_value(json_object_get(e, "logprob")), lp[i], 1e-4, "token %u", i);
+		json_t *t = json_object_get(e, "top_logprobs");
+		for (uint32_t k = 0; k < LP_TOP; k++)
+			cr_assert_float_eq(json_real_value(json_object_get(json_array_get(t, k), "logprob")),
+					   top[i][k], 1e-4, "token %u alternative %u", i, k);
+	}
+	json_decref(j);
+	free(r);
+	/* resumed after 2 tokens: those have no logprobs here, the rest the same */
+	uint32_t n2 = ipc_logprobs(c, 0x5eed0002, tok, 2, tok2, fl2, lp2, top2, ids2);
+	cr_assert_eq(n2, n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(tok2[i], tok[i], "resumed run differs at token %u", i);
+		cr_assert_eq(!!(fl2[i] & MSG_TOK_LOGPROB), i >= 2, "token %u: flags %u", i, fl2[i]);
+		if (i >= 2)
+			cr_assert_float_eq(lp2[i], lp[i], 1e-3, "token %u", i);
+	}
+	/* the client library hands every token with its logprobs ... */
+	struct seen s;
+	struct intake_gen_result res;
+	client_logprobs(c, &s, 0, &res);
+	cr_assert_eq(s.n, n);
+	cr_assert_eq(res.n_ids, n);
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(s.tok[i], tok[i]);
+		cr_assert(s.flags[i] & MSG_TOK_LOGPROB);
+		cr_assert_float_eq(s.lp[i], lp[i], 1e-6, "token %u", i);
+	}
+	cr_assert_neq(res.reason, MSG_END_CANCELLED);
+	intake_gen_result_free(&res);
+	/* ... and ends the request when stop says so */
+	client_logprobs(c, &s, 2, &res);
+	cr_assert_eq(res.reason, MSG_END_CANCELLED, "reason %u", res.reason);
+	cr_assert_eq(s.n, 2, "%u tokens after stop at 2", s.n);
+	intake_gen_result_free(&res);
+}
+
 Test(http, openai_api, .timeout = 240)
 {
 	struct proc_cluster c;
@@ -270,6 +430,7 @@ Test(http, openai_api, .timeout = 240)
 	check_413(&c);
 	check_sse(&c);
 	check_disconnect(&c);
+	check_gen_logprobs(&c);
 	/* /health without a key (load balancers) */
 	size_t n;
 	char *r = request(c.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",

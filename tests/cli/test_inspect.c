@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/golden.h"
 
@@ -113,4 +114,34 @@ Test(inspect, errors_and_usage)
 	cr_expect_eq(run_inspect("--help", 1, &out), 0);
 	cr_expect(strstr(out, "--json"));
 	free(out);
+}
+
+Test(inspect, file_type_and_counts)
+{
+	/* mkmodel writes general.file_type (2 = Q4_0); the golden files have none. */
+	const char *bin = getenv("UNICORN_BIN");
+	if (!bin)
+		cr_skip_test("UNICORN_BIN not set (run through make test)");
+	char path[] = "/tmp/unicorn-inspect-ft-XXXXXX", cmd[8192], args[4400], *out;
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --type q4_0 -o '%s' >/dev/null 2>&1", bin, path);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(args, sizeof args, "'%s'", path);
+	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	cr_expect(strstr(out, "file type:    Q4_0 (2)\n"), "%.300s", out);
+	cr_expect(strstr(out, "q4_0     2967552 bytes in 43 tensors\n"), "%s", out);
+	free(out);
+	snprintf(args, sizeof args, "'%s' --json", path);
+	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert(j);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "file_type")), "Q4_0 (2)");
+	json_t *cnt = json_object_get(json_object_get(j, "totals"), "tensors_by_type");
+	cr_expect_eq(json_integer_value(json_object_get(cnt, "q4_0")), 43);
+	cr_expect_eq(json_integer_value(json_object_get(cnt, "f32")), 37);
+	json_decref(j);
+	free(out);
+	unlink(path);
 }

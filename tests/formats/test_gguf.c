@@ -830,9 +830,12 @@ Test(gguf, rejects_size_overflow)
 
 Test(gguf, rejects_unsupported_type)
 {
-	expect_tensor_fail(&(struct tspec){"w", 1, {32}, 3 /* q4_1 */, 0}, 1, 64, ERR_UNSUP,
-			   "tensor 'w': unsupported tensor type 3");
-	expect_tensor_fail(&(struct tspec){"w", 1, {32}, 9999, 0}, 1, 64, ERR_UNSUP, "unsupported tensor type 9999");
+	expect_tensor_fail(&(struct tspec){"w", 1, {32}, 16 /* iq2_xxs */, 0}, 1, 64, ERR_UNSUP,
+			   "tensor 'w' is IQ2_XXS (type 16), which Unicorn cannot run yet; it runs F32, F16, BF16, Q8_0");
+	expect_tensor_fail(&(struct tspec){"w", 1, {32}, 9999, 0}, 1, 64, ERR_UNSUP,
+			   "tensor 'w' has unknown type 9999 (not a ggml type)");
+	expect_tensor_fail(&(struct tspec){"w", 1, {32}, 4 /* removed Q4_2 */, 0}, 1, 64, ERR_UNSUP,
+			   "has unknown type 4");
 }
 
 Test(gguf, rejects_row_not_multiple_of_block)

@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,11 +39,37 @@ Test(quant, row_bytes_and_types)
 	cr_assert_eq(quant_row_bytes(TENSOR_Q8_0, 33, &b), ERR_INVAL);
 	cr_assert(strstr(err_msg(), "multiple of the q8_0 block size 32"));
 	cr_assert_eq(quant_row_bytes(TENSOR_F32, UINT64_MAX / 2, &b), ERR_RANGE);
-	cr_assert_eq(quant_row_bytes(3, 32, &b), ERR_UNSUP); /* Q4_1: not supported */
+	cr_assert_eq(quant_row_bytes(16, 256, &b), ERR_UNSUP); /* IQ2_XXS: not supported */
+	cr_assert(strstr(err_msg(), "IQ2_XXS (type 16)"), "%s", err_msg());
 	uint32_t t;
 	cr_assert_eq(quant_type_parse("Q4_K", &t), 0);
 	cr_assert_eq(t, TENSOR_Q4_K);
 	cr_assert_eq(quant_type_parse("q5_1", &t), ERR_UNSUP);
+}
+
+Test(quant, type_names)
+{
+	/* The hand-kept list in errors names exactly the types type_table runs. */
+	const char *list = quant_supported_list();
+	size_t names_len = 0;
+	for (uint32_t t = 0; t < 64; t++) {
+		const char *gn = quant_ggml_type_name(t);
+		if (!quant_type_info(t))
+			continue;
+		cr_assert(gn, "runnable type %u has no ggml name", t);
+		char want[32];
+		snprintf(want, sizeof want, "%s", gn);
+		const char *at = strstr(list, want);
+		cr_assert(at && (at[strlen(want)] == ',' || at[strlen(want)] == 0), "'%s' missing in '%s'", gn, list);
+		names_len += strlen(gn) + 2;
+	}
+	cr_assert_eq(names_len, strlen(list) + 2, "extra names in '%s'", list);
+	cr_assert_str_eq(quant_ggml_type_name(16), "IQ2_XXS");
+	cr_assert_str_eq(quant_ggml_type_name(6), "Q5_0");
+	cr_assert_str_eq(quant_ggml_type_name(39), "MXFP4");
+	cr_assert_null(quant_ggml_type_name(4)); /* removed Q4_2 */
+	cr_assert_null(quant_ggml_type_name(40));
+	cr_assert_null(quant_ggml_type_name(UINT32_MAX));
 }
 
 Test(quant, known_blocks)

@@ -79,6 +79,7 @@ Test(ctl, file_names)
 	cr_assert_str_eq(ctl_file(MSG_ROLE_NPU_WORKER), "ctl-npu.ipc");
 	cr_assert_str_eq(ctl_file(MSG_ROLE_GPU_WORKER), "ctl-gpu.ipc");
 	cr_assert_str_eq(ctl_file(MSG_ROLE_COORDINATOR), "ctl-coordinator.ipc");
+	cr_assert_str_eq(ctl_file(MSG_ROLE_API), "ctl-api.ipc");
 	cr_assert_null(ctl_file(MSG_ROLE_CLI));
 	struct ctl *c = (struct ctl *)1;
 	cr_assert_eq(ctl_start(dir, MSG_ROLE_CLI, NULL, NULL, 0, &c), ERR_INVAL);

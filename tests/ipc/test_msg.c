@@ -1,5 +1,6 @@
 /* msg: every type round-trips; each validation rule rejects a crafted message. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,8 @@ static void fill(struct msg *m, uint16_t type)
 	case MSG_GEN_REQ: {
 		struct msg_gen_req *g = &m->u.gen_req;
 		g->request_id = 0x0102030405060708ull, g->seed = 99, g->max_tokens = 64, g->top_k = 40;
-		g->temperature = 0.7f, g->top_p = 0.95f, g->flags = MSG_GEN_CHAT;
+		g->temperature = 0.7f, g->top_p = 0.95f, g->flags = MSG_GEN_CHAT | MSG_GEN_LOGPROBS;
+		g->top_logprobs = 5;
 		g->min_p = 0.05f, g->repetition_penalty = 1.3f;
 		g->presence_penalty = 0.5f, g->frequency_penalty = -0.25f, g->timeout_ms = 1500;
 		g->n_resume = 3, g->resume[0] = 5, g->resume[1] = 6, g->resume[2] = 7;
@@ -75,6 +77,10 @@ static void fill(struct msg *m, uint16_t type)
 		m->u.gen_token.request_id = 11, m->u.gen_token.index = 4, m->u.gen_token.token = 1234;
 		m->u.gen_token.n_piece = 6;
 		memcpy(m->u.gen_token.piece, " hello", 6);
+		m->u.gen_token.flags = MSG_TOK_LOGPROB, m->u.gen_token.logprob = -0.25f;
+		m->u.gen_token.n_top = 2;
+		m->u.gen_token.top_ids[0] = 1234, m->u.gen_token.top_lps[0] = -0.25f;
+		m->u.gen_token.top_ids[1] = 99, m->u.gen_token.top_lps[1] = -INFINITY;
 		break;
 	case MSG_GEN_END: m->u.gen_end = (struct msg_gen_end){ 11, 64, MSG_END_LENGTH }; break;
 	case MSG_GEN_CANCEL: m->u.gen_cancel.request_id = 11; break;
@@ -143,7 +149,8 @@ Test(msg, fields_decode_to_values)
 	const uint8_t *pl = buf + MSG_HDR_SIZE;
 	cr_assert_eq(pl[48] | pl[49] << 8 | pl[50] << 16 | (uint32_t)pl[51] << 24, bits);
 	cr_assert_eq(pl[60] | pl[61] << 8, 1500);
-	cr_assert_eq(pl[64], 5, "resume[0] right after the fixed part");
+	cr_assert_eq(pl[64], 5, "v5: top_logprobs after timeout_ms");
+	cr_assert_eq(pl[68], 5, "resume[0] right after the fixed part");
 	cr_assert_eq(b.u.gen_req.resume[2], 7);
 	cr_assert_str_eq(b.u.gen_req.prompt, "Why is the sky blue? \xc3\xa9");
 	fill(&a, MSG_STATUS);
@@ -208,7 +215,7 @@ static void patch_reject(uint16_t type, size_t off, uint32_t v, const char *why)
 Test(msg, field_rules)
 {
 	patch_reject(MSG_HELLO, 0, 0, "role 0");
-	patch_reject(MSG_HELLO, 0, 7, "role 7");
+	patch_reject(MSG_HELLO, 0, 8, "role 8");
 	patch_reject(MSG_HELLO, 8, MSG_VERSION + 1, "hello version");
 	patch_reject(MSG_ACK, 4, 1, "positive ack code");
 	patch_reject(MSG_STATUS, 4 + 4 + 32 + 128 + 24, 3, "share path");
@@ -270,7 +277,8 @@ Test(msg, more_field_rules)
 	patch_reject(MSG_GEN_REQ, 20, MSG_MAX_TOPK + 1, "top_k cap");
 	patch_reject(MSG_GEN_REQ, 24, 0x7fc00000, "temperature NaN");
 	patch_reject(MSG_GEN_REQ, 28, 0, "top_p 0");
-	patch_reject(MSG_GEN_REQ, 32, 2, "gen flags");
+	patch_reject(MSG_GEN_REQ, 32, 4, "gen flags");
+	patch_reject(MSG_GEN_REQ, 64, MSG_MAX_TOP_LP + 1, "top_logprobs cap");
 	patch_reject(MSG_GEN_REQ, 36, MSG_MAX_GEN + 1, "n_resume cap");
 	patch_reject(MSG_GEN_REQ, 40, MSG_MAX_PROMPT + 1, "n_prompt cap");
 	fill(&a, MSG_GEN_REQ);
@@ -341,9 +349,48 @@ Test(msg, gen_req_sampler_rules)
 	fill(&a, MSG_GEN_REQ);
 	a.u.gen_req.n_resume = 0;
 	len = enc(&a);
-	memmove(buf + MSG_HDR_SIZE + 44, buf + MSG_HDR_SIZE + 64, len - MSG_HDR_SIZE - 64);
-	put32(buf + 12, (uint32_t)(len - MSG_HDR_SIZE - 20));
-	expect_reject(len - 20, "GEN_REQ without the v3 fields");
+	memmove(buf + MSG_HDR_SIZE + 44, buf + MSG_HDR_SIZE + 68, len - MSG_HDR_SIZE - 68);
+	put32(buf + 12, (uint32_t)(len - MSG_HDR_SIZE - 24));
+	expect_reject(len - 24, "GEN_REQ without the v3 and v5 fields");
+}
+
+/* v5 logprobs: GEN_REQ top_logprobs needs MSG_GEN_LOGPROBS; GEN_TOKEN
+ * carries the token's logprob and n_top (id, logprob) pairs before its
+ * piece, all <= 0 (-inf allowed, NaN not), only with MSG_TOK_LOGPROB. */
+Test(msg, gen_logprobs_rules)
+{
+	fill(&a, MSG_GEN_TOKEN);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_GEN_TOKEN_BASE + 2 * 8 + 6);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_token.n_top, 2);
+	cr_assert_eq(b.u.gen_token.top_ids[1], 99);
+	cr_assert(isinf(b.u.gen_token.top_lps[1]) && b.u.gen_token.top_lps[1] < 0);
+	cr_assert_float_eq(b.u.gen_token.logprob, -0.25f, 0);
+	cr_assert_str_eq(b.u.gen_token.piece, " hello");
+	const uint8_t *pl = buf + MSG_HDR_SIZE;
+	cr_assert_eq(pl[24] | pl[25] << 8, 2, "n_top at offset 24");
+	cr_assert_eq(pl[28] | pl[29] << 8, 1234, "top_ids[0] at offset 28");
+	cr_assert_eq(pl[44], 6, "n_piece after the pairs");
+	patch_reject(MSG_GEN_TOKEN, 16, 2, "token flags");
+	patch_reject(MSG_GEN_TOKEN, 20, fbits(0.5f), "logprob > 0");
+	patch_reject(MSG_GEN_TOKEN, 20, 0x7fc00000u, "logprob NaN");
+	patch_reject(MSG_GEN_TOKEN, 32, fbits(0.1f), "top logprob > 0");
+	patch_reject(MSG_GEN_TOKEN, 24, MSG_MAX_TOP_LP + 1, "n_top cap");
+	/* logprobs without the flag, or top_logprobs without MSG_GEN_LOGPROBS */
+	fill(&a, MSG_GEN_TOKEN);
+	a.u.gen_token.flags = 0;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+	fill(&a, MSG_GEN_REQ);
+	a.u.gen_req.flags = MSG_GEN_CHAT;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+	/* a plain token: 32 + piece bytes */
+	fill(&a, MSG_GEN_TOKEN);
+	a.u.gen_token.flags = 0, a.u.gen_token.logprob = 0, a.u.gen_token.n_top = 0;
+	len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 32 + 6);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_token.flags, 0);
 }
 
 /* GEN_END carries the new end reason; one past it is refused. */
