@@ -52,6 +52,20 @@ static const char *opt_token(const struct hub_opts *o)
 	return t && *t ? t : NULL;
 }
 
+/* A token goes into a header line: no line breaks, bounded. */
+static int check_token(const struct hub_opts *o)
+{
+	const char *t = opt_token(o);
+	if (!t)
+		return 0;
+	if (strlen(t) > 4000)
+		return err_set(ERR_INVAL, "HF_TOKEN is longer than 4000 characters");
+	for (const char *c = t; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return err_set(ERR_INVAL, "HF_TOKEN holds a control character (a line break?)");
+	return 0;
+}
+
 static FILE *opt_out(const struct hub_opts *o)
 {
 	return o->progress ? o->progress : stderr;
@@ -452,6 +466,9 @@ int hub_list(const struct hub_opts *o, const char *repo, struct hub_files *out)
 	while (el && ep[el - 1] == '/')
 		el--;
 	snprintf(what, sizeof what, "the file list of %s", repo);
+	int trc = check_token(o);
+	if (trc)
+		return trc;
 	if (snprintf(url, sizeof url, "%.*s/api/models/%s", (int)el, ep, repo) >= (int)sizeof url)
 		return err_set(ERR_RANGE, "%s: endpoint too long", what);
 	struct xfer x = { .fd = -1 };
@@ -551,7 +568,9 @@ static int download(const struct hub_opts *o, const char *repo, const char *file
 	*rejected = false;
 	char url[4096], part[PATH_MAX], what[HUB_FILE_MAX + HUB_REPO_MAX + 8];
 	snprintf(what, sizeof what, "%s of %s", file, repo);
-	int rc = file_url(o, repo, file, url, sizeof url);
+	int rc = check_token(o);
+	if (!rc)
+		rc = file_url(o, repo, file, url, sizeof url);
 	if (rc)
 		return rc;
 	if (snprintf(part, sizeof part, "%s.part", dest) >= (int)sizeof part)

@@ -405,6 +405,8 @@ Test(hub, pull_errors_name_status_and_repo, .timeout = 60)
 	cr_assert_eq(cli(&e, NULL, "pull acme/docs"), 1, "%s", e.out);
 	cr_assert_not_null(strstr(e.out, "README.md"), "%s", e.out);
 
+	cr_assert_eq(cli(&e, "HF_TOKEN=\"$(printf 'a\\nb')\"", "pull acme/gated-GGUF"), 1, "%s", e.out);
+	cr_assert_not_null(strstr(e.out, "HF_TOKEN holds a control character"), "%s", e.out);
 	cr_assert_eq(cli(&e, NULL, "pull not-a-repo"), 2, "%s", e.out);
 	cr_assert_eq(cli(&e, NULL, "pull ../x/y"), 2, "%s", e.out);
 
