@@ -181,18 +181,24 @@ static void fill_status(void *arg, struct msg_status *st)
 
 /* --- worker links ----------------------------------------------------- */
 
+/* Put m in w's request ring with the next data-plane seq (never 0). The
+ * coordinator keeps at most one message per micro-batch in a link's ring
+ * (16 places), so a full ring means the worker stopped reading: it is
+ * treated as gone (replaced, then the ring drains). */
+static int dp_post(struct coord *c, struct wlink *w, struct msg *m)
+{
+	if (++c->dp_seq == 0)
+		c->dp_seq = 1;
+	m->seq = c->dp_seq;
+	int rc = dp_send(&c->dp.link[w->dl].req, m);
+	return rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc;
+}
+
 static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 {
 	int rc;
 	if (c->dp_on) {
-		if (++c->dp_seq == 0)
-			c->dp_seq = 1;
-		m->seq = c->dp_seq;
-		/* one message outstanding per link: a full ring means the worker
-		 * stopped reading (it is replaced, then the ring drains) */
-		rc = dp_send(&c->dp.link[w->dl].req, m);
-		if (rc == ERR_AGAIN)
-			rc = err_set(ERR_IO, "request ring full");
+		rc = dp_post(c, w, m);
 	} else {
 		m->seq = 0;
 		rc = bus_send(w->b, m);
@@ -233,11 +239,9 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 	return 0;
 }
 
-/* A step message's DONE: its span, the worker's busy time and the handoff
- * cost (round trip minus the worker's wall time on the message: what the
- * transport and the wake-ups cost). */
 /* A step's accounting: the link was busy from t_start (sent, or the end of
- * the message queued before it) to now. */
+ * the message queued before it) to now; the handoff cost is that round trip
+ * minus the worker's wall time on the message (the transport and wake-ups). */
 static void obs_step(struct coord *c, struct wlink *w, int64_t t_start, uint64_t gpu_ns, uint32_t wall_us)
 {
 	int64_t now = intake_now_ns();
@@ -254,6 +258,7 @@ static void obs_step(struct coord *c, struct wlink *w, int64_t t_start, uint64_t
 	metrics_observe(c->met, c->mid.handoff, w->name, rt > wall ? rt - wall : 0);
 }
 
+/* A step message's DONE: its trace span, then the accounting. */
 static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns, uint32_t wall_us)
 {
 	if (w->span.msg_type && c->tr) {
@@ -268,7 +273,6 @@ static void obs_done(struct coord *c, struct wlink *w, uint64_t gpu_ns, uint32_t
 /* Gauges every loop iteration; status.json and the rates once a second. */
 static void obs_tick(struct coord *c);
 
-/* Wait for the DONE answering w->wait_seq; stale answers are dropped. */
 /* The next answer from w: from its done ring (sleeping on the coordinator's
  * doorbell; a worker process that is gone is noticed within 50 ms), or
  * from its link. ERR_TIMEOUT when nothing came within wait_ms. */
@@ -286,6 +290,7 @@ static int wl_recv(struct coord *c, struct wlink *w, int wait_ms)
 	return rc ? rc : ERR_AGAIN;
 }
 
+/* Wait for the DONE answering w->wait_seq; stale answers are dropped. */
 static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_done *done)
 {
 	int64_t deadline = intake_now_ns() + (int64_t)timeout_ms * 1000000;
@@ -835,6 +840,22 @@ static bool single_token_next(const struct intake_req *r)
 	return sched_seq_next(&r->seq, &ch) && ch.n == 1;
 }
 
+/* Sample r's token from its slot's head area (a batch's DONE names only
+ * its first entry): done with this slot's top-1 and k. */
+static int take_from_head(struct coord *c, struct intake_req *r, const struct msg_done *done, uint32_t k)
+{
+	uint32_t *ids;
+	float *logits;
+	int rc = attach_head(c->att, r->slot, &ids, &logits);
+	if (rc)
+		return rc;
+	struct msg_done d = *done;
+	d.seq_id = r->slot;
+	d.token = ids[0];
+	d.k = k;
+	return take_token(c, r, &d);
+}
+
 /* Fused continuous batching: the next token of each of rs[0..n) (one-token
  * chunks: decode, resumed or replayed tokens) in one RUN_BATCH, so the worker
  * reads the weights once for all of them. The engine computes every row with
@@ -875,18 +896,8 @@ static int step_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 		struct intake_req *r = rs[i];
 		if ((rc = sched_seq_advance(&r->seq, &ch[i])))
 			break;
-		if (!samples[i] || r->seq.replaying)
-			continue;
-		/* this entry's own result: its slot's head area (DONE names entry 0) */
-		uint32_t *ids;
-		float *logits;
-		if ((rc = attach_head(c->att, r->slot, &ids, &logits)))
-			break;
-		struct msg_done d = done;
-		d.seq_id = r->slot;
-		d.token = ids[0];
-		d.k = k;
-		rc = take_token(c, r, &d);
+		if (samples[i] && !r->seq.replaying)
+			rc = take_from_head(c, r, &done, k);
 	}
 	return rc;
 }
@@ -1041,17 +1052,8 @@ static int split_batch_finish(struct coord *c, struct split_batch *sb, const str
 		struct intake_req *r = sb->rs[i];
 		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
 			break;
-		if (!sb->samples[i] || r->seq.replaying)
-			continue;
-		uint32_t *ids;
-		float *logits;
-		if ((rc = attach_head(c->att, r->slot, &ids, &logits)))
-			break;
-		struct msg_done dd = *d;
-		dd.seq_id = r->slot;
-		dd.token = ids[0];
-		dd.k = sb->mb[i < sb->mb[1].first ? 0 : 1].k;
-		rc = take_token(c, r, &dd);
+		if (sb->samples[i] && !r->seq.replaying)
+			rc = take_from_head(c, r, d, sb->mb[i < sb->mb[1].first ? 0 : 1].k);
 	}
 	return rc;
 }
@@ -1113,12 +1115,9 @@ static int flow_post(struct coord *c, struct split_batch *sb, struct flow_link *
 	int kind = split_op(sb->mb[w].next, c->n_layer, &layer);
 	int j = kind == SCHED_OP_ATTN ? 1 : 0;
 	split_batch_msg(c, sb, w, kind, layer);
-	if (++c->dp_seq == 0)
-		c->dp_seq = 1;
-	c->m.seq = c->dp_seq;
-	int rc = dp_send(&c->dp.link[lk[j]->dl].req, &c->m);
+	int rc = dp_post(c, lk[j], &c->m);
 	if (rc)
-		return err_prefix(rc == ERR_AGAIN ? ERR_IO : rc, "%s worker", lk[j]->name);
+		return err_prefix(rc, "%s worker", lk[j]->name);
 	struct flow_link *f = &fl[j];
 	uint32_t at = (f->head + f->len++) % 4;
 	f->mb[at] = w;

@@ -1402,6 +1402,21 @@ int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint
 	return once_submit(e);
 }
 
+/* Run a stage command buffer recorded by rec_stage_io over n hidden rows:
+ * in -> hio, submit (its GPU time from the last two queries), hio -> out. */
+static int hio_run(struct engine *e, VkCommandBuffer cb, uint32_t n, const float *in, float *out)
+{
+	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
+	memcpy(e->hio->map, in, bytes);
+	e->timed = false;
+	int rc = submit(e, cb);
+	if (!rc && e->vk->timestamps)
+		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
+	if (!rc)
+		memcpy(out, e->hio->map, bytes);
+	return rc;
+}
+
 /* Record: hidden rows hio -> h, the stages of layers [layer, layer+n_layers), h -> hio. */
 static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uint32_t layer, uint32_t n_layers,
 			enum engine_stage stage, uint32_t n)
@@ -1444,8 +1459,6 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	int rc = step_write(e, NULL, n, pos0, 0);
 	if (rc)
 		return rc;
-	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
-	memcpy(e->hio->map, in, bytes);
 	VkCommandBuffer cb = e->once;
 	if (n == 1 && n_layers == 1) { /* decode: replay the recorded buffer of this layer and stage */
 		VkCommandBuffer *slot = &e->stage_cbs[layer * 3 + (uint32_t)stage];
@@ -1466,13 +1479,7 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 		if (rc)
 			return rc;
 	}
-	e->timed = false;
-	rc = submit(e, cb);
-	if (!rc && e->vk->timestamps)
-		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
-	if (!rc)
-		memcpy(out, e->hio->map, bytes);
-	return rc;
+	return hio_run(e, cb, n, in, out);
 }
 
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
@@ -1507,15 +1514,7 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 			return rc;
 		}
 	}
-	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
-	memcpy(e->hio->map, in, bytes);
-	e->timed = false;
-	rc = submit(e, *slot);
-	if (!rc && e->vk->timestamps)
-		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
-	if (!rc)
-		memcpy(out, e->hio->map, bytes);
-	return rc;
+	return hio_run(e, *slot, n, in, out);
 }
 
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine_batch_mode mode, uint32_t k,

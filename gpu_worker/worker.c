@@ -436,6 +436,22 @@ static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, ui
 
 /* Continuous batching: one token of each entry's sequence in one engine
  * submission; each entry's head result goes to its own slot's head area. */
+/* One batch row's head result into its slot's head area: k ids, and for a
+ * top-k head their logits and the row's log-sum-exp (an argmax head gives
+ * only the id, as HEAD and RUN do). */
+static void head_store(uint32_t *ids, float *vals, float *lse, const uint32_t *row_ids, const float *row_vals,
+		       float row_lse, uint32_t k, bool topk)
+{
+	memcpy(ids, row_ids, k * sizeof *row_ids);
+	if (topk) {
+		memcpy(vals, row_vals, k * sizeof *row_vals);
+		*lse = row_lse;
+	} else {
+		vals[0] = NAN;
+		*lse = NAN;
+	}
+}
+
 static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_t *token, uint32_t *k_out)
 {
 	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e))
@@ -476,14 +492,8 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < m->n; i++) {
-		memcpy(ids[i], out_ids + (size_t)i * k, k * sizeof *out_ids);
-		if (m->mode == MSG_HEAD_TOPK) {
-			memcpy(vals[i], out_vals + (size_t)i * k, k * sizeof *out_vals);
-			*lse[i] = out_lse[i];
-		} else {
-			vals[i][0] = NAN; /* as RUN: the argmax head returns only the id */
-			*lse[i] = NAN;
-		}
+		head_store(ids[i], vals[i], lse[i], out_ids + (size_t)i * k, out_vals + (size_t)i * k, out_lse[i], k,
+			   m->mode == MSG_HEAD_TOPK);
 		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos, 1);
 	}
 	*token = ids[0][0];
@@ -554,14 +564,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 			if ((rc = attach_head(w->att, m->e[i].slot, &ids, &vals)) ||
 			    (rc = attach_head_lse(w->att, m->e[i].slot, &lse)))
 				break;
-			memcpy(ids, out_ids + (size_t)i * k, k * sizeof *out_ids);
-			if (tk) {
-				memcpy(vals, out_vals + (size_t)i * k, k * sizeof *out_vals);
-				*lse = out_lse[i];
-			} else {
-				vals[0] = NAN; /* as HEAD argmax: only the id */
-				*lse = NAN;
-			}
+			head_store(ids, vals, lse, out_ids + (size_t)i * k, out_vals + (size_t)i * k, out_lse[i], k, tk);
 		}
 		if (!rc) {
 			*token = out_ids[0];

@@ -162,6 +162,12 @@ Test(ring, sleeper_wakes_on_a_ring_from_another_process)
 	cr_assert_eq(ring_bell_wait(&s->bell_a, ring_bell_seq(&s->bell_a), 20, 0), ERR_TIMEOUT);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 /* Benchmark (prints, asserts only correctness): ping-pong of 64-byte entries
  * between two processes, each sleeping on its bell between messages. */
 Test(ring, round_trip_between_two_processes, .timeout = 60)
@@ -213,16 +219,9 @@ Test(ring, round_trip_between_two_processes, .timeout = 60)
 	int st;
 	waitpid(pid, &st, 0);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	int cmp(const void *a, const void *b);
-	qsort(rt, N, sizeof rt[0], cmp);
+	qsort(rt, N, sizeof rt[0], cmp_double);
 	fprintf(stderr, "ring: shared-memory round trip (2 processes, futex doorbells, %d x 64 B): "
 		"p50 %.1f us, p99 %.1f us\n", N, rt[N / 2], rt[N * 99 / 100]);
-}
-
-int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* The data plane file: made by one side, opened by the other; a message
