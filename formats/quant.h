@@ -13,22 +13,50 @@ enum tensor_type {
 	TENSOR_F32 = 0,
 	TENSOR_F16 = 1,
 	TENSOR_Q4_0 = 2,
+	TENSOR_Q4_1 = 3,
+	TENSOR_Q5_0 = 6,
+	TENSOR_Q5_1 = 7,
 	TENSOR_Q8_0 = 8,
+	TENSOR_Q2_K = 10,
+	TENSOR_Q3_K = 11,
 	TENSOR_Q4_K = 12,
+	TENSOR_Q5_K = 13,
 	TENSOR_Q6_K = 14,
+	TENSOR_IQ4_NL = 20,
+	TENSOR_IQ4_XS = 23,
 	TENSOR_BF16 = 30,
 };
 
 #define QK8_0 32
 #define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK4_NL 32
 #define QK_K 256
 
 struct block_q8_0 { uint16_t d; int8_t qs[QK8_0]; };
 struct block_q4_0 { uint16_t d; uint8_t qs[QK4_0 / 2]; };
+struct block_q4_1 { uint16_t d, m; uint8_t qs[QK4_1 / 2]; };
+struct block_q5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+struct block_q5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
+struct block_iq4_nl { uint16_t d; uint8_t qs[QK4_NL / 2]; };
+struct block_q2_k { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d, dmin; };
+struct block_q3_k { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; };
+struct block_q5_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
+struct block_iq4_xs { uint16_t d, scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
 struct block_q4_k { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[QK_K / 2]; };
 struct block_q6_k { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
 _Static_assert(sizeof(struct block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(struct block_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(struct block_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(struct block_iq4_nl) == 18, "iq4_nl block");
+_Static_assert(sizeof(struct block_q2_k) == 84, "q2_K block");
+_Static_assert(sizeof(struct block_q3_k) == 110, "q3_K block");
+_Static_assert(sizeof(struct block_q5_k) == 176, "q5_K block");
+_Static_assert(sizeof(struct block_iq4_xs) == 136, "iq4_xs block");
 _Static_assert(sizeof(struct block_q4_k) == 144, "q4_K block");
 _Static_assert(sizeof(struct block_q6_k) == 210, "q6_K block");
 
