@@ -10,6 +10,7 @@
 
 #include "ipc/bus.h"
 #include "common/err.h"
+#include "common/le.h"
 #include "ipc/rundir.h"
 
 int64_t intake_now_ns(void)
@@ -486,8 +487,13 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 	res->text = calloc(1, 1);
 	if (!res->text)
 		return err_set(ERR_NOMEM, "out of memory");
-	if (len < 1 || len > MSG_MAX_PROMPT || memchr(prompt, 0, len))
+	if (o->prompt_ids) {
+		if (o->n_prompt_ids < 1 || o->n_prompt_ids > MSG_MAX_PROMPT / 4)
+			return err_set(ERR_INVAL, "prompt: %u tokens (1..%d)", o->n_prompt_ids,
+				       MSG_MAX_PROMPT / 4);
+	} else if (len < 1 || len > MSG_MAX_PROMPT || memchr(prompt, 0, len)) {
 		return err_set(ERR_INVAL, "prompt: %zu bytes (1..%d, no NUL)", len, MSG_MAX_PROMPT);
+	}
 	char url[BUS_URL_MAX];
 	int rc = rundir_url(rundir, RUNDIR_COORDINATOR, url, sizeof url);
 	if (rc)
@@ -543,9 +549,16 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */
 				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
-			g->n_prompt = (uint32_t)len;
-			memcpy(g->prompt, prompt, len);
-			g->prompt[len] = 0;
+			if (o->prompt_ids) {
+				g->flags = (g->flags & ~MSG_GEN_CHAT) | MSG_GEN_TOKENS;
+				g->n_prompt = 4 * o->n_prompt_ids;
+				for (uint32_t i = 0; i < o->n_prompt_ids; i++)
+					le_put((uint8_t *)g->prompt + 4 * i, o->prompt_ids[i], 4);
+			} else {
+				g->n_prompt = (uint32_t)len;
+				memcpy(g->prompt, prompt, len);
+			}
+			g->prompt[g->n_prompt] = 0;
 			rc = bus_call(b, m, 3000, a);
 			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 				usleep(200000);

@@ -113,6 +113,10 @@ struct intake_gen_opts {
 	 * or a stop string matched. A poll waits at most INTAKE_CLIENT_POLL_MS. */
 	bool (*stop)(void *arg);
 	void *arg;
+	/* A prompt of token ids (the template applied) instead of text: sent as
+	 * MSG_GEN_TOKENS, prompt/len are then ignored. 1..MSG_MAX_PROMPT/4 ids. */
+	const uint32_t *prompt_ids;
+	uint32_t n_prompt_ids;
 };
 
 struct intake_gen_result {

@@ -34,6 +34,7 @@
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
 #include "common/err.h"
+#include "common/le.h"
 #include "ipc/rundir.h"
 
 #include <jansson.h>
@@ -428,6 +429,27 @@ static int64_t deadline_of(const struct coord *c, int64_t t_start, int64_t want_
 	return t ? t_start + t : 0;
 }
 
+/* A MSG_GEN_TOKENS prompt: n_prompt / 4 little-endian ids, each checked
+ * against the vocabulary. */
+static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_ids *ids)
+{
+	size_t n = g->n_prompt / 4;
+	ids->ids = malloc(n * sizeof *ids->ids);
+	if (!ids->ids)
+		return err_set(ERR_NOMEM, "out of memory");
+	ids->n = ids->cap = n;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
+		if (id >= tok_n_vocab(c->tok)) {
+			tok_ids_free(ids);
+			return err_set(ERR_INVAL, "prompt[%zu]: token %u out of the vocabulary (%u)", i, id,
+				       tok_n_vocab(c->tok));
+		}
+		ids->ids[i] = (int32_t)id;
+	}
+	return 0;
+}
+
 static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 {
 	struct coord *c = arg;
@@ -437,7 +459,9 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	if (rc)
 		return rc;
 	struct tok_ids ids = { 0 };
-	if (g->flags & MSG_GEN_CHAT) {
+	if (g->flags & MSG_GEN_TOKENS)
+		rc = prompt_ids(c, g, &ids);
+	else if (g->flags & MSG_GEN_CHAT) {
 		struct chat_msg cm = { "user", g->prompt };
 		rc = chat_encode(c->tok, &cm, 1, true, &ids);
 	} else {

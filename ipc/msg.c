@@ -468,7 +468,10 @@ int msg_validate(const struct msg *m)
 				   g->max_tokens);
 		if (g->n_prompt < 1 || g->n_prompt > MSG_MAX_PROMPT)
 			return BAD("GEN_REQ: n_prompt %u outside [1, %d]", g->n_prompt, MSG_MAX_PROMPT);
-		if (memchr(g->prompt, 0, g->n_prompt))
+		if ((g->flags & MSG_GEN_TOKENS) && ((g->n_prompt % 4) || (g->flags & MSG_GEN_CHAT)))
+			return BAD("GEN_REQ: a token prompt of %u bytes (whole u32 ids, no MSG_GEN_CHAT)",
+				   g->n_prompt);
+		if (!(g->flags & MSG_GEN_TOKENS) && memchr(g->prompt, 0, g->n_prompt))
 			return BAD("GEN_REQ: prompt contains a NUL byte");
 		return 0;
 	}

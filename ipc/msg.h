@@ -33,12 +33,13 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 5  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
-                        * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs */
+#define MSG_VERSION 6  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+                        * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
+                        * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
-#define MSG_MAX_PAYLOAD 65536     /* largest payload (GEN_REQ with a full prompt) */
+#define MSG_MAX_PAYLOAD 163840    /* largest payload (GEN_REQ with a full prompt) */
 #define MSG_MAX_TOKENS 256        /* tokens per EMBED/RUN (one prefill chunk) */
 #define MSG_MAX_SLOTS 64          /* activation-region micro-batch slots */
 #define MSG_MAX_LAYERS 256        /* = MODEL_MAX_LAYERS */
@@ -47,7 +48,7 @@
 #define MSG_MAX_TEXT 256          /* ERROR text field (NUL-terminated within it) */
 #define MSG_MAX_BACKEND 32        /* STATUS backend field */
 #define MSG_MAX_DEVICE 128        /* STATUS device field */
-#define MSG_MAX_PROMPT 32768      /* GEN_REQ prompt bytes */
+#define MSG_MAX_PROMPT 131072     /* GEN_REQ prompt bytes (MSG_GEN_TOKENS: 32768 ids) */
 #define MSG_MAX_GEN 4096          /* GEN_REQ max_tokens and resumed tokens */
 #define MSG_MAX_PIECE 256         /* GEN_TOKEN piece bytes */
 #define MSG_MAX_WAIT_MS 10000     /* GEN_POLL long-poll wait */
@@ -109,7 +110,11 @@ enum msg_end_reason {
 
 #define MSG_GEN_CHAT 0x1u       /* GEN_REQ flags: wrap the prompt in the chat template */
 #define MSG_GEN_LOGPROBS 0x2u   /* GEN_REQ flags: every GEN_TOKEN carries its logprobs */
-#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS)
+/* GEN_REQ flags: the prompt is n_prompt / 4 token ids (u32 little-endian, the
+ * template already applied), not text; the API process tokenizes itself so
+ * it knows the prompt's length (usage) and renders multi-message chats */
+#define MSG_GEN_TOKENS 0x4u
+#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS | MSG_GEN_TOKENS)
 #define MSG_TOK_LOGPROB 0x1u    /* GEN_TOKEN flags: logprob and top[] are set */
 #define MSG_TOK_FLAGS_ALL MSG_TOK_LOGPROB
 #define MSG_RESET_ALL 0x1u      /* RESET_SEQ flags: drop every sequence (seq_id ignored) */
@@ -284,7 +289,7 @@ struct msg_gen_req {
 	uint32_t top_logprobs;          /* v5: alternatives per token, 0..MSG_MAX_TOP_LP; 0 without
 	                                 * MSG_GEN_LOGPROBS */
 	uint32_t resume[MSG_MAX_GEN];
-	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside; decoder adds one */
+	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside (text); decoder adds one */
 };
 
 /* GEN_POLL: 16 bytes. "Give me token #from of request_id, waiting up to

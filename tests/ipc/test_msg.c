@@ -497,3 +497,27 @@ Test(msg, stage_batch_rules)
 	a.u.stage_batch.k = 64;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k on an attention op");
 }
+
+/* MSG_GEN_TOKENS: the prompt is whole u32 ids (NUL bytes are fine there),
+ * never combined with MSG_GEN_CHAT (the sender applied the template). */
+Test(msg, gen_req_token_prompt)
+{
+	fill(&a, MSG_GEN_REQ);
+	struct msg_gen_req *g = &a.u.gen_req;
+	g->flags = MSG_GEN_TOKENS;
+	g->top_logprobs = 0;
+	const uint8_t ids[8] = { 2, 0, 0, 0, 0x10, 0x27, 0, 0 }; /* 2, 10000 */
+	memcpy(g->prompt, ids, sizeof ids);
+	g->n_prompt = sizeof ids;
+	size_t len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_req.n_prompt, 8);
+	cr_assert_eq(memcmp(b.u.gen_req.prompt, ids, 8), 0);
+	g->n_prompt = 7;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "7 bytes are not whole ids");
+	g->n_prompt = 8;
+	g->flags = MSG_GEN_TOKENS | MSG_GEN_CHAT;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "ids with the chat flag");
+	g->flags = 0;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "text with a NUL byte");
+}
