@@ -431,7 +431,7 @@ int mkmodel_run(const struct mkmodel_opts *o)
 	if (!o->out)
 		return err_set(ERR_INVAL, "no output path (-o)");
 	if (!quant_type_info(o->type))
-		return err_set(ERR_UNSUP, "type %u: not supported", o->type);
+		return err_set(ERR_UNSUP, "type %s: not supported", quant_preset_name(o->type, o->preset));
 	enum mkmodel_format fmt = o->format ? o->format : MKMODEL_GGUF;
 	if (fmt == MKMODEL_HF && (o->preset != QUANT_PRESET_NONE || !safetensors_dtype_name(o->type)))
 		return err_set(ERR_UNSUP, "type %s: only f32, f16 and bf16 can be written as a Hugging Face checkpoint; use --format gguf",

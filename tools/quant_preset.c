@@ -51,7 +51,8 @@ const char *quant_preset_name(uint32_t type, enum quant_preset preset)
 		if (presets[i].preset == preset)
 			return presets[i].name;
 	const struct quant_type_info *ti = quant_type_info(type);
-	return ti ? ti->name : "?";
+	const char *ggml = quant_ggml_type_name(type);
+	return ti ? ti->name : ggml ? ggml : "?";
 }
 
 uint32_t quant_preset_file_type(uint32_t type, enum quant_preset preset)

@@ -33,7 +33,8 @@ enum quant_preset {
  * anything else. */
 int quant_preset_parse(const char *s, uint32_t *type, enum quant_preset *preset);
 
-/* "q4_K_M" for a preset, else the type's own name ("q8_0"); "?" if unknown. */
+/* "q4_K_M" for a preset, else the type's own name ("q8_0"; ggml's "Q5_K" for
+ * a type this build cannot write); "?" for an id ggml never had. */
 const char *quant_preset_name(uint32_t type, enum quant_preset preset);
 
 /* The values --type accepts, for help text and errors. */

@@ -127,7 +127,7 @@ int quantize_run(const struct quantize_opts *o)
 	if (!o->in || !o->out)
 		return err_set(ERR_INVAL, "quantize: input and output paths are required");
 	if (!quant_type_info(o->type))
-		return err_set(ERR_UNSUP, "quantize: type %u not supported", o->type);
+		return err_set(ERR_UNSUP, "quantize: type %s not supported", quant_preset_name(o->type, o->preset));
 	struct model *m;
 	int rc = model_open(o->in, &m);
 	if (rc)
@@ -174,7 +174,7 @@ int quantize_run(const struct quantize_opts *o)
 		const struct quant_type_info *ti = quant_type_info(types[i]);
 		if (!ti) {
 			rc = err_set(ERR_UNSUP, "%s: tensor %s: type %s (for --type %s) is not supported", o->in,
-				     t.name, quant_ggml_type_name(types[i]) ? quant_ggml_type_name(types[i]) : "?",
+				     t.name, quant_preset_name(types[i], QUANT_PRESET_NONE),
 				     quant_preset_name(o->type, o->preset));
 			goto out;
 		}

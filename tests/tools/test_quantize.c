@@ -181,19 +181,80 @@ Test(quantize, q8_0_meets_golden, .init = q_init, .fini = q_fini, .timeout = 120
 	golden_free(&gd);
 }
 
+/* A 256-wide type on tiny's 128-wide rows takes llama.cpp's fall-back
+ * (Q6_K -> Q8_0) for every matrix and the embedding; the file type still
+ * names the requested type. */
+Test(quantize, k_type_falls_back, .init = q_init, .fini = q_fini)
+{
+	quantize(golden("gemma3-tiny-f32.gguf"), qpath("k.gguf"), TENSOR_Q6_K);
+	struct model *q;
+	cr_assert_eq(model_open(qpath("k.gguf"), &q), 0, "model_open: %s", err_msg());
+	for (size_t i = 0; i < q->n_tensors; i++) {
+		const struct model_tensor *t = &q->tensors[i];
+		uint32_t want = t->n_dims < 2 ? TENSOR_F32 : TENSOR_Q8_0;
+		cr_expect_eq(t->type, want, "%s: %s", t->name, quant_ggml_type_name(t->type));
+	}
+	model_close(q);
+	struct gguf *g;
+	uint64_t ft;
+	cr_assert_eq(gguf_open(qpath("k.gguf"), &g), 0);
+	cr_assert_eq(gguf_get_u64(g, "general.file_type", &ft), 0);
+	cr_expect_eq(ft, 18, "MOSTLY_Q6_K");
+	gguf_close(g);
+}
+
+/* q4_k_m on a tiny256 model: the preset's mix, tensor by tensor, and
+ * general.file_type 15. */
+Test(quantize, preset_q4_k_m, .init = q_init, .fini = q_fini)
+{
+	struct mkmodel_opts mo = { .shape = "tiny256", .type = TENSOR_F32, .seed = 5, .format = MKMODEL_GGUF,
+				   .out = qpath("f32.gguf"), .synthetic_vocab = true, .threads = 2, .quiet = true };
+	cr_assert_eq(mkmodel_run(&mo), 0, "%s", err_msg());
+	struct quantize_opts o = { .in = qpath("f32.gguf"), .out = qpath("m.gguf"), .quiet = true };
+	cr_assert_eq(quant_preset_parse("q4_k_m", &o.type, &o.preset), 0);
+	cr_assert_eq(quantize_run(&o), 0, "%s", err_msg());
+	struct model *q;
+	cr_assert_eq(model_open(qpath("m.gguf"), &q), 0, "model_open: %s", err_msg());
+	cr_expect_eq(q->tok_embd->type, TENSOR_Q6_K, "the tied output");
+	for (uint32_t l = 0; l < q->cfg.n_layer; l++) {
+		bool more = l == 2 || l == 5; /* use_more_bits of 6 layers */
+		const struct model_layer *y = &q->layers[l];
+		cr_expect_eq(y->wq->type, TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->wk->type, TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->wv->type, more ? TENSOR_Q6_K : TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->wo->type, TENSOR_Q5_0, "layer %u: 128-wide rows fall back", l);
+		cr_expect_eq(y->ffn_gate->type, TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->ffn_up->type, TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->ffn_down->type, more ? TENSOR_Q6_K : TENSOR_Q4_K, "layer %u", l);
+		cr_expect_eq(y->attn_norm->type, TENSOR_F32, "layer %u", l);
+	}
+	model_close(q);
+	struct gguf *g;
+	uint64_t ft;
+	cr_assert_eq(gguf_open(qpath("m.gguf"), &g), 0);
+	cr_assert_eq(gguf_get_u64(g, "general.file_type", &ft), 0);
+	cr_expect_eq(ft, 15, "MOSTLY_Q4_K_M");
+	gguf_close(g);
+}
+
 Test(quantize, errors, .init = q_init, .fini = q_fini)
 {
-	/* q4_K blocks are 256 wide; tiny rows are 128: a clear error, no file */
-	struct quantize_opts o = { .in = golden("gemma3-tiny-f32.gguf"), .out = qpath("k.gguf"),
-				   .type = TENSOR_Q4_K, .quiet = true };
-	cr_assert_eq(quantize_run(&o), ERR_UNSUP);
-	cr_assert(strstr(err_msg(), "block size"), "%s", err_msg());
 	struct stat st;
-	cr_assert_neq(stat(qpath("k.gguf"), &st), 0);
-	o.in = qpath("missing.gguf");
-	o.type = TENSOR_Q8_0;
+	struct quantize_opts o = { .in = qpath("missing.gguf"), .out = qpath("k.gguf"), .type = TENSOR_Q8_0,
+				   .quiet = true };
 	cr_assert_neq(quantize_run(&o), 0);
 	cr_assert_neq(stat(qpath("k.gguf"), &st), 0);
+	/* a type id this build cannot write is named, and no file is left */
+	o.in = golden("gemma3-tiny-f32.gguf");
+	o.type = 16; /* IQ2_XXS */
+	cr_assert_eq(quantize_run(&o), ERR_UNSUP);
+	cr_assert(strstr(err_msg(), "IQ2_XXS"), "%s", err_msg());
+	cr_assert_neq(stat(qpath("k.gguf"), &st), 0);
+	/* presets are GGUF only */
+	struct mkmodel_opts mo = { .shape = "tiny", .type = TENSOR_Q4_K, .preset = QUANT_PRESET_Q4_K_M,
+				   .format = MKMODEL_HF, .out = qpath("hf"), .quiet = true };
+	cr_assert_eq(mkmodel_run(&mo), ERR_UNSUP);
+	cr_assert(strstr(err_msg(), "q4_K_M"), "%s", err_msg());
 }
 
 Test(quantize, cli, .init = q_init, .fini = q_fini)
@@ -211,4 +272,20 @@ Test(quantize, cli, .init = q_init, .fini = q_fini)
 	snprintf(cmd, sizeof cmd, "%s/unicorn quantize a b 2>/dev/null", bin);
 	int st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "missing --type: status %d", st);
+	/* an unknown type is a usage error naming what --type takes */
+	snprintf(cmd, sizeof cmd, "%s/unicorn quantize a b --type q4_k_s 2>&1", bin);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	char out[1024] = "";
+	out[fread(out, 1, sizeof out - 1, p)] = 0;
+	st = pclose(p);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "--type q4_k_s: status %d", st);
+	cr_expect(strstr(out, "q4_k_s") && strstr(out, "q4_k_m") && strstr(out, "iq4_xs"), "%s", out);
+	/* --help lists the presets */
+	snprintf(cmd, sizeof cmd, "%s/unicorn quantize --help", bin);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	out[fread(out, 1, sizeof out - 1, p)] = 0;
+	cr_assert_eq(pclose(p), 0);
+	cr_expect(strstr(out, "q4_k_m") && strstr(out, "q5_k_m") && strstr(out, "q3_k_m"), "%s", out);
 }
