@@ -34,6 +34,7 @@
 #include "ipc/dataplane.h"
 #include "common/err.h"
 #include "common/le.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 #include <jansson.h>
@@ -91,6 +92,11 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
+	 * bound: while ops come back faster than the bound, the coordinator looks
+	 * at its bell instead of sleeping (common/spin.h) */
+	int64_t op_ema_ns;
+	uint32_t spin_us;
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -1132,6 +1138,7 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 					return err_set(c->d.u.done.status, "%s worker: step failed (%s)",
 						       lk[j]->name, err_name(c->d.u.done.status));
 				int64_t t = intake_now_ns(), sent = f->sent[f->head];
+				c->op_ema_ns = c->op_ema_ns ? (7 * c->op_ema_ns + (t - sent)) / 8 : t - sent;
 				obs_step(c, lk[j], sent > f->last_done ? sent : f->last_done, c->d.u.done.gpu_ns,
 					 c->d.u.done.wall_us);
 				f->last_done = t;
@@ -1153,6 +1160,9 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 		}
 		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
 			return err_set(ERR_TIMEOUT, "split: no DONE within %d ms", c->step_timeout_ms);
+		if (c->spin_us && c->op_ema_ns < (int64_t)c->spin_us * 1000 &&
+		    ring_bell_spin(c->dp.coord_bell, seen, c->spin_us))
+			continue;
 		rc = ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
 		for (int j = 0; j < 2; j++)
 			if (fl[j].len && kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
@@ -1541,6 +1551,7 @@ int main(int argc, char **argv)
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
 	}
 	c.intake_fd = -1;
+	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;
