@@ -348,3 +348,27 @@ Test(hotpath, api_killed_under_http_streams, .timeout = 180)
 	cr_assert_lt(back, 2.0, "HTTP back after %.2f s", back);
 	proc_cluster_stop(&c);
 }
+
+/* Split placement's dataflow of several micro-batches (4 streams: up to 4
+ * micro-batches in flight) gives the greedy text of fused placement. */
+Test(hotpath, split_micro_batches_equal_fused, .timeout = 240)
+{
+	struct stream s[2][N_STREAMS];
+	const char *placement[2] = { "fused", "split" };
+	for (int k = 0; k < 2; k++) {
+		struct proc_cluster c;
+		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
+		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
+		proc_cluster_stop(&c);
+	}
+	for (int i = 0; i < N_STREAMS; i++) {
+		cr_assert(answer_complete(&s[1][i], true), "split stream %d incomplete", i);
+		char *a = stream_text(&s[0][i]), *b = stream_text(&s[1][i]);
+		cr_assert_gt(strlen(a), 0);
+		cr_assert_str_eq(b, a, "stream %d: split and fused differ", i);
+		free(a);
+		free(b);
+		free(s[0][i].body);
+		free(s[1][i].body);
+	}
+}
