@@ -3,6 +3,8 @@
 #include "api/dashboard.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,22 +20,37 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "coordinator/metrics.h"
-#include "coordinator/trace.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
 #define SSE_INTERVAL_MS 1000
 
-static struct metrics *_Atomic g_metrics;
-static struct trace *_Atomic g_trace;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static dashboard_source_fn g_source;
+static void *g_source_arg;
 static atomic_bool g_stopping;
 
-void dashboard_register(struct metrics *m, struct trace *t)
+void dashboard_register(dashboard_source_fn fn, void *arg)
 {
-	atomic_store(&g_metrics, m);
-	atomic_store(&g_trace, t);
+	pthread_mutex_lock(&g_mu);
+	g_source = fn;
+	g_source_arg = arg;
+	pthread_mutex_unlock(&g_mu);
 	atomic_store(&g_stopping, false);
+}
+
+/* what from the registered source: 0 and a malloc'ed body, else ERR_*. */
+static int fetch(const char *what, char **body, size_t *n)
+{
+	pthread_mutex_lock(&g_mu);
+	dashboard_source_fn fn = g_source;
+	void *arg = g_source_arg;
+	pthread_mutex_unlock(&g_mu);
+	*body = NULL;
+	*n = 0;
+	if (!fn)
+		return err_set(ERR_NOTFOUND, "metrics are not available yet");
+	return fn(arg, what, body, n);
 }
 
 void dashboard_shutdown(void)
@@ -111,13 +128,9 @@ static struct MHD_Response *text(const char *body, const char *type, unsigned st
 
 static char *snapshot_json(void)
 {
-	struct metrics *m = atomic_load(&g_metrics);
-	if (!m)
-		return NULL;
-	json_t *o = metrics_snapshot(m);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	return s;
+	char *s;
+	size_t n;
+	return fetch("metrics.json", &s, &n) ? NULL : s;
 }
 
 /* --- SSE --------------------------------------------------------------------- */
@@ -185,10 +198,6 @@ static int64_t mono_ns(void)
 
 static struct MHD_Response *trace_answer(struct MHD_Connection *c, unsigned *status)
 {
-	struct trace *t = atomic_load(&g_trace);
-	if (!t)
-		return text("{\"error\":{\"message\":\"tracing is not available\"}}\n",
-			    "application/json", 503, status);
 	const char *arg = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
 	double secs = 2;
 	if (arg) {
@@ -207,10 +216,12 @@ static struct MHD_Response *trace_answer(struct MHD_Connection *c, unsigned *sta
 			break;
 		sleep_ms(50);
 	}
-	char *s = NULL;
+	char *s = NULL, what[48];
 	size_t n = 0;
-	if (trace_export_json(t, since, &s, &n, NULL))
-		return NULL;
+	snprintf(what, sizeof what, "trace %" PRId64, since);
+	if (fetch(what, &s, &n))
+		return text("{\"error\":{\"message\":\"tracing is not available\"}}\n",
+			    "application/json", 503, status);
 	struct MHD_Response *r = from_string(s, n);
 	if (r)
 		MHD_add_response_header(r, "Content-Type", "application/json");
@@ -221,16 +232,13 @@ static struct MHD_Response *trace_answer(struct MHD_Connection *c, unsigned *sta
 struct MHD_Response *dashboard_response(struct MHD_Connection *c, int route, unsigned *status)
 {
 	*status = 200;
-	struct metrics *m = atomic_load(&g_metrics);
-	if (!m && route != DASH_PAGE)
-		return text("metrics are not available yet\n", "text/plain; charset=utf-8", 503,
-			    status);
 	switch (route) {
 	case DASH_METRICS: {
 		char *s = NULL;
 		size_t n = 0;
-		if (metrics_render_prom(m, &s, &n))
-			return NULL;
+		if (fetch("metrics", &s, &n))
+			return text("metrics are not available now\n", "text/plain; charset=utf-8", 503,
+				    status);
 		struct MHD_Response *r = from_string(s, n);
 		if (r)
 			MHD_add_response_header(r, "Content-Type",
@@ -240,7 +248,8 @@ struct MHD_Response *dashboard_response(struct MHD_Connection *c, int route, uns
 	case DASH_METRICS_JSON: {
 		char *s = snapshot_json();
 		if (!s)
-			return NULL;
+			return text("metrics are not available now\n", "text/plain; charset=utf-8", 503,
+				    status);
 		struct MHD_Response *r = from_string(s, strlen(s));
 		if (r)
 			MHD_add_response_header(r, "Content-Type", "application/json");

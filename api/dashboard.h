@@ -9,9 +9,9 @@
  *   GET /trace?seconds=N   waits N s (1..60, default 2), then the spans of
  *                          those seconds as Chrome/Perfetto trace JSON
  *
- * The coordinator registers its registry and trace ring once at start-up
- * (dashboard_register); the HTTP threads only read them (both are
- * mutex-guarded). */
+ * The numbers live in the coordinator (coordinator/metrics.h, trace.h); the
+ * API process registers a source that asks it for them
+ * (coordinator/obs_server.h) once at start-up (dashboard_register). */
 #ifndef UNICORN_DASHBOARD_H
 #define UNICORN_DASHBOARD_H
 
@@ -19,8 +19,6 @@
 
 struct MHD_Connection;
 struct MHD_Response;
-struct metrics;
-struct trace;
 
 enum dashboard_route {
 	DASH_NONE = 0, DASH_METRICS, DASH_METRICS_JSON, DASH_PAGE, DASH_EVENTS, DASH_TRACE,
@@ -31,7 +29,12 @@ enum dashboard_route {
 /* The page (api/dashboard_page.c, the text of dashboard.html). */
 extern const char dashboard_page_html[];
 
-void dashboard_register(struct metrics *m, struct trace *t);
+/* Where the numbers come from: fn(arg, what, &body, &len) gives 0 and a
+ * malloc'ed body for what = "metrics" (Prometheus text), "metrics.json" or
+ * "trace SINCE_NS" (spans since that CLOCK_MONOTONIC time), else ERR_* (the
+ * endpoint answers 503). Called from connection threads. */
+typedef int (*dashboard_source_fn)(void *arg, const char *what, char **body, size_t *len);
+void dashboard_register(dashboard_source_fn fn, void *arg);
 /* Stop SSE streams and pending /trace waits (before the server stops). */
 void dashboard_shutdown(void);
 

@@ -31,6 +31,8 @@ struct http {
 	uint32_t n_ctx;
 	void (*o_on_job)(void *arg); /* http_opts.on_job */
 	void *o_on_job_arg;
+	int (*o_health)(void *arg);  /* http_opts.health */
+	void *o_health_arg;
 	char url[300];
 };
 
@@ -522,6 +524,8 @@ static enum MHD_Result answer_health(struct MHD_Connection *c, struct http *h)
 	pthread_mutex_lock(&h->mu);
 	int hs = h->health;
 	pthread_mutex_unlock(&h->mu);
+	if (h->o_health)
+		hs = h->o_health(h->o_health_arg);
 	const char *st = hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
 	json_t *o = json_pack("{s:s}", "status", st);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -776,6 +780,8 @@ int http_start(const struct http_opts *o, struct http **out)
 	h->n_ctx = o->n_ctx;
 	h->o_on_job = o->on_job;
 	h->o_on_job_arg = o->on_job_arg;
+	h->o_health = o->health;
+	h->o_health_arg = o->health_arg;
 	h->health = HTTP_LOADING;
 	bool v6 = ai->ai_family == AF_INET6;
 	snprintf(h->url, sizeof h->url, v6 ? "http://[%s]:%d" : "http://%s:%d", bind_host,

@@ -43,6 +43,10 @@ struct http_opts {
 	 * that sleeps while idle wakes up; NULL = none */
 	void (*on_job)(void *arg);
 	void *on_job_arg;
+	/* /health asks this (from a connection thread) for an enum http_health
+	 * instead of the value http_set_health stored; NULL = that value */
+	int (*health)(void *arg);
+	void *health_arg;
 };
 
 struct http_job {

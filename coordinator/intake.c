@@ -1,6 +1,7 @@
 /* intake: coordinator.ipc server (long-poll) and client. */
 #include "coordinator/intake.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,24 @@ struct intake {
 	struct pending pend[INTAKE_MAX_PENDING];
 	uint32_t n_pend;
 	struct msg in, out;  /* large: kept off the stack */
+	/* connections that closed (bus_on_peer_gone, from an nng thread): their
+	 * requests are cancelled by the next intake_serve */
+	pthread_mutex_t gone_mu;
+	uint32_t gone[INTAKE_MAX_PENDING];
+	uint32_t n_gone;
+	bool gone_overflow;
 };
+
+static void peer_gone(void *arg, uint32_t peer)
+{
+	struct intake *in = arg;
+	pthread_mutex_lock(&in->gone_mu);
+	if (in->n_gone < INTAKE_MAX_PENDING)
+		in->gone[in->n_gone++] = peer;
+	else
+		in->gone_overflow = true; /* the held polls' own timeouts still catch them */
+	pthread_mutex_unlock(&in->gone_mu);
+}
 
 int intake_open(const char *url, intake_submit_fn submit, void *arg, struct intake **out)
 {
@@ -49,6 +67,12 @@ int intake_open(const char *url, intake_submit_fn submit, void *arg, struct inta
 	}
 	in->submit = submit;
 	in->arg = arg;
+	pthread_mutex_init(&in->gone_mu, NULL);
+	if ((rc = bus_on_peer_gone(in->bus, peer_gone, in))) {
+		bus_close(in->bus);
+		free(in);
+		return rc;
+	}
 	*out = in;
 	return 0;
 }
@@ -259,6 +283,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		struct intake_req *r = find(in, g->request_id);
 		if (r) { /* resend: same answer */
 			r->t_last_poll = now;
+			r->peer = bus_pending_peer(p);
 			reply_ack(in, p, 0, r->id);
 			return;
 		}
@@ -282,6 +307,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		r->want_lp = g->flags & MSG_GEN_LOGPROBS;
 		r->lp_n = g->top_logprobs;
 		r->t_start = r->t_last_poll = now;
+		r->peer = bus_pending_peer(p);
 		err_clear();
 		int rc = in->submit(in->arg, g, r);
 		if (rc) {
@@ -296,8 +322,10 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	}
 	case MSG_GEN_POLL: {
 		struct intake_req *r = find(in, m->u.gen_poll.request_id);
-		if (r)
+		if (r) {
 			r->t_last_poll = now;
+			r->peer = bus_pending_peer(p);
+		}
 		if (in->n_pend >= INTAKE_MAX_PENDING) {
 			reply_error(in, p, ERR_RANGE, "coordinator busy: too many polls");
 			return;
@@ -326,6 +354,37 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	}
 }
 
+/* The requests (and held polls) of connections that closed: their client
+ * died or gave up, nobody will read the answer. */
+static void cancel_gone(struct intake *in)
+{
+	uint32_t gone[INTAKE_MAX_PENDING], n;
+	pthread_mutex_lock(&in->gone_mu);
+	n = in->n_gone;
+	memcpy(gone, in->gone, n * sizeof *gone);
+	in->n_gone = 0;
+	in->gone_overflow = false;
+	pthread_mutex_unlock(&in->gone_mu);
+	for (uint32_t k = 0; k < n; k++) {
+		for (uint32_t i = 0; i < in->n_pend;) {
+			if (bus_pending_peer(in->pend[i].p) == gone[k]) {
+				bus_pending_drop(in->pend[i].p);
+				in->pend[i] = in->pend[--in->n_pend];
+				continue;
+			}
+			i++;
+		}
+		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+			struct intake_req *r = &in->reqs[i];
+			if (r->peer == gone[k] && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE)) {
+				fprintf(stderr, "coordinator: request %016llx: its client went away, "
+					"cancelled\n", (unsigned long long)r->id);
+				intake_finish(r, MSG_END_CANCELLED);
+			}
+		}
+	}
+}
+
 int intake_serve(struct intake *in, int timeout_ms)
 {
 	int wait = timeout_ms > 0 ? timeout_ms : 0; /* 0: take what has arrived, never sleep */
@@ -344,6 +403,7 @@ int intake_serve(struct intake *in, int timeout_ms)
 		handle(in, p, intake_now_ns());
 	}
 	int64_t now = intake_now_ns();
+	cancel_gone(in);
 	for (uint32_t i = 0; i < in->n_pend;) {
 		if (try_answer(in, &in->pend[i], now)) {
 			in->pend[i] = in->pend[--in->n_pend];
@@ -575,6 +635,8 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 					     msg_type_name(a->type));
 				goto out;
 			}
+			if (!submitted && !res->resubmits && o->on_accept)
+				o->on_accept(o->arg);
 			submitted = true;
 			give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
 		}

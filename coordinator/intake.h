@@ -30,6 +30,7 @@ enum intake_state { INTAKE_FREE = 0, INTAKE_QUEUED, INTAKE_LIVE, INTAKE_DONE };
 struct intake_req {
 	int state;                   /* enum intake_state */
 	uint64_t id;
+	uint32_t peer;               /* the client's connection (bus_pending_peer) */
 	struct sampler_params sp;
 	uint32_t max_tokens, flags;
 	uint32_t *prompt;            /* prompt token ids (template applied) */
@@ -112,6 +113,10 @@ struct intake_gen_opts {
 	 * sent, best effort; reason MSG_END_CANCELLED), e.g. its HTTP client left
 	 * or a stop string matched. A poll waits at most INTAKE_CLIENT_POLL_MS. */
 	bool (*stop)(void *arg);
+	/* Called once when the coordinator accepted the request (its first ACK;
+	 * may be NULL): until then a failure is a refusal (queue full, bad
+	 * prompt), after it the request ran. */
+	void (*on_accept)(void *arg);
 	void *arg;
 	/* A prompt of token ids (the template applied) instead of text: sent as
 	 * MSG_GEN_TOKENS, prompt/len are then ignored. 1..MSG_MAX_PROMPT/4 ids. */

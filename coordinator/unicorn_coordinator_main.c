@@ -15,15 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <time.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "coordinator/chat.h"
-#include "api/dashboard.h"
-#include "api/http.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
+#include "coordinator/obs_server.h"
 #include "coordinator/sampler.h"
 #include "coordinator/kvcache.h"
 #include "coordinator/sched.h"
@@ -35,6 +34,7 @@
 #include "ipc/dataplane.h"
 #include "common/err.h"
 #include "common/le.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 #include <jansson.h>
@@ -45,24 +45,6 @@
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
-#define N_REQS (INTAKE_MAX_REQS + HTTP_MAX_JOBS) /* CLI requests, then HTTP ones */
-
-/* An HTTP request: the same request object the CLI path uses (scheduled,
- * sampled and detokenized by the same code), plus its HTTP job and the
- * stop-string cutter. */
-struct hreq {
-	struct intake_req r;
-	struct http_job *job;
-	struct oai_stop stop;
-	uint32_t seen;        /* pieces of r fed to the cutter */
-	uint32_t n_done;      /* completion tokens when a stop string ended it */
-	/* logprobs: bytes fed to the cutter and emitted so far, tokens whose
-	 * logprobs went out (a token's go out with the first of its bytes) */
-	size_t fed, emitted;
-	uint32_t lp_out;
-	uint32_t *lp_off;     /* [n_gen]: offset of each token's piece in the fed text */
-	bool used, ended;
-};
 
 struct wlink {
 	const char *name;
@@ -104,14 +86,18 @@ struct coord {
 	bool dp_on;
 	uint32_t dp_seq;
 	struct ctl *ctl;
-	struct http *http;     /* NULL when HTTP is off */
-	struct hreq hreqs[HTTP_MAX_JOBS];
 	struct msg m, d;       /* scratch messages (large) */
 	/* stats for busy ratios: wall time spent in steps, per placement */
 	int64_t step_wall_ns;
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
+	 * bound: while ops come back faster than the bound, the coordinator looks
+	 * at its bell instead of sleeping (common/spin.h) */
+	int64_t op_ema_ns;
+	uint32_t spin_us;
+	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -119,9 +105,9 @@ struct coord {
 	int64_t t_tok[MSG_MAX_SLOTS]; /* time of each slot's last generated token */
 	int64_t t_boot;
 	char status_json[RUNDIR_PATH_MAX];
-	/* idle sleep: the intake socket's descriptor and an eventfd the HTTP
-	 * threads write when they queue a job (-1: none) */
-	int intake_fd, wake_fd;
+	struct obs_server *obs; /* metrics and traces for the API process */
+	/* idle sleep: the intake socket's descriptor (-1: none) */
+	int intake_fd;
 };
 
 static volatile sig_atomic_t g_stop;
@@ -133,31 +119,17 @@ static void on_signal(int sig)
 
 #define IDLE_TICK_MS 250 /* an idle loop's longest sleep: held polls, timeouts, metrics */
 
-static void wake_loop(void *arg)
-{
-	struct coord *c = arg;
-	uint64_t one = 1;
-	ssize_t n = write(c->wake_fd, &one, sizeof one); /* a full counter is awake anyway */
-	(void)n;
-}
-
-/* Sleep until a CLI request or an HTTP job arrives, at most ms: an idle
+/* Sleep until a request (CLI or API process) arrives, at most ms: an idle
  * coordinator makes no other wakeups. */
 static void idle_wait(struct coord *c, int ms)
 {
-	struct pollfd p[2];
-	nfds_t n = 0;
-	if (c->intake_fd >= 0)
-		p[n++] = (struct pollfd){ .fd = c->intake_fd, .events = POLLIN };
-	if (c->wake_fd >= 0)
-		p[n++] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
-	if (c->intake_fd < 0)
-		ms = ms < 20 ? ms : 20; /* no descriptor for the CLI: look every 20 ms */
-	if (poll(p, n, ms) > 0 && c->wake_fd >= 0) {
-		uint64_t v;
-		ssize_t r = read(c->wake_fd, &v, sizeof v);
-		(void)r;
+	struct pollfd p = { .fd = c->intake_fd, .events = POLLIN };
+	if (c->intake_fd < 0) {
+		struct timespec ts = { 0, 20000000 }; /* no descriptor: look every 20 ms */
+		nanosleep(&ts, NULL);
+		return;
 	}
+	poll(&p, 1, ms);
 }
 
 static void heartbeat(struct coord *c)
@@ -175,7 +147,9 @@ static void fill_status(void *arg, struct msg_status *st)
 {
 	struct coord *c = arg;
 	msg_set_str(st->backend, sizeof st->backend, c->split ? "split" : "fused");
-	msg_set_str(st->device, sizeof st->device, "coordinator");
+	bool up = __atomic_load_n(&c->gpu.up, __ATOMIC_RELAXED) &&
+		  (!c->split || __atomic_load_n(&c->npu.up, __ATOMIC_RELAXED));
+	msg_set_str(st->device, sizeof st->device, up ? "coordinator" : COORD_DEGRADED);
 	st->busy_ns = (uint64_t)c->step_wall_ns;
 	st->steps = c->n_steps;
 }
@@ -394,30 +368,6 @@ static struct wlink *links(struct coord *c, int i)
 	return c->split && i == 1 ? &c->npu : NULL;
 }
 
-/* Text of token after prev: decode(prev, token) minus decode(prev), so the
- * tokenizer's leading-space strip (it applies only to the first token of a
- * decode) never eats the space of a generated token. */
-static int detok(struct coord *c, int32_t prev, int32_t token, char **text, size_t *len)
-{
-	*text = NULL;
-	*len = 0;
-	char *a = NULL, *b = NULL;
-	size_t la = 0, lb = 0;
-	int32_t two[2] = { prev, token };
-	if (prev >= 0 && !tok_decode(c->tok, two, 1, TOK_DECODE_SKIP_SPECIAL, &a, &la) && la &&
-	    !tok_decode(c->tok, two, 2, TOK_DECODE_SKIP_SPECIAL, &b, &lb) && lb >= la &&
-	    !memcmp(a, b, la)) {
-		memmove(b, b + la, lb - la + 1);
-		free(a);
-		*text = b;
-		*len = lb - la;
-		return 0;
-	}
-	free(a);
-	free(b);
-	return tok_decode(c->tok, &token, 1, TOK_DECODE_SKIP_SPECIAL, text, len);
-}
-
 /* --- requests ---------------------------------------------------------- */
 
 /* When a request started at t_start with its own limit want_ns (0 = none)
@@ -502,7 +452,7 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 		int32_t prev = (int32_t)(i ? r->resume[i - 1] : r->prompt[r->n_prompt - 1]);
 		char *text = NULL;
 		size_t len = 0;
-		if (detok(c, prev, (int32_t)r->resume[i], &text, &len))
+		if (tok_decode_next(c->tok, prev, (int32_t)r->resume[i], &text, &len))
 			len = 0;
 		rc = intake_add_token(r, r->resume[i], text ? text : "", len);
 		free(text);
@@ -524,20 +474,15 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	return 0;
 }
 
-/* Request i of every request table (CLI first, then HTTP); NULL if free. */
+/* Request i of the request table; NULL if free. */
 static struct intake_req *req_at(struct coord *c, uint32_t i)
 {
-	if (i < INTAKE_MAX_REQS)
-		return intake_at(c->in, i);
-	i -= INTAKE_MAX_REQS;
-	if (i >= HTTP_MAX_JOBS || !c->hreqs[i].used || c->hreqs[i].r.state == INTAKE_FREE)
-		return NULL;
-	return &c->hreqs[i].r;
+	return intake_at(c->in, i);
 }
 
 static struct intake_req *find_req(struct coord *c, uint64_t id)
 {
-	for (uint32_t i = 0; i < N_REQS; i++) {
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 		struct intake_req *r = req_at(c, i);
 		if (r && r->id == id)
 			return r;
@@ -593,7 +538,7 @@ static bool resume_paused(struct coord *c)
 {
 	for (;;) {
 		struct intake_req *best = NULL;
-		for (uint32_t i = 0; i < N_REQS; i++) {
+		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 			struct intake_req *r = req_at(c, i);
 			if (r && r->has_slot && r->state == INTAKE_LIVE && r->kv_paused &&
 			    (!best || r->admit_seq < best->admit_seq))
@@ -800,7 +745,7 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	}
 	char *text = NULL;
 	size_t len = 0;
-	if (detok(c, (int32_t)r->seq.tokens[r->seq.n_tok - 1], (int32_t)token, &text, &len))
+	if (tok_decode_next(c->tok, (int32_t)r->seq.tokens[r->seq.n_tok - 1], (int32_t)token, &text, &len))
 		len = 0;
 	int rc = intake_add_token(r, token, text ? text : "", len);
 	free(text);
@@ -1015,28 +960,44 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
+/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS): with
+ * more than two, a worker usually finds its next stage queued when it
+ * finishes one, so the handoffs hide behind work. Rounds use two. */
+#define SPLIT_MAX_MBS 8
+#define SPLIT_MBS_DEFAULT 4
+
 struct split_batch {
 	struct intake_req **rs;
 	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
 	bool samples[SCHED_MAX_SEQS];
-	struct split_mb mb[2];
+	uint8_t mb_of[SCHED_MAX_SEQS];  /* the micro-batch of each sequence */
+	struct split_mb mb[SPLIT_MAX_MBS];
+	uint32_t n_mb;
 };
 
-static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n)
+/* n sequences as n_mb micro-batches of near-equal size (some may be empty
+ * when n < n_mb). */
+static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n,
+			    uint32_t n_mb)
 {
 	sb->rs = rs;
 	sb->n = n;
-	uint32_t half = (n + 1) / 2;
-	sb->mb[0] = (struct split_mb){ 0, half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
-	sb->mb[1] = (struct split_mb){ half, n - half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+	sb->n_mb = n_mb;
+	for (uint32_t w = 0, first = 0; w < n_mb; w++) {
+		uint32_t count = n / n_mb + (w < n % n_mb ? 1 : 0);
+		sb->mb[w] = (struct split_mb){ first, count, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+		for (uint32_t i = first; i < first + count; i++)
+			sb->mb_of[i] = (uint8_t)w;
+		first += count;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct intake_req *r = rs[i];
 		if (!sched_seq_next(&r->seq, &sb->ch[i]) || sb->ch[i].n != 1)
 			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
 				       (unsigned long long)r->id);
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
-		struct split_mb *mb = &sb->mb[i < half ? 0 : 1];
+		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
 		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
 		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
@@ -1044,7 +1005,7 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 			mb->k = k;
 		}
 	}
-	for (int w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
 	return 0;
 }
@@ -1077,7 +1038,7 @@ static int split_batch_finish(struct coord *c, struct split_batch *sb, const str
 		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
 			break;
 		if (sb->samples[i] && !r->seq.replaying)
-			rc = take_from_head(c, r, d, sb->mb[i < sb->mb[1].first ? 0 : 1].k);
+			rc = take_from_head(c, r, d, sb->mb[sb->mb_of[i]].k);
 	}
 	return rc;
 }
@@ -1126,8 +1087,9 @@ static int split_op(uint32_t i, uint32_t n_layer, uint32_t *layer)
 }
 
 struct flow_link {
-	uint32_t mb[4], seq[4];  /* messages in its request ring, oldest first */
-	int64_t sent[4];
+	/* messages in its request ring, oldest first: at most one per micro-batch */
+	uint32_t mb[SPLIT_MAX_MBS], seq[SPLIT_MAX_MBS];
+	int64_t sent[SPLIT_MAX_MBS];
 	uint32_t head, len;
 	int64_t last_done;       /* when its previous message was answered */
 };
@@ -1143,7 +1105,7 @@ static int flow_post(struct coord *c, struct split_batch *sb, struct flow_link *
 	if (rc)
 		return err_prefix(rc, "%s worker", lk[j]->name);
 	struct flow_link *f = &fl[j];
-	uint32_t at = (f->head + f->len++) % 4;
+	uint32_t at = (f->head + f->len++) % SPLIT_MAX_MBS;
 	f->mb[at] = w;
 	f->seq[at] = c->m.seq;
 	f->sent[at] = intake_now_ns();
@@ -1167,16 +1129,16 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 	int64_t now = intake_now_ns();
 	fl[0].last_done = fl[1].last_done = now;
 	uint32_t finished = 0;
-	for (uint32_t w = 0; w < 2; w++) {
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
 		if (!sb->mb[w].count)
 			finished++;
 	}
 	int rc = 0;
-	for (uint32_t w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < sb->n_mb; w++)
 		if (sb->mb[w].count && (rc = flow_post(c, sb, fl, lk, w)))
 			return rc;
 	int64_t last_progress = intake_now_ns();
-	while (finished < 2) {
+	while (finished < sb->n_mb) {
 		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
 		bool progressed = false;
 		for (int j = 0; j < 2; j++) {
@@ -1194,11 +1156,12 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 					return err_set(c->d.u.done.status, "%s worker: step failed (%s)",
 						       lk[j]->name, err_name(c->d.u.done.status));
 				int64_t t = intake_now_ns(), sent = f->sent[f->head];
+				c->op_ema_ns = c->op_ema_ns ? (7 * c->op_ema_ns + (t - sent)) / 8 : t - sent;
 				obs_step(c, lk[j], sent > f->last_done ? sent : f->last_done, c->d.u.done.gpu_ns,
 					 c->d.u.done.wall_us);
 				f->last_done = t;
 				uint32_t w = f->mb[f->head];
-				f->head = (f->head + 1) % 4;
+				f->head = (f->head + 1) % SPLIT_MAX_MBS;
 				f->len--;
 				d = c->d.u.done;
 				progressed = true;
@@ -1215,6 +1178,9 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 		}
 		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
 			return err_set(ERR_TIMEOUT, "split: no DONE within %d ms", c->step_timeout_ms);
+		if (c->spin_us && c->op_ema_ns < (int64_t)c->spin_us * 1000 &&
+		    ring_bell_spin(c->dp.coord_bell, seen, c->spin_us))
+			continue;
 		rc = ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
 		for (int j = 0; j < 2; j++)
 			if (fl[j].len && kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
@@ -1226,7 +1192,8 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 {
 	static struct split_batch sb;
-	int rc = split_batch_init(c, &sb, rs, n);
+	uint32_t n_mb = c->dp_on ? (c->split_mbs < n ? c->split_mbs : n) : 2;
+	int rc = split_batch_init(c, &sb, rs, n, n_mb < 2 ? 2 : n_mb);
 	if (rc)
 		return rc;
 	return c->dp_on ? step_split_flow(c, &sb) : step_split_rounds(c, &sb);
@@ -1237,7 +1204,6 @@ static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 {
 	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
-	http_set_health(c->http, HTTP_DEGRADED); /* /health: 503 while a worker is down */
 	int64_t deadline = intake_now_ns() + (int64_t)RECOVER_MS * 1000000;
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(c, i);
@@ -1288,7 +1254,7 @@ static void run_live(struct coord *c)
 {
 	struct intake_req *live[SCHED_MAX_SEQS];
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < N_REQS && n < SCHED_MAX_SEQS; i++) {
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS && n < SCHED_MAX_SEQS; i++) {
 		struct intake_req *r = req_at(c, i);
 		if (r && r->has_slot && r->state == INTAKE_LIVE && !r->kv_paused)
 			live[n++] = r;
@@ -1409,311 +1375,6 @@ static void run_live(struct coord *c)
 		}
 }
 
-/* --- HTTP requests (api/http.h) ------------------------------------ */
-
-static void hreq_clear(struct hreq *q)
-{
-	intake_req_clear(&q->r);
-	free(q->lp_off);
-	oai_stop_free(&q->stop);
-	memset(q, 0, sizeof *q);
-}
-
-static void job_fail(struct coord *c, struct http_job *j, int status, const char *type,
-		     const char *param, const char *code, const char *msg)
-{
-	struct oai_err e;
-	oai_err_set(&e, status, type, param, code, "%s", msg);
-	http_job_fail(c->http, j, &e);
-}
-
-static void http_tokenize(struct coord *c, struct http_job *j)
-{
-	struct tok_ids ids = { 0 };
-	size_t len = strlen(j->text);
-	int rc = j->add_special ? chat_encode_plain(c->tok, j->text, len, &ids)
-				: tok_encode(c->tok, j->text, len, false, &ids);
-	if (rc) {
-		job_fail(c, j, 400, "invalid_request_error", "text", NULL, err_msg());
-		return;
-	}
-	json_t *a = json_array();
-	for (size_t i = 0; i < ids.n; i++)
-		json_array_append_new(a, json_integer(ids.ids[i]));
-	tok_ids_free(&ids);
-	json_t *o = json_pack("{s:o}", "tokens", a);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (s)
-		http_job_result(c->http, j, s);
-	else
-		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
-}
-
-static void http_detokenize(struct coord *c, struct http_job *j)
-{
-	for (size_t i = 0; i < j->n_ids; i++)
-		if ((uint32_t)j->ids[i] >= tok_n_vocab(c->tok)) {
-			char m[128];
-			snprintf(m, sizeof m, "tokens[%zu] = %d is out of the vocabulary (0..%u)", i,
-				 j->ids[i], tok_n_vocab(c->tok) - 1);
-			job_fail(c, j, 400, "invalid_request_error", "tokens", NULL, m);
-			return;
-		}
-	char *text = NULL;
-	size_t len = 0;
-	if (tok_decode(c->tok, j->ids, j->n_ids, 0, &text, &len)) {
-		job_fail(c, j, 400, "invalid_request_error", "tokens", NULL, err_msg());
-		return;
-	}
-	json_t *o = json_pack("{s:s%}", "text", text ? text : "", text ? len : 0);
-	free(text);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (s)
-		http_job_result(c->http, j, s);
-	else
-		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
-}
-
-/* Tokenize a generation request and queue it in the scheduler, exactly as
- * submit() does for GEN_REQ. true when accepted (the loop keeps its ref). */
-static bool http_submit(struct coord *c, struct http_job *j)
-{
-	struct hreq *q = NULL;
-	for (uint32_t i = 0; i < HTTP_MAX_JOBS && !q; i++)
-		if (!c->hreqs[i].used)
-			q = &c->hreqs[i];
-	if (!q) {
-		job_fail(c, j, 429, "rate_limit_error", NULL, "queue_full",
-			 "too many HTTP requests in flight; try again later");
-		return false;
-	}
-	const struct oai_req *o = &j->req;
-	struct intake_req *r = &q->r;
-	memset(q, 0, sizeof *q);
-	while (!r->id)
-		if (getrandom(&r->id, sizeof r->id, 0) != sizeof r->id)
-			r->id = (uint64_t)intake_now_ns();
-	r->sp.temperature = o->temperature;
-	r->sp.top_k = o->top_k;
-	r->sp.top_p = o->top_p;
-	r->sp.seed = o->seed;
-	r->sp.min_p = o->min_p;
-	r->sp.repetition_penalty = o->repetition_penalty;
-	r->sp.presence_penalty = o->presence_penalty;
-	r->sp.frequency_penalty = o->frequency_penalty;
-	if (!o->has_seed && getrandom(&r->sp.seed, sizeof r->sp.seed, 0) != sizeof r->sp.seed)
-		r->sp.seed = (uint64_t)intake_now_ns();
-	r->max_tokens = o->max_tokens;
-	r->flags = o->kind == OAI_CHAT ? MSG_GEN_CHAT : 0;
-	r->want_lp = o->logprobs;
-	r->lp_n = o->top_logprobs > INTAKE_MAX_TOP_LP ? INTAKE_MAX_TOP_LP : o->top_logprobs;
-	r->t_start = r->t_last_poll = intake_now_ns();
-	r->t_deadline = deadline_of(c, r->t_start, (int64_t)(o->timeout * 1e9));
-	if (sampler_check(&r->sp)) {
-		job_fail(c, j, 400, "invalid_request_error", NULL, NULL, err_msg());
-		return false;
-	}
-	struct tok_ids ids = { 0 };
-	int rc;
-	if (o->kind == OAI_CHAT) {
-		struct chat_msg *cm = calloc(o->n_msgs, sizeof *cm);
-		if (!cm) {
-			job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
-			return false;
-		}
-		for (uint32_t i = 0; i < o->n_msgs; i++) {
-			cm[i].role = o->msgs[i].role;
-			cm[i].content = o->msgs[i].content;
-		}
-		rc = chat_encode(c->tok, cm, o->n_msgs, true, &ids);
-		free(cm);
-	} else {
-		rc = chat_encode_plain(c->tok, o->prompt, strlen(o->prompt), &ids);
-	}
-	if (rc) {
-		job_fail(c, j, 400, "invalid_request_error", o->kind == OAI_CHAT ? "messages" : "prompt",
-			 NULL, err_msg());
-		tok_ids_free(&ids);
-		return false;
-	}
-	if (ids.n == 0 || ids.n >= c->n_ctx) {
-		char m[200];
-		snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
-			 "(the prompt must leave room for at least one generated token)", ids.n,
-			 c->n_ctx);
-		job_fail(c, j, 400, "invalid_request_error", o->kind == OAI_CHAT ? "messages" : "prompt",
-			 "context_length_exceeded", m);
-		tok_ids_free(&ids);
-		return false;
-	}
-	r->prompt = malloc(ids.n * sizeof *r->prompt);
-	r->resume = malloc(sizeof *r->resume);
-	if (!r->prompt || !r->resume) {
-		tok_ids_free(&ids);
-		hreq_clear(q);
-		job_fail(c, j, 500, "server_error", NULL, NULL, "out of memory");
-		return false;
-	}
-	for (size_t i = 0; i < ids.n; i++)
-		r->prompt[i] = (uint32_t)ids.ids[i];
-	r->n_prompt = (uint32_t)ids.n;
-	tok_ids_free(&ids);
-	if (sched_queue_push(&c->sched, r->id)) {
-		hreq_clear(q);
-		char m[160];
-		snprintf(m, sizeof m, "coordinator busy: %u requests running and %u waiting; try "
-			 "again later", sched_live(&c->sched), c->sched.q_len);
-		job_fail(c, j, 429, "rate_limit_error", NULL, "queue_full", m);
-		return false;
-	}
-	r->state = INTAKE_QUEUED;
-	q->used = true;
-	q->job = j;
-	oai_stop_init(&q->stop, j->req.stop, j->req.n_stop);
-	http_job_accept(c->http, j, r->n_prompt);
-	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens (http %s)\n",
-		(unsigned long long)r->id, r->n_prompt, o->kind == OAI_CHAT ? "chat" : "completion");
-	return true;
-}
-
-/* A token's text for logprobs: its bytes after prev (detok: what it adds to
- * the text), or, for an alternative (spell) that decodes to nothing (a
- * control token), its spelling. */
-static void lp_text(struct coord *c, int32_t prev, uint32_t id, bool spell, char **b, size_t *n)
-{
-	if (detok(c, prev, (int32_t)id, b, n)) {
-		*b = NULL;
-		*n = 0;
-	}
-	if (spell && !*n) {
-		free(*b);
-		int32_t one = (int32_t)id;
-		if (tok_decode(c->tok, &one, 1, 0, b, n)) {
-			*b = NULL;
-			*n = 0;
-		}
-	}
-}
-
-/* Emit text out[n] with the logprobs of the tokens whose first byte it
- * completes (all the rest when all): those whose piece starts before
- * q->emitted. A token whose text a stop string cut entirely never goes out. */
-static void lp_emit(struct coord *c, struct hreq *q, char *out, size_t n, bool all)
-{
-	struct intake_req *r = &q->r;
-	q->emitted += n;
-	struct oai_lp_tok t[8];
-	uint32_t m = 0;
-	bool sent = false;
-	while (r->want_lp && q->lp_out < q->seen && q->lp_out < r->n_lp &&
-	       (all || q->lp_off[q->lp_out] < q->emitted)) {
-		uint32_t i = q->lp_out++, ln = r->lp_n;
-		int32_t prev = (int32_t)(i ? r->gen[i - 1] : r->prompt[r->n_prompt - 1]);
-		struct oai_lp_tok *e = &t[m++];
-		memset(e, 0, sizeof *e);
-		lp_text(c, prev, r->gen[i], false, &e->bytes, &e->len);
-		e->logprob = r->lp[i];
-		e->text_offset = (uint32_t)q->lp_off[i];
-		for (uint32_t j = 0; j < ln && j < OAI_MAX_TOP_LOGPROBS; j++) {
-			uint32_t id = r->lp_ids[(size_t)i * ln + j];
-			if (id == UINT32_MAX)
-				break;
-			lp_text(c, prev, id, true, &e->top[j].bytes, &e->top[j].len);
-			e->top[j].logprob = r->lp_vals[(size_t)i * ln + j];
-			e->n_top = j + 1;
-		}
-		if (m == sizeof t / sizeof t[0]) {
-			/* the text goes with the first batch of its tokens */
-			http_job_emit_lp(c->http, q->job, sent ? "" : out, sent ? 0 : n, t, m);
-			sent = true;
-			m = 0;
-		}
-	}
-	if (!sent || m)
-		http_job_emit_lp(c->http, q->job, sent ? "" : out, sent ? 0 : n, t, m);
-}
-
-/* Move new pieces of q to its HTTP job (cutting stop strings), end it, and
- * cancel it when the client went away. */
-static void http_progress(struct coord *c, struct hreq *q)
-{
-	struct intake_req *r = &q->r;
-	if (!q->ended) {
-		if (r->state != INTAKE_DONE && http_job_gone(c->http, q->job)) {
-			fprintf(stderr, "coordinator: request %016llx: http client went away, "
-				"cancelled\n", (unsigned long long)r->id);
-			intake_finish(r, MSG_END_CANCELLED);
-			sched_queue_remove(&c->sched, r->id);
-		}
-		while (q->seen < r->n_gen && !q->stop.stopped) {
-			if (r->want_lp && (q->seen & 63) == 0) {
-				uint32_t *o = realloc(q->lp_off, (q->seen + 64) * sizeof *o);
-				if (!o) {
-					fprintf(stderr, "coordinator: request %016llx: out of memory\n",
-						(unsigned long long)r->id);
-					intake_finish(r, MSG_END_ERROR);
-					break;
-				}
-				q->lp_off = o;
-			}
-			if (r->want_lp)
-				q->lp_off[q->seen] = (uint32_t)q->fed;
-			const char *piece = r->pieces[q->seen++];
-			char *out = NULL;
-			size_t n = 0;
-			q->fed += strlen(piece);
-			if (!oai_stop_feed(&q->stop, piece, strlen(piece), &out, &n))
-				lp_emit(c, q, out, n, false);
-			free(out);
-			if (q->stop.stopped) {
-				q->n_done = q->seen;
-				intake_finish(r, MSG_END_STOP);
-			}
-		}
-		if (r->state == INTAKE_DONE) {
-			char *out = NULL;
-			size_t n = 0;
-			if (!oai_stop_flush(&q->stop, &out, &n))
-				lp_emit(c, q, out, n, !q->stop.stopped);
-			free(out);
-			http_job_end(c->http, q->job, oai_finish_reason(r->reason),
-				     q->stop.stopped ? q->n_done : r->n_gen);
-			q->ended = true;
-		}
-	}
-	if (q->ended && !r->has_slot) {
-		http_job_release(c->http, q->job);
-		hreq_clear(q);
-	}
-}
-
-static void http_pump(struct coord *c)
-{
-	if (!c->http)
-		return;
-	struct http_job *j;
-	while ((j = http_take(c->http))) {
-		bool keep = false;
-		if (http_job_gone(c->http, j))
-			;
-		else if (j->kind == HTTP_JOB_TOKENIZE)
-			http_tokenize(c, j);
-		else if (j->kind == HTTP_JOB_DETOKENIZE)
-			http_detokenize(c, j);
-		else
-			keep = http_submit(c, j);
-		if (!keep)
-			http_job_release(c->http, j);
-	}
-	for (uint32_t i = 0; i < HTTP_MAX_JOBS; i++)
-		if (c->hreqs[i].used)
-			http_progress(c, &c->hreqs[i]);
-	bool up = c->gpu.up && (!c->split || c->npu.up);
-	http_set_health(c->http, up ? HTTP_READY : HTTP_DEGRADED);
-}
-
 /* One line per idle point: rounds, time per round, and per worker the share
  * of the wall time it spent working (its own GPU time from DONE), the
  * handoff cost per message (round trip minus the worker's wall time on it)
@@ -1781,7 +1442,7 @@ static void obs_tick(struct coord *c)
 static void expire(struct coord *c)
 {
 	int64_t now = intake_now_ns();
-	for (uint32_t i = 0; i < N_REQS; i++) {
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 		struct intake_req *r = req_at(c, i);
 		if (!r || !r->t_deadline || now < r->t_deadline ||
 		    (r->state != INTAKE_QUEUED && r->state != INTAKE_LIVE))
@@ -1799,14 +1460,13 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
-		"                           [--host H] [--port P] [--cors ORIGIN] [--no-http]\n"
-		"HTTP (OpenAI-compatible, docs/http.md): default %s:%d; the API key comes from\n"
-		"the environment variable UNICORN_API_KEY (required for a non-loopback --host).\n"
+		"Requests come over RUNDIR/coordinator.ipc from the CLI and the API process\n"
+		"(unicorn-api, which serves HTTP); metrics and traces go out on RUNDIR/obs.ipc.\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
 		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n"
 		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
 		"the same); auto (default): every slot at full context.\n",
-		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, REQUEST_TIMEOUT_S_DEFAULT);
+		REQUEST_TIMEOUT_S_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -1825,16 +1485,10 @@ int main(int argc, char **argv)
 		{ "max-seqs", required_argument, 0, 's' },
 		{ "step-timeout-ms", required_argument, 0, 't' },
 		{ "request-timeout", required_argument, 0, 'T' },
-		{ "host", required_argument, 0, 'H' },
-		{ "port", required_argument, 0, 'P' },
-		{ "cors", required_argument, 0, 'C' },
-		{ "no-http", no_argument, 0, 'N' },
 		{ "kv-budget", required_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	const char *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
-	bool no_http = false;
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -1854,10 +1508,6 @@ int main(int argc, char **argv)
 			c.request_timeout_ns = (int64_t)(v * 1e9);
 			break;
 		}
-		case 'H': host = optarg; break;
-		case 'P': port_arg = optarg; break;
-		case 'C': cors = optarg; break;
-		case 'N': no_http = true; break;
 		case 'K':
 			if (kv_parse_bytes(optarg, &c.kv_budget)) {
 				fprintf(stderr, "coordinator: --kv-budget: %s\n", err_msg());
@@ -1874,22 +1524,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	c.split = !strcmp(placement, "split");
-	int port = HTTP_DEFAULT_PORT;
-	if (port_arg) {
-		char *end;
-		long v = strtol(port_arg, &end, 10);
-		if (*end || end == port_arg || v < 1 || v > 65535) {
-			fprintf(stderr, "coordinator: --port '%s': must be 1..65535\n", port_arg);
-			return 2;
-		}
-		port = (int)v;
-	}
-	const char *api_key = getenv("UNICORN_API_KEY");
-	if (!no_http && !oai_host_is_loopback(host) && !(api_key && *api_key)) {
-		fprintf(stderr, "coordinator: --host %s is not a loopback address: refusing to serve "
-			"HTTP on it without an API key (unicorn-up --api-key KEY)\n", host);
-		return 2;
-	}
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
@@ -1935,40 +1569,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: KV cache %.1f MiB: %u global + %u local blocks of %u positions, "
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
 	}
-	c.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	c.intake_fd = -1;
-	if (!no_http) {
-		/* The model's name is its file name without the extension. */
-		char name[256];
-		const char *base = strrchr(model, '/');
-		snprintf(name, sizeof name, "%s", base ? base + 1 : model);
-		char *dot = strrchr(name, '.');
-		if (dot && dot != name && (!strcmp(dot, ".gguf") || !strcmp(dot, ".json")))
-			*dot = 0;
-		struct http_opts ho = { .host = host, .port = port, .api_key = api_key,
-					.cors = cors, .model = name, .n_ctx = c.n_ctx,
-					.on_job = c.wake_fd >= 0 ? wake_loop : NULL, .on_job_arg = &c };
-		if (http_start(&ho, &c.http)) {
-			/* An explicit --port must work; the default port may be taken by
-			 * another cluster: then this one runs without HTTP. */
-			fprintf(stderr, "coordinator: %s%s\n", err_msg(),
-				port_arg ? "" : "; HTTP is off for this cluster");
-			if (port_arg)
-				return 2;
-			c.http = NULL;
-		} else {
-			char hp[RUNDIR_PATH_MAX];
-			if (!rundir_path(c.rundir, "http", hp, sizeof hp)) {
-				FILE *f = fopen(hp, "w");
-				if (f) {
-					fprintf(f, "%s\n", http_url(c.http));
-					fclose(f);
-				}
-			}
-			fprintf(stderr, "coordinator: HTTP on %s%s\n", http_url(c.http),
-				api_key && *api_key ? " (API key required)" : "");
-		}
-	}
+	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
+	c.split_mbs = SPLIT_MBS_DEFAULT;
+	const char *mbs = getenv("UNICORN_SPLIT_MBS");
+	if (mbs && atoi(mbs) >= 2)
+		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;
@@ -1997,7 +1603,8 @@ int main(int argc, char **argv)
 		c.status_json[0] = 0;
 	if (c.met)
 		obs_tick(&c);
-	dashboard_register(c.met, c.tr);
+	if (obs_server_start(c.rundir, c.met, c.tr, &c.obs))
+		fprintf(stderr, "coordinator: %s (no metrics for the API process)\n", err_msg());
 	/* the data plane exists before the first HELLO: a worker maps it when
 	 * it answers. Without it everything still works over the links. */
 	if (getenv("UNICORN_NO_DATAPLANE") && !strcmp(getenv("UNICORN_NO_DATAPLANE"), "1")) {
@@ -2045,7 +1652,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "coordinator: %s: %s\n", ready, strerror(errno));
 		close(fd);
 	}
-	http_set_health(c.http, HTTP_READY);
 	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
 		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
 
@@ -2058,15 +1664,13 @@ int main(int argc, char **argv)
 		steps_before = c.n_steps;
 		intake_serve(c.in, 0);
 		expire(&c);
-		for (uint32_t i = 0; i < N_REQS; i++) {
+		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 			struct intake_req *r = req_at(&c, i);
 			if (r && r->state == INTAKE_DONE && r->has_slot)
 				release(&c, r);
 		}
-		http_pump(&c);
 		admit(&c);
 		run_live(&c);
-		http_pump(&c);
 		obs_tick(&c);
 		if (!sched_live(&c.sched) && c.n_steps != reported) {
 			report_busy(&c);
@@ -2075,18 +1679,9 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "coordinator: shutting down\n");
 	unlink(ready);
-	if (c.http) {
-		char hp[RUNDIR_PATH_MAX];
-		if (!rundir_path(c.rundir, "http", hp, sizeof hp))
-			unlink(hp);
-	}
-	http_stop(c.http);
-	dashboard_register(NULL, NULL);
+	obs_server_stop(c.obs);
 	metrics_destroy(c.met);
 	trace_destroy(c.tr);
-	for (uint32_t i = 0; i < HTTP_MAX_JOBS; i++)
-		if (c.hreqs[i].used)
-			hreq_clear(&c.hreqs[i]); /* their jobs died with the server */
 	intake_close(c.in);
 	for (int i = 0; i < 2; i++)
 		if (links(&c, i))

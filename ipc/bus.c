@@ -18,6 +18,8 @@ struct bus {
 	enum bus_kind kind;
 	uint32_t next_seq;
 	char url[BUS_URL_MAX + 1];
+	void (*on_closed)(void *arg, uint32_t pipe); /* bus_on_peer_gone */
+	void *on_closed_arg;
 	uint8_t buf[MSG_MAX_BUF];  /* encode buffer */
 };
 
@@ -25,6 +27,7 @@ struct bus_pending {
 	nng_ctx ctx;
 	nng_aio *aio;
 	uint32_t seq;
+	uint32_t pipe;             /* the connection the request came over */
 };
 
 static int nng_err(int rv, const char *url, const char *what)
@@ -201,6 +204,43 @@ int bus_recv(struct bus *b, int timeout_ms, struct msg *out)
 	return rc ? err_prefix(rc, "bus: %s", b->url) : 0;
 }
 
+int bus_set_recv_max(struct bus *b, size_t bytes)
+{
+	int rv = nng_socket_set_size(b->sock, NNG_OPT_RECVMAXSZ, bytes);
+	return rv ? nng_err(rv, b->url, "set receive limit") : 0;
+}
+
+int bus_call_bytes(struct bus *b, const void *req, size_t len, int timeout_ms, void **rep,
+		   size_t *rep_len)
+{
+	*rep = NULL;
+	*rep_len = 0;
+	if (b->kind != BUS_REQ)
+		return err_set(ERR_STATE, "bus: %s: a call needs a req link", b->url);
+	if (timeout_ms < 0)
+		return err_set(ERR_INVAL, "bus: %s: timeout %d ms negative", b->url, timeout_ms);
+	int rv = nng_send(b->sock, (void *)req, len, 0);
+	if (rv)
+		return nng_err(rv, b->url, "send");
+	if ((rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO, timeout_ms)))
+		return nng_err(rv, b->url, "set receive timeout");
+	void *data = NULL;
+	size_t n = 0;
+	if ((rv = nng_recv(b->sock, &data, &n, NNG_FLAG_ALLOC)))
+		return nng_err(rv, b->url, "receive");
+	char *copy = malloc(n + 1);
+	if (!copy) {
+		nng_free(data, n);
+		return err_set(ERR_NOMEM, "bus: out of memory");
+	}
+	memcpy(copy, data, n);
+	copy[n] = 0;
+	nng_free(data, n);
+	*rep = copy;
+	*rep_len = n;
+	return 0;
+}
+
 int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply)
 {
 	if (b->kind != BUS_REQ)
@@ -211,11 +251,13 @@ int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply)
 	return bus_recv(b, timeout_ms, reply);
 }
 
-int bus_serve(struct bus *b, int timeout_ms, struct msg *req, struct bus_pending **pending)
+int bus_serve_bytes(struct bus *b, int timeout_ms, void **req, size_t *len, struct bus_pending **pending)
 {
 	*pending = NULL;
+	*req = NULL;
+	*len = 0;
 	if (b->kind != BUS_REP)
-		return err_set(ERR_STATE, "bus: %s: bus_serve needs a rep link", b->url);
+		return err_set(ERR_STATE, "bus: %s: serving needs a rep link", b->url);
 	if (timeout_ms < 0)
 		return err_set(ERR_INVAL, "bus: %s: timeout %d ms negative", b->url, timeout_ms);
 	struct bus_pending *p = calloc(1, sizeof *p);
@@ -238,14 +280,18 @@ int bus_serve(struct bus *b, int timeout_ms, struct msg *req, struct bus_pending
 		goto out_aio;
 	}
 	nng_msg *nm = nng_aio_get_msg(p->aio);
-	rc = msg_decode(nng_msg_body(nm), nng_msg_len(nm), req);
-	nng_msg_free(nm);
-	if (rc) {
-		/* The requester gets no answer and times out; we log via err_msg. */
-		rc = err_prefix(rc, "bus: %s", b->url);
+	size_t n = nng_msg_len(nm);
+	void *copy = malloc(n ? n : 1);
+	if (!copy) {
+		nng_msg_free(nm);
+		rc = err_set(ERR_NOMEM, "bus: out of memory");
 		goto out_aio;
 	}
-	p->seq = req->seq;
+	memcpy(copy, nng_msg_body(nm), n);
+	p->pipe = nng_pipe_id(nng_msg_get_pipe(nm));
+	nng_msg_free(nm);
+	*req = copy;
+	*len = n;
 	*pending = p;
 	return 0;
 out_aio:
@@ -256,26 +302,34 @@ out_ctx:
 	return rc;
 }
 
-int bus_reply(struct bus_pending *p, struct msg *reply)
+int bus_serve(struct bus *b, int timeout_ms, struct msg *req, struct bus_pending **pending)
 {
-	if (!reply->seq)
-		reply->seq = p->seq;
-	uint8_t *buf = malloc(MSG_MAX_BUF);
+	void *data;
 	size_t len;
-	int rc;
-	if (!buf) {
-		rc = err_set(ERR_NOMEM, "bus: out of memory");
-		goto out;
+	int rc = bus_serve_bytes(b, timeout_ms, &data, &len, pending);
+	if (rc)
+		return rc;
+	rc = msg_decode(data, len, req);
+	free(data);
+	if (rc) {
+		/* The requester gets no answer and times out; we log via err_msg. */
+		bus_pending_drop(*pending);
+		*pending = NULL;
+		return err_prefix(rc, "bus: %s", b->url);
 	}
-	if ((rc = msg_encode(reply, buf, MSG_MAX_BUF, &len)))
-		goto out;
+	(*pending)->seq = req->seq;
+	return 0;
+}
+
+int bus_reply_bytes(struct bus_pending *p, const void *data, size_t len)
+{
 	nng_msg *nm;
-	int rv = nng_msg_alloc(&nm, len);
+	int rc = 0, rv = nng_msg_alloc(&nm, len);
 	if (rv) {
 		rc = err_set(ERR_NOMEM, "bus: reply: %s", nng_strerror(rv));
 		goto out;
 	}
-	memcpy(nng_msg_body(nm), buf, len);
+	memcpy(nng_msg_body(nm), data, len);
 	nng_aio_set_msg(p->aio, nm);
 	nng_aio_set_timeout(p->aio, BUS_SEND_TIMEOUT_MS);
 	nng_ctx_send(p->ctx, p->aio);
@@ -286,6 +340,24 @@ int bus_reply(struct bus_pending *p, struct msg *reply)
 			     nng_strerror(rv));
 	}
 out:
+	bus_pending_drop(p);
+	return rc;
+}
+
+int bus_reply(struct bus_pending *p, struct msg *reply)
+{
+	if (!reply->seq)
+		reply->seq = p->seq;
+	uint8_t *buf = malloc(MSG_MAX_BUF);
+	size_t len;
+	int rc;
+	if (!buf)
+		rc = err_set(ERR_NOMEM, "bus: out of memory");
+	else if (!(rc = msg_encode(reply, buf, MSG_MAX_BUF, &len))) {
+		rc = bus_reply_bytes(p, buf, len);
+		free(buf);
+		return rc;
+	}
 	free(buf);
 	bus_pending_drop(p);
 	return rc;
@@ -303,4 +375,24 @@ void bus_pending_drop(struct bus_pending *p)
 uint32_t bus_pending_seq(const struct bus_pending *p)
 {
 	return p->seq;
+}
+
+uint32_t bus_pending_peer(const struct bus_pending *p)
+{
+	return p->pipe;
+}
+
+static void pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	(void)ev;
+	struct bus *b = arg;
+	b->on_closed(b->on_closed_arg, nng_pipe_id(p));
+}
+
+int bus_on_peer_gone(struct bus *b, void (*fn)(void *arg, uint32_t peer), void *arg)
+{
+	b->on_closed = fn;
+	b->on_closed_arg = arg;
+	int rv = nng_pipe_notify(b->sock, NNG_PIPE_EV_REM_POST, pipe_removed, b);
+	return rv ? nng_err(rv, b->url, "watch connections") : 0;
 }

@@ -70,5 +70,23 @@ int bus_reply(struct bus_pending *p, struct msg *reply);
 void bus_pending_drop(struct bus_pending *p);
 /* seq of the request a pending handle answers. */
 uint32_t bus_pending_seq(const struct bus_pending *p);
+/* BUS_REP: the connection (a nonzero id) a request came over, and a callback
+ * (on an nng thread) when a connection closes, e.g. its process died: the
+ * intake cancels that client's requests at once instead of waiting for them
+ * to go unpolled. */
+uint32_t bus_pending_peer(const struct bus_pending *p);
+int bus_on_peer_gone(struct bus *b, void (*fn)(void *arg, uint32_t peer), void *arg);
+
+/* Raw bytes instead of ipc/msg.h messages, for answers larger than a message
+ * (the observability link, coordinator/obs_server.h): the receiver validates
+ * what it gets. A req link's answers may be up to bus_set_recv_max bytes.
+ * bus_call_bytes: *rep is malloc'ed with a NUL after its *rep_len bytes.
+ * bus_serve_bytes: *req is malloc'ed; answer with bus_reply_bytes. */
+int bus_set_recv_max(struct bus *b, size_t bytes);
+int bus_call_bytes(struct bus *b, const void *req, size_t len, int timeout_ms, void **rep,
+		   size_t *rep_len);
+int bus_serve_bytes(struct bus *b, int timeout_ms, void **req, size_t *len,
+		    struct bus_pending **pending);
+int bus_reply_bytes(struct bus_pending *p, const void *data, size_t len);
 
 #endif

@@ -31,7 +31,8 @@
 #define READY_FILE "ready"
 #define STATUS_FILE "status.json"
 #define LOG_FILE "unicorn.log"
-#define HTTP_FILE "http"   /* the coordinator writes its URL here */
+#define HTTP_FILE "http"   /* the API process writes its URL here */
+#define API_READY_FILE "api-ready" /* the API process listens (or knows HTTP is off) */
 
 static void usage(FILE *f)
 {
@@ -219,8 +220,8 @@ static int sibling(const char *name, char *out, size_t cap)
 /* Sockets and files a previous (crashed) cluster of this name may have left. */
 static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
-	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", READY_FILE,
-	STATUS_FILE, HTTP_FILE, DP_FILE, DP_FILE ".new",
+	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
+	"obs.ipc", READY_FILE, API_READY_FILE, STATUS_FILE, HTTP_FILE, DP_FILE, DP_FILE ".new",
 };
 
 static void remove_run_files(const char *dir)
@@ -238,7 +239,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The coordinator's HTTP URL (from RUNDIR/http), "" when it serves none. */
+/* The API process's HTTP URL (from RUNDIR/http), "" when it serves none. */
 static void http_url_read(const char *dir, char *out, size_t cap)
 {
 	char p[RUNDIR_PATH_MAX];
@@ -302,11 +303,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	char b_loader[PATH_MAX], b_gpu[PATH_MAX], b_npu[PATH_MAX], b_coord[PATH_MAX];
+	char b_loader[PATH_MAX], b_gpu[PATH_MAX], b_npu[PATH_MAX], b_coord[PATH_MAX], b_api[PATH_MAX];
 	if ((rc = sibling("unicorn-loader", b_loader, sizeof b_loader)) ||
 	    (rc = sibling("unicorn-gpu-worker", b_gpu, sizeof b_gpu)) ||
 	    (!strcmp(o.placement, "split") && (rc = sibling("unicorn-npu-worker", b_npu, sizeof b_npu))) ||
-	    (rc = sibling("unicorn-coordinator", b_coord, sizeof b_coord))) {
+	    (rc = sibling("unicorn-coordinator", b_coord, sizeof b_coord)) ||
+	    (!o.no_http && (rc = sibling("unicorn-api", b_api, sizeof b_api)))) {
 		fprintf(stderr, "unicorn-up: missing binary: %s\n", err_msg());
 		return 1;
 	}
@@ -455,12 +457,22 @@ int main(int argc, char **argv)
 		ARG(b_coord); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
 		ARG("--placement"); ARG(o.placement);
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
+		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
+		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
+		rc = sup_add(s, &sp);
+	}
+	/* The HTTP server is a process of its own: its clients outlive a
+	 * coordinator crash (the API re-submits their requests). */
+	if (!rc && !o.no_http) {
+		memset(&sp, 0, sizeof sp);
+		k = 0;
+		snprintf(sp.name, sizeof sp.name, "api");
+		sp.role = MSG_ROLE_API;
+		ARG(b_api); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
 		if (o.host) { ARG("--host"); ARG(o.host); }
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
-		if (o.no_http) ARG("--no-http");
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
-		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is
 		 * readable by every user). */
 		if (o.api_key && *o.api_key)
@@ -481,8 +493,9 @@ int main(int argc, char **argv)
 		goto stop;
 	}
 
-	char ready_path[RUNDIR_PATH_MAX];
+	char ready_path[RUNDIR_PATH_MAX], api_ready_path[RUNDIR_PATH_MAX];
 	rundir_path(dir, READY_FILE, ready_path, sizeof ready_path);
+	rundir_path(dir, API_READY_FILE, api_ready_path, sizeof api_ready_path);
 	uint64_t start_ns = now_ns(), next_status = 0;
 	bool is_ready = false;
 	static struct msg req, rep; /* large */
@@ -539,8 +552,10 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		if (!is_ready && access(ready_path, F_OK) == 0) {
+		if (!is_ready && access(ready_path, F_OK) == 0 &&
+		    (o.no_http || access(api_ready_path, F_OK) == 0)) {
 			is_ready = true;
+			write_status(dir, s, &o, start_ns, is_ready); /* before anyone hears "ready" */
 			next_status = 0; /* show the ready table at once */
 			char line[PATH_MAX + 640], hurl[320], hline[400] = "";
 			http_url_read(dir, hurl, sizeof hurl);

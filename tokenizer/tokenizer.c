@@ -426,3 +426,27 @@ bool tok_is_eog(const struct tok *t, int32_t id)
 {
 	return id >= 0 && (id == t->eos || id == t->eot);
 }
+
+/* decode(prev, token) minus decode(prev): the tokenizer's leading-space strip
+ * (it applies only to the first token of a decode) never eats the space of a
+ * generated token. */
+int tok_decode_next(const struct tok *t, int32_t prev, int32_t token, char **text, size_t *len)
+{
+	*text = NULL;
+	*len = 0;
+	char *a = NULL, *b = NULL;
+	size_t la = 0, lb = 0;
+	int32_t two[2] = { prev, token };
+	if (prev >= 0 && !tok_decode(t, two, 1, TOK_DECODE_SKIP_SPECIAL, &a, &la) && la &&
+	    !tok_decode(t, two, 2, TOK_DECODE_SKIP_SPECIAL, &b, &lb) && lb >= la &&
+	    !memcmp(a, b, la)) {
+		memmove(b, b + la, lb - la + 1);
+		free(a);
+		*text = b;
+		*len = lb - la;
+		return 0;
+	}
+	free(a);
+	free(b);
+	return tok_decode(t, &token, 1, TOK_DECODE_SKIP_SPECIAL, text, len);
+}

@@ -60,6 +60,9 @@ int tok_decode(const struct tok *t, const int32_t *ids, size_t n, unsigned flags
 /* Raw vocab piece of id (NUL-terminated, "▁" not replaced), NULL if out of range. */
 const char *tok_piece(const struct tok *t, int32_t id);
 /* -1 if absent. */
+/* The text token adds after prev (prev < 0: none), control tokens left out:
+ * a generated token's piece, spaces kept. Malloc'ed, NUL-terminated. */
+int tok_decode_next(const struct tok *t, int32_t prev, int32_t token, char **text, size_t *len);
 int32_t tok_find(const struct tok *t, const char *piece, size_t len);
 int tok_type_of(const struct tok *t, int32_t id); /* enum tok_type, 0 if out of range */
 uint32_t tok_n_vocab(const struct tok *t);

@@ -6,6 +6,10 @@
  *     stream gives the uninterrupted text, and its worst gap between two
  *     chunks stays within the uninterrupted run's worst gap + 3 s (death is
  *     noticed at once, not by a step timeout).
+ *   - the coordinator killed under 4 HTTP requests (streamed and not): each
+ *     completes with the uninterrupted text (the API process re-submits);
+ *   - the API process killed under 4 streams: they end at once, the CLI is
+ *     still served, HTTP is back within 2 s.
  * Needs UNICORN_BIN (make test). Takes the cluster tests' lock. */
 #include <criterion/criterion.h>
 
@@ -121,7 +125,7 @@ struct stream {
 	int fd;
 	char *body;
 	size_t n, cap;
-	double t_last, worst_gap;
+	double t_last, worst_gap, t_end;
 	bool done;
 };
 
@@ -156,9 +160,11 @@ static pid_t child_of(const struct proc_cluster *c, const char *exe)
 	return 0;
 }
 
-/* Start N_STREAMS streaming chat completions; if victim is set, SIGKILL the
- * newest process of that executable 300 ms in. Then read all to the end. */
-static void run_streams(const struct proc_cluster *c, struct stream *s, const char *victim)
+/* Start N_STREAMS chat completions (SSE streams or whole answers) of
+ * max_tokens; if victim is set, SIGKILL the newest process of that
+ * executable 300 ms in (*t_kill: when). Then read all to the end. */
+static void run_streams(const struct proc_cluster *c, struct stream *s, const char *victim,
+			bool streamed, int max_tokens, double *t_kill)
 {
 	for (int i = 0; i < N_STREAMS; i++) {
 		memset(&s[i], 0, sizeof s[i]);
@@ -166,7 +172,8 @@ static void run_streams(const struct proc_cluster *c, struct stream *s, const ch
 		char body[256], req[512];
 		snprintf(body, sizeof body,
 			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Stream %d: tell me a story\"}],"
-			 "\"max_tokens\":%d,\"temperature\":0,\"stream\":true}", i, MAX_TOKENS);
+			 "\"max_tokens\":%d,\"temperature\":0,\"stream\":%s}", i, max_tokens,
+			 streamed ? "true" : "false");
 		int k = snprintf(req, sizeof req,
 				 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 				 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
@@ -184,6 +191,8 @@ static void run_streams(const struct proc_cluster *c, struct stream *s, const ch
 			cr_assert_gt(p, 0, "no %s to kill", victim);
 			cr_assert_eq(kill(p, SIGKILL), 0);
 			killed = true;
+			if (t_kill)
+				*t_kill = proc_now_s();
 		}
 		struct pollfd p[N_STREAMS];
 		for (int i = 0; i < N_STREAMS; i++)
@@ -200,6 +209,7 @@ static void run_streams(const struct proc_cluster *c, struct stream *s, const ch
 			double now = proc_now_s();
 			if (k <= 0) {
 				s[i].done = true;
+				s[i].t_end = now;
 				close(s[i].fd);
 				open_n--;
 				continue;
@@ -229,17 +239,24 @@ static char *stream_text(const struct stream *s)
 	return out;
 }
 
-static void kill_under_streams(const char *placement, const char *victim)
+/* The answer ended normally: an SSE stream's [DONE], a whole answer's finish. */
+static bool answer_complete(const struct stream *s, bool streamed)
+{
+	return strstr(s->body, streamed ? "[DONE]" : "\"finish_reason\":\"length\"") != NULL;
+}
+
+static void kill_under_streams(const char *placement, const char *victim, bool streamed)
 {
 	struct proc_cluster c;
 	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement, NULL });
 	struct stream base[N_STREAMS], hit[N_STREAMS];
-	run_streams(&c, base, NULL);
-	run_streams(&c, hit, victim);
+	run_streams(&c, base, NULL, streamed, MAX_TOKENS, NULL);
+	run_streams(&c, hit, victim, streamed, MAX_TOKENS, NULL);
 	double worst_base = 0, worst_hit = 0;
 	for (int i = 0; i < N_STREAMS; i++) {
-		cr_assert(strstr(base[i].body, "[DONE]"), "stream %d: no [DONE]", i);
-		cr_assert(strstr(hit[i].body, "[DONE]"), "stream %d after the kill: no [DONE]:\n%s", i, hit[i].body);
+		cr_assert(answer_complete(&base[i], streamed), "answer %d incomplete:\n%s", i, base[i].body);
+		cr_assert(answer_complete(&hit[i], streamed), "answer %d after the kill incomplete:\n%s", i,
+			  hit[i].body);
 		char *a = stream_text(&base[i]), *b = stream_text(&hit[i]);
 		cr_assert_gt(strlen(a), 0);
 		cr_assert_str_eq(b, a, "stream %d: text changed by the kill of %s", i, victim);
@@ -250,8 +267,8 @@ static void kill_under_streams(const char *placement, const char *victim)
 		free(base[i].body);
 		free(hit[i].body);
 	}
-	fprintf(stderr, "hotpath: %s: kill %s under %d HTTP streams: worst gap %.3f s (uninterrupted %.3f s)\n",
-		placement, victim, N_STREAMS, worst_hit, worst_base);
+	fprintf(stderr, "hotpath: %s: kill %s under %d HTTP %s: worst gap %.3f s (uninterrupted %.3f s)\n",
+		placement, victim, N_STREAMS, streamed ? "streams" : "requests", worst_hit, worst_base);
 	cr_assert_leq(worst_hit, worst_base + 3.0, "worst gap %.2f s after killing %s (uninterrupted %.2f s)",
 		      worst_hit, victim, worst_base);
 	proc_cluster_stop(&c);
@@ -259,11 +276,99 @@ static void kill_under_streams(const char *placement, const char *victim)
 
 Test(hotpath, fused_gpu_worker_killed_under_http_streams, .timeout = 240)
 {
-	kill_under_streams("fused", "unicorn-gpu-worker");
+	kill_under_streams("fused", "unicorn-gpu-worker", true);
 }
 
 Test(hotpath, split_workers_killed_under_http_streams, .timeout = 300)
 {
-	kill_under_streams("split", "unicorn-npu-worker");
-	kill_under_streams("split", "unicorn-gpu-worker");
+	kill_under_streams("split", "unicorn-npu-worker", true);
+	kill_under_streams("split", "unicorn-gpu-worker", true);
+}
+
+/* The HTTP server is its own process (issue 14): a coordinator crash is
+ * survived by the clients, streamed or not, with the uninterrupted text. */
+Test(hotpath, coordinator_killed_under_http_requests, .timeout = 300)
+{
+	kill_under_streams("fused", "unicorn-coordinator", true);
+	kill_under_streams("fused", "unicorn-coordinator", false);
+}
+
+/* HTTP status of one small completion on port, -1 when it cannot connect. */
+static int try_request(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	const char *body = "{\"prompt\":\"hi\",\"max_tokens\":2}";
+	char req[256], ans[512] = { 0 };
+	int k = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			 "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+	int st = -1;
+	if (send(fd, req, (size_t)k, MSG_NOSIGNAL) == k && recv(fd, ans, sizeof ans - 1, MSG_WAITALL) > 12)
+		sscanf(ans, "HTTP/1.%*d %d", &st);
+	close(fd);
+	return st;
+}
+
+/* A crash of the API process ends its connections at once (the clients see
+ * the stream end without [DONE]), the CLI keeps being served, and HTTP is
+ * back within 2 s. */
+Test(hotpath, api_killed_under_http_streams, .timeout = 180)
+{
+	struct proc_cluster c;
+	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", "fused", NULL });
+	struct stream s[N_STREAMS];
+	double t_kill = 0;
+	run_streams(&c, s, "unicorn-api", true, 2000, &t_kill);
+	cr_assert_gt(t_kill, 0);
+	for (int i = 0; i < N_STREAMS; i++) {
+		cr_assert_null(strstr(s[i].body, "[DONE]"), "stream %d completed although its server died", i);
+		cr_assert_lt(s[i].t_end - t_kill, 0.5, "stream %d ended %.2f s after the kill", i,
+			     s[i].t_end - t_kill);
+		free(s[i].body);
+	}
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4 hello >/dev/null", proc_bin_dir(), c.name);
+	cr_assert_eq(system(cmd), 0, "the CLI is served while the API process is down");
+	int st = -1;
+	while (st != 200 && proc_now_s() - t_kill < 10) {
+		st = try_request(c.port);
+		if (st != 200)
+			usleep(50000);
+	}
+	double back = proc_now_s() - t_kill;
+	fprintf(stderr, "hotpath: API process killed under %d streams: streams ended at once, HTTP back after %.2f s\n",
+		N_STREAMS, back);
+	cr_assert_eq(st, 200, "no HTTP answer 10 s after the API process died");
+	cr_assert_lt(back, 2.0, "HTTP back after %.2f s", back);
+	proc_cluster_stop(&c);
+}
+
+/* Split placement's dataflow of several micro-batches (4 streams: up to 4
+ * micro-batches in flight) gives the greedy text of fused placement. */
+Test(hotpath, split_micro_batches_equal_fused, .timeout = 240)
+{
+	struct stream s[2][N_STREAMS];
+	const char *placement[2] = { "fused", "split" };
+	for (int k = 0; k < 2; k++) {
+		struct proc_cluster c;
+		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
+		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
+		proc_cluster_stop(&c);
+	}
+	for (int i = 0; i < N_STREAMS; i++) {
+		cr_assert(answer_complete(&s[1][i], true), "split stream %d incomplete", i);
+		char *a = stream_text(&s[0][i]), *b = stream_text(&s[1][i]);
+		cr_assert_gt(strlen(a), 0);
+		cr_assert_str_eq(b, a, "stream %d: split and fused differ", i);
+		free(a);
+		free(b);
+		free(s[0][i].body);
+		free(s[1][i].body);
+	}
 }

@@ -1,0 +1,372 @@
+/* relay: see relay.h. */
+#include "api/relay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "api/http.h"
+#include "api/openai.h"
+#include "common/err.h"
+#include "coordinator/chat.h"
+#include "coordinator/intake.h"
+#include "coordinator/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+/* One generated token as the coordinator sent it: its id, and its logprobs
+ * when the request asked for them. */
+struct gtok {
+	uint32_t id;
+	float lp;
+	uint32_t n_top;
+	uint32_t top_ids[MSG_MAX_TOP_LP];
+	float top_lps[MSG_MAX_TOP_LP];
+	size_t off;                  /* offset of its piece in the text fed to the cutter */
+};
+
+struct relay {
+	struct relay_ctx *rc;
+	struct http_job *j;
+	uint32_t *prompt;
+	uint32_t n_prompt;
+	bool accepted;
+	struct oai_stop stop;
+	struct gtok *gen;
+	uint32_t n_gen, cap_gen;
+	uint32_t n_done;             /* completion tokens when a stop string ended it */
+	size_t fed, emitted;         /* bytes fed to the cutter / emitted */
+	uint32_t lp_out;             /* tokens whose logprobs went out */
+	bool failed;                 /* out of memory while streaming */
+};
+
+static void job_fail(struct relay *r, int status, const char *type, const char *param,
+		     const char *code, const char *msg)
+{
+	struct oai_err e;
+	oai_err_set(&e, status, type, param, code, "%s", msg);
+	http_job_fail(r->rc->h, r->j, &e);
+}
+
+/* A token's text for logprobs: its bytes after prev, or, for an alternative
+ * (spell) that decodes to nothing (a control token), its spelling. */
+static void lp_text(const struct tok *t, int32_t prev, uint32_t id, bool spell, char **b, size_t *n)
+{
+	if (tok_decode_next(t, prev, (int32_t)id, b, n)) {
+		*b = NULL;
+		*n = 0;
+	}
+	if (spell && !*n) {
+		free(*b);
+		int32_t one = (int32_t)id;
+		if (tok_decode(t, &one, 1, 0, b, n)) {
+			*b = NULL;
+			*n = 0;
+		}
+	}
+}
+
+/* Emit text out[n] with the logprobs of the tokens whose first byte it
+ * completes (all the rest when all). A token whose text a stop string cut
+ * entirely never goes out. */
+static void emit(struct relay *r, const char *out, size_t n, bool all)
+{
+	struct http *h = r->rc->h;
+	r->emitted += n;
+	if (!r->j->req.logprobs) {
+		http_job_emit(h, r->j, out, n);
+		return;
+	}
+	struct oai_lp_tok t[8];
+	uint32_t m = 0;
+	bool sent = false;
+	while (r->lp_out < r->n_gen && (all || r->gen[r->lp_out].off < r->emitted)) {
+		uint32_t i = r->lp_out++;
+		const struct gtok *g = &r->gen[i];
+		int32_t prev = (int32_t)(i ? r->gen[i - 1].id : r->prompt[r->n_prompt - 1]);
+		struct oai_lp_tok *e = &t[m++];
+		memset(e, 0, sizeof *e);
+		lp_text(r->rc->tok, prev, g->id, false, &e->bytes, &e->len);
+		e->logprob = g->lp;
+		e->text_offset = (uint32_t)g->off;
+		for (uint32_t k = 0; k < g->n_top && k < OAI_MAX_TOP_LOGPROBS; k++) {
+			lp_text(r->rc->tok, prev, g->top_ids[k], true, &e->top[k].bytes, &e->top[k].len);
+			e->top[k].logprob = g->top_lps[k];
+			e->n_top = k + 1;
+		}
+		if (m == sizeof t / sizeof t[0]) {
+			/* the text goes with the first batch of its tokens */
+			http_job_emit_lp(h, r->j, sent ? "" : out, sent ? 0 : n, t, m);
+			sent = true;
+			m = 0;
+		}
+	}
+	if (!sent || m)
+		http_job_emit_lp(h, r->j, sent ? "" : out, sent ? 0 : n, t, m);
+}
+
+static void on_accept(void *arg)
+{
+	struct relay *r = arg;
+	r->accepted = true;
+	http_job_accept(r->rc->h, r->j, r->n_prompt);
+}
+
+static void on_token(void *arg, const struct msg_gen_token *t)
+{
+	struct relay *r = arg;
+	if (r->stop.stopped || r->failed)
+		return;
+	if (r->n_gen == r->cap_gen) {
+		uint32_t cap = r->cap_gen ? 2 * r->cap_gen : 64;
+		struct gtok *g = realloc(r->gen, cap * sizeof *g);
+		if (!g) {
+			r->failed = true;
+			return;
+		}
+		r->gen = g;
+		r->cap_gen = cap;
+	}
+	struct gtok *g = &r->gen[r->n_gen++];
+	memset(g, 0, sizeof *g);
+	g->id = t->token;
+	g->off = r->fed;
+	if (t->flags & MSG_TOK_LOGPROB) {
+		g->lp = t->logprob;
+		g->n_top = t->n_top <= MSG_MAX_TOP_LP ? t->n_top : MSG_MAX_TOP_LP;
+		memcpy(g->top_ids, t->top_ids, g->n_top * sizeof *g->top_ids);
+		memcpy(g->top_lps, t->top_lps, g->n_top * sizeof *g->top_lps);
+	}
+	r->fed += t->n_piece;
+	char *out = NULL;
+	size_t n = 0;
+	if (oai_stop_feed(&r->stop, t->piece, t->n_piece, &out, &n))
+		r->failed = true;
+	else
+		emit(r, out, n, false);
+	free(out);
+	if (r->stop.stopped)
+		r->n_done = r->n_gen;
+}
+
+static bool should_stop(void *arg)
+{
+	struct relay *r = arg;
+	pthread_mutex_lock(&r->rc->mu);
+	bool stopping = r->rc->stopping;
+	pthread_mutex_unlock(&r->rc->mu);
+	return stopping || r->stop.stopped || r->failed || http_job_gone(r->rc->h, r->j);
+}
+
+/* Tokenize the prompt (the chat template for chat). false: the job failed. */
+static bool tokenize(struct relay *r)
+{
+	const struct oai_req *o = &r->j->req;
+	const char *param = o->kind == OAI_CHAT ? "messages" : "prompt";
+	struct tok_ids ids = { 0 };
+	int rc;
+	if (o->kind == OAI_CHAT) {
+		struct chat_msg *cm = calloc(o->n_msgs ? o->n_msgs : 1, sizeof *cm);
+		if (!cm) {
+			job_fail(r, 500, "server_error", NULL, NULL, "out of memory");
+			return false;
+		}
+		for (uint32_t i = 0; i < o->n_msgs; i++) {
+			cm[i].role = o->msgs[i].role;
+			cm[i].content = o->msgs[i].content;
+		}
+		rc = chat_encode(r->rc->tok, cm, o->n_msgs, true, &ids);
+		free(cm);
+	} else {
+		rc = chat_encode_plain(r->rc->tok, o->prompt, strlen(o->prompt), &ids);
+	}
+	if (rc) {
+		job_fail(r, 400, "invalid_request_error", param, NULL, err_msg());
+		tok_ids_free(&ids);
+		return false;
+	}
+	if (ids.n == 0 || ids.n >= r->rc->n_ctx || ids.n > MSG_MAX_PROMPT / 4) {
+		char m[200];
+		snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
+			 "(the prompt must leave room for at least one generated token)", ids.n,
+			 r->rc->n_ctx);
+		job_fail(r, 400, "invalid_request_error", param, "context_length_exceeded", m);
+		tok_ids_free(&ids);
+		return false;
+	}
+	r->prompt = malloc(ids.n * sizeof *r->prompt);
+	if (!r->prompt) {
+		tok_ids_free(&ids);
+		job_fail(r, 500, "server_error", NULL, NULL, "out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < ids.n; i++)
+		r->prompt[i] = (uint32_t)ids.ids[i];
+	r->n_prompt = (uint32_t)ids.n;
+	tok_ids_free(&ids);
+	return true;
+}
+
+/* A refusal before the coordinator accepted: the HTTP status its error code means. */
+static void refuse(struct relay *r, int rc)
+{
+	if (rc == ERR_RANGE) /* the coordinator's queue is full */
+		job_fail(r, 429, "rate_limit_error", NULL, "queue_full", err_msg());
+	else if (rc == ERR_INVAL)
+		job_fail(r, 400, "invalid_request_error", NULL, NULL, err_msg());
+	else
+		job_fail(r, 503, "server_error", NULL, "unavailable", err_msg());
+}
+
+static void run(struct relay *r)
+{
+	const struct oai_req *o = &r->j->req;
+	struct intake_gen_opts go = { 0 };
+	go.max_tokens = o->max_tokens;
+	go.sp.temperature = o->temperature;
+	go.sp.top_k = o->top_k;
+	go.sp.top_p = o->top_p;
+	go.sp.seed = o->seed;
+	go.sp.min_p = o->min_p;
+	go.sp.repetition_penalty = o->repetition_penalty;
+	go.sp.presence_penalty = o->presence_penalty;
+	go.sp.frequency_penalty = o->frequency_penalty;
+	/* one seed for the whole request, resubmissions included: the same tokens */
+	if (!o->has_seed && getrandom(&go.sp.seed, sizeof go.sp.seed, 0) != sizeof go.sp.seed)
+		go.sp.seed = (uint64_t)intake_now_ns();
+	if (sampler_check(&go.sp)) {
+		job_fail(r, 400, "invalid_request_error", NULL, NULL, err_msg());
+		return;
+	}
+	if (!tokenize(r))
+		return;
+	if (o->logprobs) {
+		go.flags |= MSG_GEN_LOGPROBS;
+		go.top_logprobs = o->top_logprobs < MSG_MAX_TOP_LP ? o->top_logprobs : MSG_MAX_TOP_LP;
+	}
+	double to_ms = o->timeout * 1000.0;
+	go.timeout_ms = to_ms > 0 ? (to_ms < 4e9 ? (uint32_t)to_ms : 4000000000u) : 0;
+	/* patience without progress: the request's own limit (queued time counts),
+	 * plus a coordinator restart */
+	uint32_t lim = r->rc->request_timeout_s ? r->rc->request_timeout_s : 3600;
+	go.deadline_ms = (int)(lim < 2000000 ? lim * 1000 + 30000 : 2000000000);
+	go.prompt_ids = r->prompt;
+	go.n_prompt_ids = r->n_prompt;
+	go.on_accept = on_accept;
+	go.on_token = on_token;
+	go.stop = should_stop;
+	go.arg = r;
+	oai_stop_init(&r->stop, r->j->req.stop, r->j->req.n_stop);
+	struct intake_gen_result res;
+	int rc = intake_client_generate(r->rc->rundir, NULL, 0, &go, &res);
+	if (rc && !r->accepted) {
+		refuse(r, rc);
+	} else if (rc || r->failed) {
+		fprintf(stderr, "api: a request failed: %s\n", rc ? err_msg() : "out of memory");
+		http_job_end(r->rc->h, r->j, "error", r->n_gen);
+	} else if (http_job_gone(r->rc->h, r->j)) {
+		fprintf(stderr, "api: http client went away after %u tokens: request cancelled\n", r->n_gen);
+	} else {
+		char *out = NULL;
+		size_t n = 0;
+		if (!oai_stop_flush(&r->stop, &out, &n))
+			emit(r, out, n, !r->stop.stopped);
+		free(out);
+		uint32_t reason = r->stop.stopped ? MSG_END_STOP : res.reason;
+		if (reason == MSG_END_CANCELLED && should_stop(r))
+			reason = MSG_END_ERROR; /* the API is shutting down */
+		http_job_end(r->rc->h, r->j, oai_finish_reason(reason),
+			     r->stop.stopped ? r->n_done : r->n_gen);
+	}
+	if (res.resubmits)
+		fprintf(stderr, "api: a request continued after %u coordinator restart%s\n",
+			res.resubmits, res.resubmits == 1 ? "" : "s");
+	intake_gen_result_free(&res);
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	struct relay_ctx *rc = r->rc;
+	run(r);
+	http_job_release(rc->h, r->j);
+	oai_stop_free(&r->stop);
+	free(r->prompt);
+	free(r->gen);
+	free(r);
+	pthread_mutex_lock(&rc->mu);
+	rc->running--;
+	pthread_cond_broadcast(&rc->cv);
+	pthread_mutex_unlock(&rc->mu);
+	return NULL;
+}
+
+int relay_init(struct relay_ctx *rc)
+{
+	rc->running = 0;
+	rc->stopping = false;
+	if (pthread_mutex_init(&rc->mu, NULL))
+		return err_set(ERR_NOMEM, "relay: mutex");
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	int e = pthread_cond_init(&rc->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return e ? err_set(ERR_NOMEM, "relay: condition variable") : 0;
+}
+
+int relay_start(struct relay_ctx *rc, struct http_job *j)
+{
+	struct relay *r = calloc(1, sizeof *r);
+	pthread_attr_t at;
+	pthread_t th;
+	int e = ENOMEM;
+	if (r && !pthread_attr_init(&at)) {
+		r->rc = rc;
+		r->j = j;
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_mutex_lock(&rc->mu);
+		rc->running++;
+		pthread_mutex_unlock(&rc->mu);
+		e = pthread_create(&th, &at, relay_main, r);
+		pthread_attr_destroy(&at);
+		if (!e)
+			return 0;
+		pthread_mutex_lock(&rc->mu);
+		rc->running--;
+		pthread_mutex_unlock(&rc->mu);
+	}
+	free(r);
+	struct oai_err oe;
+	oai_err_set(&oe, 503, "server_error", NULL, "unavailable", "cannot start a thread for the request");
+	http_job_fail(rc->h, j, &oe);
+	http_job_release(rc->h, j);
+	return err_set(ERR_NOMEM, "relay: cannot start a thread (%s)", strerror(e));
+}
+
+uint32_t relay_running(struct relay_ctx *rc)
+{
+	pthread_mutex_lock(&rc->mu);
+	uint32_t n = rc->running;
+	pthread_mutex_unlock(&rc->mu);
+	return n;
+}
+
+void relay_stop_all(struct relay_ctx *rc, int ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&rc->mu);
+	rc->stopping = true;
+	while (rc->running && pthread_cond_timedwait(&rc->cv, &rc->mu, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&rc->mu);
+}
