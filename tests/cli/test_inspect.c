@@ -116,20 +116,29 @@ Test(inspect, errors_and_usage)
 	free(out);
 }
 
-Test(inspect, file_type_and_counts)
+/* Write a model with `unicorn-mkmodel MK_ARGS` to a new temporary file (its
+ * name into path[64]) and run `unicorn inspect` on it (text) into *out. */
+static void mkmodel_inspect(const char *mk_args, char *path, char **out)
 {
-	/* mkmodel writes general.file_type (2 = Q4_0); the golden files have none. */
 	const char *bin = getenv("UNICORN_BIN");
 	if (!bin)
 		cr_skip_test("UNICORN_BIN not set (run through make test)");
-	char path[] = "/tmp/unicorn-inspect-ft-XXXXXX", cmd[8192], args[4400], *out;
+	char cmd[8192], args[200];
+	snprintf(path, 64, "/tmp/unicorn-inspect-mk-XXXXXX");
 	int fd = mkstemp(path);
 	cr_assert(fd >= 0);
 	close(fd);
-	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --type q4_0 -o '%s' >/dev/null 2>&1", bin, path);
-	cr_assert_eq(system(cmd), 0);
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' %s -o '%s' >/dev/null 2>&1", bin, mk_args, path);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
 	snprintf(args, sizeof args, "'%s'", path);
-	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	cr_assert_eq(run_inspect(args, 0, out), 0);
+}
+
+Test(inspect, file_type_and_counts)
+{
+	/* mkmodel writes general.file_type (2 = Q4_0); the golden files have none. */
+	char path[64], args[4400], *out;
+	mkmodel_inspect("--type q4_0", path, &out);
 	cr_expect(strstr(out, "file type:    Q4_0 (2)\n"), "%.300s", out);
 	cr_expect(strstr(out, "q4_0     2967552 bytes in 43 tensors\n"), "%s", out);
 	free(out);
@@ -160,18 +169,8 @@ Test(inspect, preset_file_type_and_counts)
 	/* A q4_k_m tiny256 model: llama.cpp's name for file type 15 and the
 	 * preset's mix (6 layers: attn_v and ffn_down Q6_K in layers 2 and 5,
 	 * token_embd Q6_K, attn_output's 128-wide rows Q5_0, the rest Q4_K). */
-	const char *bin = getenv("UNICORN_BIN");
-	if (!bin)
-		cr_skip_test("UNICORN_BIN not set (run through make test)");
-	char path[] = "/tmp/unicorn-inspect-pr-XXXXXX", cmd[8192], args[4400], *out;
-	int fd = mkstemp(path);
-	cr_assert(fd >= 0);
-	close(fd);
-	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --shape tiny256 --type q4_k_m -o '%s' >/dev/null 2>&1", bin,
-		 path);
-	cr_assert_eq(system(cmd), 0, "%s", cmd);
-	snprintf(args, sizeof args, "'%s'", path);
-	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	char path[64], *out;
+	mkmodel_inspect("--shape tiny256 --type q4_k_m", path, &out);
 	cr_expect(strstr(out, "file type:    Q4_K - Medium (15)\n"), "%.300s", out);
 	static const struct {
 		const char *type;
