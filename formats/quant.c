@@ -3,6 +3,7 @@
 #include "formats/quant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
@@ -19,6 +20,14 @@ static const struct {
 	{ TENSOR_Q4_0, { "q4_0", QK4_0, sizeof(struct block_q4_0) } },
 	{ TENSOR_Q4_K, { "q4_K", QK_K, sizeof(struct block_q4_k) } },
 	{ TENSOR_Q6_K, { "q6_K", QK_K, sizeof(struct block_q6_k) } },
+	{ TENSOR_Q4_1, { "q4_1", QK4_1, sizeof(struct block_q4_1) } },
+	{ TENSOR_Q5_0, { "q5_0", QK5_0, sizeof(struct block_q5_0) } },
+	{ TENSOR_Q5_1, { "q5_1", QK5_1, sizeof(struct block_q5_1) } },
+	{ TENSOR_IQ4_NL, { "iq4_nl", QK4_NL, sizeof(struct block_iq4_nl) } },
+	{ TENSOR_Q2_K, { "q2_K", QK_K, sizeof(struct block_q2_k) } },
+	{ TENSOR_Q3_K, { "q3_K", QK_K, sizeof(struct block_q3_k) } },
+	{ TENSOR_Q5_K, { "q5_K", QK_K, sizeof(struct block_q5_k) } },
+	{ TENSOR_IQ4_XS, { "iq4_xs", QK_K, sizeof(struct block_iq4_xs) } },
 };
 
 const struct quant_type_info *quant_type_info(uint32_t type)
@@ -51,7 +60,7 @@ const char *quant_ggml_type_name(uint32_t type)
 const char *quant_supported_list(void)
 {
 	/* Kept by hand beside type_table; test_quant checks they agree. */
-	return "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K";
+	return "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS";
 }
 
 int quant_type_parse(const char *name, uint32_t *type)
@@ -61,7 +70,8 @@ int quant_type_parse(const char *name, uint32_t *type)
 			*type = type_table[i].type;
 			return 0;
 		}
-	return err_set(ERR_UNSUP, "unknown tensor type '%s' (known: f32 f16 bf16 q8_0 q4_0 q4_K q6_K)", name);
+	return err_set(ERR_UNSUP, "unknown tensor type '%s' (known: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl "
+			"q2_K q3_K q4_K q5_K q6_K iq4_xs)", name);
 }
 
 int quant_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes)
@@ -143,8 +153,191 @@ uint16_t quant_f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
-/* Q4_K packs a 6-bit scale and a 6-bit min per 32-element sub-block j (0..7)
- * into 12 bytes; this is the inverse of the unpacking in the spec. */
+static uint16_t rd16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+
+static int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ggml's kvalues_iq4nl: the 16 levels of IQ4_NL and IQ4_XS, ascending. */
+static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* The 32-element block types. Each starts with d (f16); the affine ones
+ * (Q4_1, Q5_1) hold a min m next, the 5-bit ones a 32-bit qh. Element j < 16
+ * is the low nibble of qs[j], element j + 16 its high nibble; a 5-bit type's
+ * bit 4 of element j is bit j of qh (little-endian). Offsets -1: absent. */
+struct b32_layout {
+	int m, qh, qs;
+	int off;  /* added to the code of the symmetric types (Q4_0, Q5_0) */
+	bool nl;  /* IQ4_NL: the code indexes iq4nl_values */
+};
+
+static struct b32_layout b32_layout(uint32_t type)
+{
+	switch (type) {
+	case TENSOR_Q4_0: return (struct b32_layout){ -1, -1, offsetof(struct block_q4_0, qs), -8, false };
+	case TENSOR_Q4_1: return (struct b32_layout){ offsetof(struct block_q4_1, m), -1, offsetof(struct block_q4_1, qs), 0, false };
+	case TENSOR_Q5_0: return (struct b32_layout){ -1, offsetof(struct block_q5_0, qh), offsetof(struct block_q5_0, qs), -16, false };
+	case TENSOR_Q5_1:
+		return (struct b32_layout){ offsetof(struct block_q5_1, m), offsetof(struct block_q5_1, qh),
+					    offsetof(struct block_q5_1, qs), 0, false };
+	default: return (struct b32_layout){ -1, -1, offsetof(struct block_iq4_nl, qs), 0, true };
+	}
+}
+
+static void dequant_b32(uint32_t type, const uint8_t *b, float *y, uint64_t nb)
+{
+	struct b32_layout L = b32_layout(type);
+	uint32_t bb = quant_type_info(type)->block_bytes;
+	for (uint64_t i = 0; i < nb; i++, b += bb, y += 32) {
+		float d = quant_f16_to_f32(rd16(b)), m = L.m >= 0 ? quant_f16_to_f32(rd16(b + L.m)) : 0.0f;
+		uint32_t h = 0;
+		if (L.qh >= 0)
+			memcpy(&h, b + L.qh, 4);
+		for (int j = 0; j < 32; j++) {
+			int q = ((b[L.qs + j % 16] >> (4 * (j / 16))) & 0xF) | (int)((h >> j) & 1) << 4;
+			if (L.nl)
+				y[j] = d * iq4nl_values[q];
+			else if (L.m >= 0)
+				y[j] = d * q + m;
+			else
+				y[j] = d * (q + L.off);
+		}
+	}
+}
+
+static void store_b32(uint32_t type, uint8_t *b, uint16_t d, uint16_t m, const uint8_t q[32])
+{
+	struct b32_layout L = b32_layout(type);
+	memset(b, 0, quant_type_info(type)->block_bytes);
+	wr16(b, d);
+	if (L.m >= 0)
+		wr16(b + L.m, m);
+	uint32_t h = 0;
+	for (int j = 0; j < 32; j++) {
+		b[L.qs + j % 16] |= (uint8_t)((q[j] & 0xF) << (4 * (j / 16)));
+		h |= (uint32_t)(q[j] >> 4) << j;
+	}
+	if (L.qh >= 0)
+		memcpy(b + L.qh, &h, 4);
+}
+
+/* The iq4nl level nearest v. */
+static uint8_t iq4_nearest(float v)
+{
+	int best = 0;
+	for (int k = 1; k < 16; k++)
+		if (fabsf(v - iq4nl_values[k]) < fabsf(v - iq4nl_values[best]))
+			best = k;
+	return (uint8_t)best;
+}
+
+/* The nearest level per element of x[0..n) at scale d; the squared error. */
+static float iq4_pick(const float *x, int n, float d, uint8_t *q)
+{
+	float id = d ? 1.0f / d : 0.0f, err = 0;
+	for (int j = 0; j < n; j++) {
+		q[j] = iq4_nearest(x[j] * id);
+		float e = x[j] - d * iq4nl_values[q[j]];
+		err += e * e;
+	}
+	return err;
+}
+
+/* A scale for x[0..n) (n <= 32) by a small search: each candidate maps the
+ * element of largest magnitude near the outer level -127, picks the levels,
+ * then refits the scale by least squares; the one of least squared error
+ * wins. Its levels go to q. */
+static float iq4_scale(const float *x, int n, uint8_t *q)
+{
+	float amax = 0, max = 0;
+	for (int j = 0; j < n; j++)
+		if (fabsf(x[j]) > amax) {
+			amax = fabsf(x[j]);
+			max = x[j];
+		}
+	if (amax == 0) {
+		memset(q, 0, (size_t)n);
+		return 0;
+	}
+	float best = max / iq4nl_values[0], best_err = iq4_pick(x, n, best, q);
+	for (int t = -8; t <= 8; t++) {
+		uint8_t c[32];
+		iq4_pick(x, n, max / (iq4nl_values[0] + t), c);
+		double sxt = 0, stt = 0;
+		for (int j = 0; j < n; j++) {
+			sxt += (double)x[j] * iq4nl_values[c[j]];
+			stt += (double)iq4nl_values[c[j]] * iq4nl_values[c[j]];
+		}
+		float d = (float)(sxt / stt), err = iq4_pick(x, n, d, c);
+		if (err < best_err) {
+			best_err = err;
+			best = d;
+			memcpy(q, c, (size_t)n);
+		}
+	}
+	return best;
+}
+
+/* The 32-element types. Q4_0, Q5_0, Q4_1 and Q5_1 round as llama.cpp's
+ * quantize_row_*_ref do (so our files match): the symmetric ones map the
+ * signed value of largest magnitude to the lowest code, the affine ones span
+ * [min, max]. IQ4_NL searches its scale (iq4_scale). */
+static void quant_b32(uint32_t type, const float *x, uint8_t *b, uint64_t nb)
+{
+	struct b32_layout L = b32_layout(type);
+	uint32_t bb = quant_type_info(type)->block_bytes;
+	int top = L.qh >= 0 ? 31 : 15;
+	for (uint64_t i = 0; i < nb; i++, b += bb, x += 32) {
+		uint8_t q[32];
+		uint16_t dh, mh = 0;
+		if (L.nl) {
+			dh = quant_f32_to_f16(iq4_scale(x, 32, q));
+			iq4_pick(x, 32, quant_f16_to_f32(dh), q);
+		} else if (L.m >= 0) {
+			float mn = x[0], mx = x[0];
+			for (int j = 1; j < 32; j++) {
+				mn = fminf(mn, x[j]);
+				mx = fmaxf(mx, x[j]);
+			}
+			float d = (mx - mn) / top, id = d ? 1.0f / d : 0.0f;
+			dh = quant_f32_to_f16(d);
+			mh = quant_f32_to_f16(mn);
+			for (int j = 0; j < 32; j++) {
+				int v = (int8_t)((x[j] - mn) * id + 0.5f);
+				q[j] = (uint8_t)(v < top ? v : top);
+			}
+		} else {
+			float amax = 0, max = 0;
+			for (int j = 0; j < 32; j++)
+				if (fabsf(x[j]) > amax) {
+					amax = fabsf(x[j]);
+					max = x[j];
+				}
+			float d = max / L.off, id = d ? 1.0f / d : 0.0f;
+			dh = quant_f32_to_f16(d);
+			for (int j = 0; j < 32; j++) {
+				int v = (int8_t)(x[j] * id + (0.5f - L.off));
+				q[j] = (uint8_t)(v < top ? v : top);
+			}
+		}
+		store_b32(type, b, dh, mh, q);
+	}
+}
+
+/* Q4_K and Q5_K pack a 6-bit scale and a 6-bit min per 32-element sub-block
+ * j (0..7) into 12 bytes (the unpacking in the spec); put is the inverse. */
 static void q4k_get_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m)
 {
 	if (j < 4) {
@@ -168,6 +361,35 @@ static void q4k_put_scale_min(int j, uint8_t *s, uint8_t sc, uint8_t m)
 	}
 }
 
+/* Q3_K packs sixteen 6-bit scales (stored + 32) into 12 bytes: the low 4
+ * bits of scale i in byte i (i < 8, low nibble) or i - 8 (high nibble), the
+ * high 2 bits in byte 8 + i % 4 at bit 2 * (i / 4). */
+static int q3k_get_scale(const uint8_t *s, int i)
+{
+	int lo = i < 8 ? s[i] & 0xF : s[i - 8] >> 4;
+	int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+	return (lo | hi << 4) - 32;
+}
+
+static void q3k_put_scale(uint8_t *s, int i, int v) /* s zeroed before */
+{
+	unsigned u = (unsigned)(v + 32);
+	if (i < 8)
+		s[i] |= (uint8_t)(u & 0xF);
+	else
+		s[i - 8] |= (uint8_t)((u & 0xF) << 4);
+	s[8 + i % 4] |= (uint8_t)((u >> 4) << (2 * (i / 4)));
+}
+
+/* Where element e of a K block keeps its low bits: Q2_K and Q3_K put 2 bits
+ * at qs[k2_byte(e)] >> k2_shift(e) (Q3_K's third bit is bit e / 32 of
+ * hmask[e % 32]); Q4_K and Q5_K a nibble at qs[k4_byte(e)] >> k4_shift(e)
+ * (Q5_K's fifth bit is bit e / 32 of qh[e % 32]). */
+static int k2_byte(int e) { return 32 * (e / 128) + e % 32; }
+static int k2_shift(int e) { return 2 * (e % 128 / 32); }
+static int k4_byte(int e) { return 32 * (e / 64) + e % 32; }
+static int k4_shift(int e) { return 4 * (e / 32 % 2); }
+
 static void dequant_q8_0(const struct block_q8_0 *b, float *y, uint64_t nb)
 {
 	for (uint64_t i = 0; i < nb; i++, y += QK8_0) {
@@ -177,32 +399,62 @@ static void dequant_q8_0(const struct block_q8_0 *b, float *y, uint64_t nb)
 	}
 }
 
-static void dequant_q4_0(const struct block_q4_0 *b, float *y, uint64_t nb)
+/* One Q4_K (qh NULL) or Q5_K block. */
+static void dequant_k45(uint16_t dh, uint16_t dminh, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+			float *y)
 {
-	for (uint64_t i = 0; i < nb; i++, y += QK4_0) {
-		float d = quant_f16_to_f32(b[i].d);
-		for (int j = 0; j < QK4_0 / 2; j++) {
-			y[j] = d * ((b[i].qs[j] & 0xF) - 8);
-			y[j + QK4_0 / 2] = d * ((b[i].qs[j] >> 4) - 8);
+	float d = quant_f16_to_f32(dh), dmin = quant_f16_to_f32(dminh);
+	for (int s = 0; s < 8; s++) {
+		uint8_t sc, m;
+		q4k_get_scale_min(s, scales, &sc, &m);
+		float d1 = d * sc, m1 = dmin * m;
+		for (int e = 32 * s; e < 32 * s + 32; e++) {
+			int q = (qs[k4_byte(e)] >> k4_shift(e)) & 0xF;
+			if (qh)
+				q |= ((qh[e % 32] >> (e / 32)) & 1) << 4;
+			y[e] = d1 * q - m1;
 		}
 	}
 }
 
-static void dequant_q4_k(const struct block_q4_k *b, float *y, uint64_t nb)
+static void dequant_q2_k(const struct block_q2_k *b, float *y, uint64_t nb)
+{
+	for (uint64_t i = 0; i < nb; i++, y += QK_K) {
+		float d = quant_f16_to_f32(b[i].d), dmin = quant_f16_to_f32(b[i].dmin);
+		for (int s = 0; s < 16; s++) {
+			float dl = d * (b[i].scales[s] & 0xF), ml = dmin * (b[i].scales[s] >> 4);
+			for (int e = 16 * s; e < 16 * s + 16; e++)
+				y[e] = dl * ((b[i].qs[k2_byte(e)] >> k2_shift(e)) & 3) - ml;
+		}
+	}
+}
+
+static void dequant_q3_k(const struct block_q3_k *b, float *y, uint64_t nb)
+{
+	for (uint64_t i = 0; i < nb; i++, y += QK_K) {
+		float d = quant_f16_to_f32(b[i].d);
+		for (int s = 0; s < 16; s++) {
+			float dl = d * q3k_get_scale(b[i].scales, s);
+			for (int e = 16 * s; e < 16 * s + 16; e++) {
+				int q = (b[i].qs[k2_byte(e)] >> k2_shift(e)) & 3;
+				y[e] = dl * (q - ((b[i].hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4));
+			}
+		}
+	}
+}
+
+static void dequant_iq4_xs(const struct block_iq4_xs *b, float *y, uint64_t nb)
 {
 	for (uint64_t i = 0; i < nb; i++) {
-		float d = quant_f16_to_f32(b[i].d), dmin = quant_f16_to_f32(b[i].dmin);
-		const uint8_t *q = b[i].qs;
-		for (int c = 0; c < 4; c++, q += 32) {
-			uint8_t sc, m;
-			q4k_get_scale_min(2 * c, b[i].scales, &sc, &m);
-			float d1 = d * sc, m1 = dmin * m;
-			q4k_get_scale_min(2 * c + 1, b[i].scales, &sc, &m);
-			float d2 = d * sc, m2 = dmin * m;
-			for (int l = 0; l < 32; l++)
-				*y++ = d1 * (q[l] & 0xF) - m1;
-			for (int l = 0; l < 32; l++)
-				*y++ = d2 * (q[l] >> 4) - m2;
+		float d = quant_f16_to_f32(b[i].d);
+		for (int s = 0; s < 8; s++, y += 32) {
+			int ls = ((b[i].scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | ((b[i].scales_h >> (2 * s)) & 3) << 4;
+			float dl = d * (ls - 32);
+			const uint8_t *qs = b[i].qs + 16 * s;
+			for (int j = 0; j < 16; j++) {
+				y[j] = dl * iq4nl_values[qs[j] & 0xF];
+				y[j + 16] = dl * iq4nl_values[qs[j] >> 4];
+			}
 		}
 	}
 }
@@ -270,9 +522,27 @@ int quant_dequantize(uint32_t type, const void *src, float *dst, uint64_t n)
 		break;
 	}
 	case TENSOR_Q8_0: dequant_q8_0(src, dst, nb); break;
-	case TENSOR_Q4_0: dequant_q4_0(src, dst, nb); break;
-	case TENSOR_Q4_K: dequant_q4_k(src, dst, nb); break;
+	case TENSOR_Q4_0:
+	case TENSOR_Q4_1:
+	case TENSOR_Q5_0:
+	case TENSOR_Q5_1:
+	case TENSOR_IQ4_NL: dequant_b32(type, src, dst, nb); break;
+	case TENSOR_Q2_K: dequant_q2_k(src, dst, nb); break;
+	case TENSOR_Q3_K: dequant_q3_k(src, dst, nb); break;
+	case TENSOR_Q4_K:
+		for (uint64_t i = 0; i < nb; i++) {
+			const struct block_q4_k *b = (const struct block_q4_k *)src + i;
+			dequant_k45(b->d, b->dmin, b->scales, b->qs, NULL, dst + i * QK_K);
+		}
+		break;
+	case TENSOR_Q5_K:
+		for (uint64_t i = 0; i < nb; i++) {
+			const struct block_q5_k *b = (const struct block_q5_k *)src + i;
+			dequant_k45(b->d, b->dmin, b->scales, b->qs, b->qh, dst + i * QK_K);
+		}
+		break;
 	case TENSOR_Q6_K: dequant_q6_k(src, dst, nb); break;
+	case TENSOR_IQ4_XS: dequant_iq4_xs(src, dst, nb); break;
 	}
 	return 0;
 }
@@ -291,64 +561,122 @@ static void quant_q8_0(const float *x, struct block_q8_0 *b, uint64_t nb)
 	}
 }
 
-/* quantize_row_q4_0_ref: the signed value of largest magnitude maps to -8. */
-static void quant_q4_0(const float *x, struct block_q4_0 *b, uint64_t nb)
+/* Asymmetric K sub-blocks (Q2_K, Q4_K, Q5_K): nsub sub-blocks of len
+ * elements, x ~ d*sc*q - dmin*m with codes q in 0..top and integer scales sc
+ * and mins m in 0..smax. A plain min/max fit (not llama.cpp's iterative
+ * search): enough for tests and synthetic models; dequantization is the exact
+ * ggml format. Gives the f16 d and dmin, sc, m and the codes q[nsub*len]. */
+static void kq_minmax(const float *x, int nsub, int len, int top, int smax, uint16_t *dh, uint16_t *dminh,
+		      uint8_t *sc, uint8_t *m, uint8_t *q)
 {
-	for (uint64_t i = 0; i < nb; i++, x += QK4_0) {
-		float amax = 0, max = 0;
-		for (int j = 0; j < QK4_0; j++)
-			if (fabsf(x[j]) > amax) {
-				amax = fabsf(x[j]);
-				max = x[j];
+	float scale[16], minv[16], maxs = 0, maxm = 0;
+	for (int j = 0; j < nsub; j++) {
+		float mn = 0, mx = 0;
+		for (int l = 0; l < len; l++) {
+			mn = fminf(mn, x[len * j + l]);
+			mx = fmaxf(mx, x[len * j + l]);
+		}
+		scale[j] = (mx - mn) / (float)top;
+		minv[j] = -mn;
+		maxs = fmaxf(maxs, scale[j]);
+		maxm = fmaxf(maxm, minv[j]);
+	}
+	*dh = quant_f32_to_f16(maxs / (float)smax);
+	*dminh = quant_f32_to_f16(maxm / (float)smax);
+	float d = quant_f16_to_f32(*dh), dmin = quant_f16_to_f32(*dminh);
+	for (int j = 0; j < nsub; j++) {
+		sc[j] = (uint8_t)clampi(d ? (int)lroundf(scale[j] / d) : 0, 0, smax);
+		m[j] = (uint8_t)clampi(dmin ? (int)lroundf(minv[j] / dmin) : 0, 0, smax);
+		float ds = d * sc[j], dm = dmin * m[j];
+		for (int l = 0; l < len; l++)
+			q[len * j + l] = (uint8_t)(ds ? clampi((int)lroundf((x[len * j + l] + dm) / ds), 0, top) : 0);
+	}
+}
+
+static void quant_q2_k(const float *x, struct block_q2_k *b, uint64_t nb)
+{
+	for (uint64_t i = 0; i < nb; i++, x += QK_K) {
+		uint8_t sc[16], m[16], q[QK_K];
+		memset(&b[i], 0, sizeof b[i]);
+		kq_minmax(x, 16, 16, 3, 15, &b[i].d, &b[i].dmin, sc, m, q);
+		for (int j = 0; j < 16; j++)
+			b[i].scales[j] = (uint8_t)(sc[j] | m[j] << 4);
+		for (int e = 0; e < QK_K; e++)
+			b[i].qs[k2_byte(e)] |= (uint8_t)(q[e] << k2_shift(e));
+	}
+}
+
+/* Q4_K (qh NULL) and Q5_K: 8 sub-blocks of 32, codes 0..15 or 0..31. */
+static void quant_k45(const float *x, uint16_t *d, uint16_t *dmin, uint8_t *scales, uint8_t *qs, uint8_t *qh)
+{
+	uint8_t sc[8], m[8], q[QK_K];
+	kq_minmax(x, 8, 32, qh ? 31 : 15, 63, d, dmin, sc, m, q);
+	for (int j = 0; j < 8; j++)
+		q4k_put_scale_min(j, scales, sc[j], m[j]);
+	for (int e = 0; e < QK_K; e++) {
+		qs[k4_byte(e)] |= (uint8_t)((q[e] & 0xF) << k4_shift(e));
+		if (qh)
+			qh[e % 32] |= (uint8_t)((q[e] >> 4) << (e / 32));
+	}
+}
+
+/* Q3_K: per 16-element sub-block the signed value of largest magnitude maps
+ * to code -4 (codes -4..3); the sub-block scales, signed, share d so that the
+ * largest in magnitude maps to -32. */
+static void quant_q3_k(const float *x, struct block_q3_k *b, uint64_t nb)
+{
+	for (uint64_t i = 0; i < nb; i++, x += QK_K) {
+		float scale[16], smax = 0;
+		for (int j = 0; j < 16; j++) {
+			float amax = 0, max = 0;
+			for (int l = 0; l < 16; l++)
+				if (fabsf(x[16 * j + l]) > amax) {
+					amax = fabsf(x[16 * j + l]);
+					max = x[16 * j + l];
+				}
+			scale[j] = max / -4.0f;
+			if (fabsf(scale[j]) > fabsf(smax))
+				smax = scale[j];
+		}
+		memset(&b[i], 0, sizeof b[i]);
+		b[i].d = quant_f32_to_f16(smax / -32.0f);
+		float d = quant_f16_to_f32(b[i].d);
+		for (int j = 0; j < 16; j++) {
+			int ls = d ? clampi((int)lroundf(scale[j] / d), -32, 31) : 0;
+			q3k_put_scale(b[i].scales, j, ls);
+			float dl = d * ls;
+			for (int e = 16 * j; e < 16 * j + 16; e++) {
+				int v = (dl ? clampi((int)lroundf(x[e] / dl), -4, 3) : 0) + 4;
+				b[i].qs[k2_byte(e)] |= (uint8_t)((v & 3) << k2_shift(e));
+				b[i].hmask[e % 32] |= (uint8_t)((v >> 2) << (e / 32));
 			}
-		float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
-		b[i].d = quant_f32_to_f16(d);
-		for (int j = 0; j < QK4_0 / 2; j++) {
-			int x0 = (int)(int8_t)(x[j] * id + 8.5f), x1 = (int)(int8_t)(x[j + 16] * id + 8.5f);
-			uint8_t q0 = (uint8_t)(x0 < 15 ? x0 : 15), q1 = (uint8_t)(x1 < 15 ? x1 : 15);
-			b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
 		}
 	}
 }
 
-static int clampi(int v, int lo, int hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* A plain min/max Q4_K quantizer (not llama.cpp's iterative search): enough
- * for tests and synthetic models; dequantization is the exact ggml format. */
-static void quant_q4_k(const float *x, struct block_q4_k *b, uint64_t nb)
+/* IQ4_XS: each sub-block of 32 gets its own searched scale (iq4_scale); the
+ * block's d maps the largest in magnitude to -32, the 6-bit sub-block scales
+ * are rounded against d and the levels picked again at the stored scale. */
+static void quant_iq4_xs(const float *x, struct block_iq4_xs *b, uint64_t nb)
 {
 	for (uint64_t i = 0; i < nb; i++, x += QK_K) {
-		float scale[8], minv[8], maxs = 0, maxm = 0;
+		float s[8], smax = 0;
+		uint8_t q[32];
 		for (int j = 0; j < 8; j++) {
-			float mn = 0, mx = 0;
-			for (int l = 0; l < 32; l++) {
-				mn = fminf(mn, x[32 * j + l]);
-				mx = fmaxf(mx, x[32 * j + l]);
-			}
-			scale[j] = (mx - mn) / 15.0f;
-			minv[j] = -mn;
-			maxs = fmaxf(maxs, scale[j]);
-			maxm = fmaxf(maxm, minv[j]);
+			s[j] = iq4_scale(x + 32 * j, 32, q);
+			if (fabsf(s[j]) > fabsf(smax))
+				smax = s[j];
 		}
-		float d = maxs / 63.0f, dmin = maxm / 63.0f;
 		memset(&b[i], 0, sizeof b[i]);
-		b[i].d = quant_f32_to_f16(d);
-		b[i].dmin = quant_f32_to_f16(dmin);
-		d = quant_f16_to_f32(b[i].d);
-		dmin = quant_f16_to_f32(b[i].dmin);
+		b[i].d = quant_f32_to_f16(smax / -32.0f);
+		float d = quant_f16_to_f32(b[i].d);
 		for (int j = 0; j < 8; j++) {
-			uint8_t sc = (uint8_t)clampi(d ? (int)lroundf(scale[j] / d) : 0, 0, 63);
-			uint8_t m = (uint8_t)clampi(dmin ? (int)lroundf(minv[j] / dmin) : 0, 0, 63);
-			q4k_put_scale_min(j, b[i].scales, sc, m);
-			float ds = d * sc, dm = dmin * m;
-			uint8_t *q = b[i].qs + 32 * (j / 2);
-			for (int l = 0; l < 32; l++) {
-				int v = ds ? clampi((int)lroundf((x[32 * j + l] + dm) / ds), 0, 15) : 0;
-				q[l] |= (uint8_t)(j & 1 ? v << 4 : v);
-			}
+			int ls = (d ? clampi((int)lroundf(s[j] / d), -32, 31) : 0) + 32;
+			b[i].scales_l[j / 2] |= (uint8_t)((ls & 0xF) << (4 * (j % 2)));
+			b[i].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+			iq4_pick(x + 32 * j, 32, d * (ls - 32), q);
+			for (int l = 0; l < 16; l++)
+				b[i].qs[16 * j + l] = (uint8_t)(q[l] | q[l + 16] << 4);
 		}
 	}
 }
@@ -408,9 +736,29 @@ int quant_quantize(uint32_t type, const float *src, void *dst, uint64_t n)
 		}
 		break;
 	case TENSOR_Q8_0: quant_q8_0(src, dst, nb); break;
-	case TENSOR_Q4_0: quant_q4_0(src, dst, nb); break;
-	case TENSOR_Q4_K: quant_q4_k(src, dst, nb); break;
+	case TENSOR_Q4_0:
+	case TENSOR_Q4_1:
+	case TENSOR_Q5_0:
+	case TENSOR_Q5_1:
+	case TENSOR_IQ4_NL: quant_b32(type, src, dst, nb); break;
+	case TENSOR_Q2_K: quant_q2_k(src, dst, nb); break;
+	case TENSOR_Q3_K: quant_q3_k(src, dst, nb); break;
+	case TENSOR_Q4_K:
+		for (uint64_t i = 0; i < nb; i++) {
+			struct block_q4_k *b = (struct block_q4_k *)dst + i;
+			memset(b, 0, sizeof *b);
+			quant_k45(src + i * QK_K, &b->d, &b->dmin, b->scales, b->qs, NULL);
+		}
+		break;
+	case TENSOR_Q5_K:
+		for (uint64_t i = 0; i < nb; i++) {
+			struct block_q5_k *b = (struct block_q5_k *)dst + i;
+			memset(b, 0, sizeof *b);
+			quant_k45(src + i * QK_K, &b->d, &b->dmin, b->scales, b->qs, b->qh);
+		}
+		break;
 	case TENSOR_Q6_K: quant_q6_k(src, dst, nb); break;
+	case TENSOR_IQ4_XS: quant_iq4_xs(src, dst, nb); break;
 	}
 	return 0;
 }

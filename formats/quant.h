@@ -89,8 +89,11 @@ uint16_t quant_f32_to_bf16(float f);    /* round to nearest even, NaN kept NaN *
 
 /* Dequantize n elements (a multiple of the block size) starting at src. */
 int quant_dequantize(uint32_t type, const void *src, float *dst, uint64_t n);
-/* Quantize n elements into dst (quant_row_bytes(type, n) bytes). Supports
- * F32, F16, BF16, Q8_0, Q4_0 (the llama.cpp reference rounding), Q4_K, Q6_K. */
+/* Quantize n elements into dst (quant_row_bytes(type, n) bytes). Every
+ * supported type: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 round as llama.cpp's
+ * reference quantizers do; the K types use a plain min/max (or absmax) fit
+ * per sub-block, IQ4_NL and IQ4_XS a small scale search (not llama.cpp's
+ * importance-weighted searches: good for tests and synthetic models). */
 int quant_quantize(uint32_t type, const float *src, void *dst, uint64_t n);
 
 #endif

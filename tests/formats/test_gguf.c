@@ -838,6 +838,38 @@ Test(gguf, rejects_unsupported_type)
 			   "has unknown type 4");
 }
 
+/* The mixed-preset types are accepted with their ggml byte sizes (two rows
+ * each, back to back at 32-byte aligned offsets). */
+Test(gguf, accepts_preset_types)
+{
+	static const struct { uint32_t type; uint64_t ne0, bytes; } ty[] = {
+		{ TENSOR_Q4_1, 64, 80 },   { TENSOR_Q5_0, 64, 88 },   { TENSOR_Q5_1, 64, 96 },
+		{ TENSOR_IQ4_NL, 64, 72 }, { TENSOR_Q2_K, 256, 168 }, { TENSOR_Q3_K, 256, 220 },
+		{ TENSOR_Q5_K, 256, 352 }, { TENSOR_IQ4_XS, 256, 272 },
+	};
+	enum { N = sizeof ty / sizeof ty[0] };
+	struct tspec t[N];
+	static const char *names[N] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+	uint64_t off = 0;
+	for (int i = 0; i < N; i++) {
+		t[i] = (struct tspec){ names[i], 2, { ty[i].ne0, 2 }, ty[i].type, off };
+		off += (ty[i].bytes + 31) / 32 * 32;
+	}
+	struct gb b = {0};
+	tensor_file(&b, t, N, off);
+	struct gguf *g = parse_ok(&b);
+	cr_assert_eq(g->n_tensors, N);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(g->tensors[i].nbytes, ty[i].bytes, "type %u", ty[i].type);
+	free_parsed(g);
+	gb_free(&b);
+	/* K and IQ4_XS rows must be whole 256-element blocks */
+	expect_tensor_fail(&(struct tspec){"w", 1, {128}, TENSOR_Q5_K, 0}, 1, 256, ERR_INVAL,
+			   "not a multiple of the q5_K block size 256");
+	expect_tensor_fail(&(struct tspec){"w", 1, {128}, TENSOR_IQ4_XS, 0}, 1, 256, ERR_INVAL,
+			   "not a multiple of the iq4_xs block size 256");
+}
+
 Test(gguf, rejects_row_not_multiple_of_block)
 {
 	expect_tensor_fail(&(struct tspec){"w", 2, {48, 2}, TENSOR_Q8_0, 0}, 1, 256, ERR_INVAL,
