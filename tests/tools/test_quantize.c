@@ -405,6 +405,8 @@ static void run_e2e(const char *type, const char *want_ft, const char *want_type
 	float *ours = read_logits(vk);
 	struct golden_summary s;
 	bool ok = golden_check_all(&g, ours, &s);
+	fprintf(stderr, "quant_e2e: --type %s: vulkan vs reference max rel %.2e (position %u), %u argmaxes compared\n",
+		type, s.max_rel, s.worst_pos, s.n_argmax_checked);
 	cr_expect(ok, "--type %s: %u of %d positions fail (first %u), max rel %.3e at %u", type, s.n_fail,
 		  E2E_TOKENS, s.first_fail, s.max_rel, s.worst_pos);
 	cr_expect_gt(s.n_argmax_checked, E2E_TOKENS / 2, "too few clear argmaxes to compare");
