@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu_worker/coopmat.h"
+#include "gpu_worker/shaders.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
 #include "formats/quant.h"
@@ -90,6 +92,8 @@ struct engine {
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
 	bool use_mvs, use_mm;
+	struct vk_pipe mm_cm[7];           /* mul_mm on matrix cores (shaders/mul_mm_cm.glsl); pipe 0: mm[] */
+	bool use_cm;
 	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
@@ -335,6 +339,27 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 	return vk_set_create(e->vk, p, b, s);
 }
 
+/* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
+ * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where the shader
+ * is missing or the driver refuses the pipeline. */
+static void cm_pipes_create(struct engine *e)
+{
+	const char *env = getenv("UNICORN_NO_COOPMAT");
+	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
+	uint32_t wg = 4 * e->vk->info.subgroup_size; /* four subgroups (shaders/mul_mm_cm.glsl) */
+	if (!e->vk->coopmat || (env && strcmp(env, "1") == 0) || wg == 0 || wg > lim->maxComputeWorkGroupInvocations ||
+	    wg > lim->maxComputeWorkGroupSize[0])
+		return;
+	char name[64];
+	for (int i = 0; i < 7; i++) {
+		snprintf(name, sizeof name, "mul_mm_cm_%s", slot_name[i]);
+		if (shader_find(name) && vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), &wg, 1, &e->mm_cm[i]) == 0)
+			e->use_cm = true;
+		else
+			err_clear();
+	}
+}
+
 static int pipes_create(struct engine *e)
 {
 	/* one-workgroup reductions (argmax over the vocabulary, rmsnorm per row) are
@@ -396,6 +421,8 @@ static int pipes_create(struct engine *e)
 		if (!rc && e->use_mm)
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), NULL, 0, &e->mm[i]);
 	}
+	if (!rc && e->use_mm)
+		cm_pipes_create(e);
 	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
 	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
 	const char *nenv = getenv("UNICORN_VK_NORM");
@@ -731,6 +758,7 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mvb[i]);
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mm[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cm[i]);
 		}
 		vk_destroy(e->vk);
 	}
@@ -911,7 +939,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
-		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
+		const struct vk_pipe *mm = &e->mm_cm[type_slot(w->type)]; /* same tile as mul_mm */
+		disp(e, cb, name, bytes, mm->pipe ? mm : &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
 		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
 		return;
 	}
@@ -1586,10 +1615,14 @@ int engine_head(struct engine *e, uint32_t n, float *logits)
 
 const char *engine_kernels(const struct engine *e)
 {
+	if (e->use_mvs && e->use_cm)
+		return "mul_mvs (decode) + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
 	if (e->use_mvs && e->use_mm)
 		return "mul_mvs (decode) + mul_mm (prefill)";
 	if (e->use_mvs)
 		return "mul_mvs (decode) + mul_mv";
+	if (e->use_cm)
+		return "mul_mv + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
 	if (e->use_mm)
 		return "mul_mv + mul_mm (prefill)";
 	return "mul_mv";
