@@ -70,7 +70,7 @@ $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLFLAGS) -MD -MF $@.d -o $@ $<
 	spirv-val --target-env vulkan1.2 $@
-# Cooperative-matrix shaders (mul_mm_cm_*, docs/vulkan.md): glslc without -O
+# Cooperative-matrix shaders (mul_mm_cm_*, mul_mm_cms_*, docs/vulkan.md): glslc without -O
 # (its optimizer rejects capability CooperativeMatrixKHR), then the host tool
 # tools/spv_coopmat.c gives OpTypeCooperativeMatrixKHR the <id> operands
 # SPIR-V requires (glslang writes literals) and checks the result. No
@@ -80,7 +80,7 @@ SPV_COOPMAT := $(BUILD)/host/spv-coopmat
 $(SPV_COOPMAT): tools/spv_coopmat.c tools/spv_coopmat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DSPV_COOPMAT_MAIN -o $@ $<
-$(BUILD)/spv/mul_mm_cm_%.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
+$(BUILD)/spv/mul_mm_cm%.spv: shaders/mul_mm_cm%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -MD -MF $@.d -MT $@ -o $@.raw $<
 	$(SPV_COOPMAT) $@.raw $@

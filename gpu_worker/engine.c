@@ -30,6 +30,9 @@
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
+/* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
+ * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
+#define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row) */
@@ -92,7 +95,9 @@ struct engine {
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
 	bool use_mvs, use_mm;
-	struct vk_pipe mm_cm[7];           /* mul_mm on matrix cores (shaders/mul_mm_cm.glsl); pipe 0: mm[] */
+	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
+	 * a type whose pipelines are missing (pipe 0) keeps mm[] */
+	struct vk_pipe mm_cm[7], mm_cms[7];
 	bool use_cm;
 	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
@@ -340,23 +345,31 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 }
 
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
- * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where the shader
- * is missing or the driver refuses the pipeline. */
+ * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where a shader is
+ * missing or the driver refuses a pipeline. */
 static void cm_pipes_create(struct engine *e)
 {
 	const char *env = getenv("UNICORN_NO_COOPMAT");
 	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
-	uint32_t wg = 4 * e->vk->info.subgroup_size; /* four subgroups (shaders/mul_mm_cm.glsl) */
-	if (!e->vk->coopmat || (env && strcmp(env, "1") == 0) || wg == 0 || wg > lim->maxComputeWorkGroupInvocations ||
-	    wg > lim->maxComputeWorkGroupSize[0])
+	uint32_t sg = e->vk->info.subgroup_size;
+	const uint32_t wg[2] = { ENGINE_CM_NSG * sg, ENGINE_CMS_NSG * sg };
+	if (!e->vk->coopmat || (env && strcmp(env, "1") == 0) || sg == 0 || wg[0] > lim->maxComputeWorkGroupInvocations ||
+	    wg[0] > lim->maxComputeWorkGroupSize[0] || lim->maxComputeSharedMemorySize < ENGINE_CM_SHARED)
 		return;
 	char name[64];
 	for (int i = 0; i < 7; i++) {
-		snprintf(name, sizeof name, "mul_mm_cm_%s", slot_name[i]);
-		if (shader_find(name) && vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), &wg, 1, &e->mm_cm[i]) == 0)
-			e->use_cm = true;
-		else
+		struct vk_pipe *ps[2] = { &e->mm_cm[i], &e->mm_cms[i] };
+		bool ok = true;
+		for (int k = 0; k < 2 && ok; k++) {
+			snprintf(name, sizeof name, k ? "mul_mm_cms_%s" : "mul_mm_cm_%s", slot_name[i]);
+			ok = shader_find(name) && vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), &wg[k], 1, ps[k]) == 0;
+		}
+		if (!ok) {
 			err_clear();
+			vk_pipe_destroy(e->vk, ps[0]);
+			memset(ps[0], 0, sizeof *ps[0]);
+		}
+		e->use_cm = e->use_cm || ok;
 	}
 }
 
@@ -759,6 +772,7 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mm[i]);
 			vk_pipe_destroy(e->vk, &e->mm_cm[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
 		}
 		vk_destroy(e->vk);
 	}
@@ -939,9 +953,17 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
-		const struct vk_pipe *mm = &e->mm_cm[type_slot(w->type)]; /* same tile as mul_mm */
-		disp(e, cb, name, bytes, mm->pipe ? mm : &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
-		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
+		int ts = type_slot(w->type);
+		/* large tiles where they give the GPU enough workgroups, else small */
+		uint32_t gx = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM, gy = (n_tok + ENGINE_CM_BN - 1) / ENGINE_CM_BN;
+		if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG)
+			disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
+		else if (e->mm_cm[ts].pipe)
+			disp(e, cb, name, bytes, &e->mm_cms[ts], s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,
+			     (n_tok + ENGINE_CMS_BN - 1) / ENGINE_CMS_BN, 1);
+		else
+			disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
+			     (n_tok + MM_TILE - 1) / MM_TILE, 1);
 		return;
 	}
 	uint32_t nwg = (nrows + wg / tpr - 1) / (wg / tpr);

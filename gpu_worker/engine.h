@@ -45,6 +45,18 @@ struct engine_opts {
 	const struct kv_layout *kv;
 };
 
+/* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of
+ * ENGINE_CM_NSG subgroups computes ENGINE_CM_BM rows x ENGINE_CM_BN tokens
+ * (mul_mm_cm_TYPE), or the small tile ENGINE_CMS_* (mul_mm_cms_TYPE); the large
+ * one needs ENGINE_CM_SHARED bytes of shared memory. */
+#define ENGINE_CM_BM 128u
+#define ENGINE_CM_BN 128u
+#define ENGINE_CM_NSG 8u
+#define ENGINE_CMS_BM 64u
+#define ENGINE_CMS_BN 64u
+#define ENGINE_CMS_NSG 4u
+#define ENGINE_CM_SHARED 45056u
+
 /* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
 struct mv_push {
 	uint32_t ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid;

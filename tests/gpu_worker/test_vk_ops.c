@@ -61,7 +61,8 @@ static void check_close(const float *got, const double *want, const double *mag,
 
 /* y = W x (and the GLU variant) for one type, n_tok token columns, through
  * kernel 0 mul_mv, 1 mul_mvs (subgroup, one token per workgroup row), 2 mul_mm
- * (tiled) or 3 mul_mm_cm (tiled on matrix cores: f16 products, looser bound). */
+ * (tiled), 3 mul_mm_cm or 4 mul_mm_cms (large and small tiles on matrix cores:
+ * f16 products, a looser bound). */
 static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
 			    bool glu)
 {
@@ -79,9 +80,12 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 		x[i] = frand();
 	struct vk_pipe p;
 	char name[64];
-	static const char *const kname[4] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mm_cm" };
+	static const char *const kname[5] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mm_cm", "mul_mm_cms" };
+	/* mul_mm_cm(s): workgroup size, tile rows x tokens */
+	uint32_t cm_wg = (kernel == 3 ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
+	uint32_t cm_bm = kernel == 3 ? ENGINE_CM_BM : ENGINE_CMS_BM, cm_bn = kernel == 3 ? ENGINE_CM_BN : ENGINE_CMS_BN;
 	snprintf(name, sizeof name, glu ? "%s_glu_%s" : "%s_%s", kname[kernel], tname);
-	uint32_t wg[1] = { kernel == 1 ? 128 : kernel == 3 ? 4 * vk->info.subgroup_size : 64 };
+	uint32_t wg[1] = { kernel == 1 ? 128 : kernel >= 3 ? cm_wg : 64 };
 	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), wg, kernel == 2 ? 0 : 1, &p), 0, "%s", err_msg());
 	uint32_t y_stride = nrows + 3, y_off = 2;
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
@@ -95,8 +99,10 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
 	else if (kernel == 1)
 		run1(&p, b, &pc, n_tok, (nrows + 128 / tpr - 1) / (128 / tpr), 1); /* x = token column */
-	else /* both mat-mat kernels: tiles of 64 rows x 64 tokens */
+	else if (kernel == 2)
 		run1(&p, b, &pc, (nrows + 63) / 64, (n_tok + 63) / 64, 1);
+	else
+		run1(&p, b, &pc, (nrows + cm_bm - 1) / cm_bm, (n_tok + cm_bn - 1) / cm_bn, 1);
 	float *y = malloc((size_t)n_tok * y_stride * 4);
 	cr_assert_eq(vk_download(vk, b[2], 0, y, (size_t)n_tok * y_stride * 4), 0);
 	for (uint32_t t = 0; t < n_tok; t++)
@@ -116,7 +122,7 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 				continue;
 			}
 			/* f16 weights and activations: each product within ~2^-10 relative */
-			double want = s, tol = (kernel == 3 ? 1.5e-3 : 1e-5) * m + 1e-5;
+			double want = s, tol = (kernel >= 3 ? 1.5e-3 : 1e-5) * m + 1e-5;
 			if (glu) {
 				double g = 0.5 * s * (1 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
 				want = g * s2;
@@ -177,22 +183,25 @@ Test(vk_ops, mm_every_type)
 	}
 }
 
-/* The prefill kernel on matrix cores (VK_KHR_cooperative_matrix), every
- * type: rows not a multiple of the 64-row tile or of 16, tokens not a
- * multiple of 16, K a multiple of 32 but not of the 64-wide K step. Skipped
- * (not passed) where the device lacks the extension, e.g. lavapipe. */
+/* The prefill kernel on matrix cores (VK_KHR_cooperative_matrix), both
+ * tiles, every type: rows not a multiple of the tile or of 16, tokens not a
+ * multiple of 16 or of the tile, K a multiple of 32 but not of the 64-wide K
+ * step. Skipped (not passed) where the device lacks the extension, e.g.
+ * lavapipe. */
 Test(vk_ops, mm_coopmat_every_type)
 {
 	if (!vk->coopmat)
 		cr_skip_test("%s has no VK_KHR_cooperative_matrix 16x16x16 f16 configuration", vk->info.name);
-	for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
-		uint32_t b = all_types[i].blk;
-		check_mv_kernel(3, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : 256, 67, 70, false);
-		check_mv_kernel(3, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 512, 37, 17, false);
-		check_mv_kernel(3, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : 256 * 5, 130, 100, false);
+	for (int k = 3; k <= 4; k++) {
+		for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+			uint32_t b = all_types[i].blk;
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : 256, 67, 70, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 512, 37, 17, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : 256 * 5, 130, 150, false);
+		}
+		/* a model-like shape: 1152 -> 1536 rows over 200 tokens (q4_0) */
+		check_mv_kernel(k, TENSOR_Q4_0, "q4_0", 1152, 1536 + 5, 200, false);
 	}
-	/* a model-like shape: 1152 -> 1536 rows over 200 tokens (q4_0) */
-	check_mv_kernel(3, TENSOR_Q4_0, "q4_0", 1152, 1536 + 5, 200, false);
 }
 
 Test(vk_ops, mv_f32) { check_mv(TENSOR_F32, "f32", 77, 37, 1, false); check_mv(TENSOR_F32, "f32", 200, 37, 11, false); }

@@ -89,8 +89,8 @@ Test(spv_coopmat, embedded_shaders_are_patched)
 {
 	static const char *const types[] = { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" };
 	char err[256], name[64];
-	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-		snprintf(name, sizeof name, "mul_mm_cm_%s", types[i]);
+	for (size_t i = 0; i < 2 * sizeof types / sizeof types[0]; i++) {
+		snprintf(name, sizeof name, i % 2 ? "mul_mm_cms_%s" : "mul_mm_cm_%s", types[i / 2]);
 		const struct shader_blob *b = shader_find(name);
 		cr_assert_not_null(b, "%s not embedded", name);
 		cr_assert_eq(spv_coopmat_verify(b->code, b->size / 4, err, sizeof err), 3, "%s: %s", name, err);
