@@ -366,8 +366,7 @@ static void cm_pipes_create(struct engine *e)
 		}
 		if (!ok) {
 			err_clear();
-			vk_pipe_destroy(e->vk, ps[0]);
-			memset(ps[0], 0, sizeof *ps[0]);
+			vk_pipe_destroy(e->vk, ps[0]); /* zeroes it: this type keeps mul_mm */
 		}
 		e->use_cm = e->use_cm || ok;
 	}
