@@ -15,14 +15,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(binding = 0) readonly buffer WBuf { uint wdata[]; };
-layout(binding = 1) readonly buffer XBuf { vec4 x4[]; };
-layout(binding = 2) writeonly buffer YBuf { float y[]; };
-
-// Mirrors struct mv_push in gpu_worker/engine.h.
-layout(push_constant) uniform Push {
-	uint ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr;
-} p;
+#include "mv_io.glsl"
 
 #include "quant.glsl"
 
