@@ -26,7 +26,10 @@
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
 #define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
-#define MVS_RPT 2u      /* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4) */
+/* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4). H100, 1B q4_0 tg128:
+ * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
+ * not measured yet */
+#define MVS_RPT 1u
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */

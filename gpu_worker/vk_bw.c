@@ -48,7 +48,9 @@ int vk_copy_bw(struct vk_ctx *vk, uint64_t *bytes, double *gbs)
 			vk_cmd_timestamp(cb, vk, 0);
 			vk_cmd_dispatch(cb, &pipe, set, &words, gx, 1, 1);
 			vk_cmd_timestamp(cb, vk, 1);
-			rc = vk_submit_wait(vk, cb);
+			/* NVIDIA never executes a command buffer left recording (lavapipe does) */
+			VkResult r = vkEndCommandBuffer(cb);
+			rc = r == VK_SUCCESS ? vk_submit_wait(vk, cb) : err_set(ERR_DEVICE, "copy bandwidth: vkEndCommandBuffer (%d)", (int)r);
 		}
 		vk_cmd_free(vk, cb);
 		uint64_t ns[2];
