@@ -34,6 +34,7 @@
 #include "ipc/dataplane.h"
 #include "common/err.h"
 #include "common/le.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 #include <jansson.h>
@@ -91,6 +92,12 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
+	 * bound: while ops come back faster than the bound, the coordinator looks
+	 * at its bell instead of sleeping (common/spin.h) */
+	int64_t op_ema_ns;
+	uint32_t spin_us;
+	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -953,28 +960,46 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
+/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS). More
+ * than two hide the handoffs (a worker finds its next stage queued), but
+ * each stage message costs the worker ~0.2-0.4 ms of host time whatever its
+ * size, and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
+ * (BENCHMARKS.md): two is the default. Rounds always use two. */
+#define SPLIT_MAX_MBS 8
+#define SPLIT_MBS_DEFAULT 2
+
 struct split_batch {
 	struct intake_req **rs;
 	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
 	bool samples[SCHED_MAX_SEQS];
-	struct split_mb mb[2];
+	uint8_t mb_of[SCHED_MAX_SEQS];  /* the micro-batch of each sequence */
+	struct split_mb mb[SPLIT_MAX_MBS];
+	uint32_t n_mb;
 };
 
-static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n)
+/* n sequences as n_mb micro-batches of near-equal size (some may be empty
+ * when n < n_mb). */
+static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n,
+			    uint32_t n_mb)
 {
 	sb->rs = rs;
 	sb->n = n;
-	uint32_t half = (n + 1) / 2;
-	sb->mb[0] = (struct split_mb){ 0, half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
-	sb->mb[1] = (struct split_mb){ half, n - half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+	sb->n_mb = n_mb;
+	for (uint32_t w = 0, first = 0; w < n_mb; w++) {
+		uint32_t count = n / n_mb + (w < n % n_mb ? 1 : 0);
+		sb->mb[w] = (struct split_mb){ first, count, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+		for (uint32_t i = first; i < first + count; i++)
+			sb->mb_of[i] = (uint8_t)w;
+		first += count;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct intake_req *r = rs[i];
 		if (!sched_seq_next(&r->seq, &sb->ch[i]) || sb->ch[i].n != 1)
 			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
 				       (unsigned long long)r->id);
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
-		struct split_mb *mb = &sb->mb[i < half ? 0 : 1];
+		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
 		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
 		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
@@ -982,7 +1007,7 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 			mb->k = k;
 		}
 	}
-	for (int w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
 	return 0;
 }
@@ -1015,7 +1040,7 @@ static int split_batch_finish(struct coord *c, struct split_batch *sb, const str
 		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
 			break;
 		if (sb->samples[i] && !r->seq.replaying)
-			rc = take_from_head(c, r, d, sb->mb[i < sb->mb[1].first ? 0 : 1].k);
+			rc = take_from_head(c, r, d, sb->mb[sb->mb_of[i]].k);
 	}
 	return rc;
 }
@@ -1064,8 +1089,9 @@ static int split_op(uint32_t i, uint32_t n_layer, uint32_t *layer)
 }
 
 struct flow_link {
-	uint32_t mb[4], seq[4];  /* messages in its request ring, oldest first */
-	int64_t sent[4];
+	/* messages in its request ring, oldest first: at most one per micro-batch */
+	uint32_t mb[SPLIT_MAX_MBS], seq[SPLIT_MAX_MBS];
+	int64_t sent[SPLIT_MAX_MBS];
 	uint32_t head, len;
 	int64_t last_done;       /* when its previous message was answered */
 };
@@ -1081,7 +1107,7 @@ static int flow_post(struct coord *c, struct split_batch *sb, struct flow_link *
 	if (rc)
 		return err_prefix(rc, "%s worker", lk[j]->name);
 	struct flow_link *f = &fl[j];
-	uint32_t at = (f->head + f->len++) % 4;
+	uint32_t at = (f->head + f->len++) % SPLIT_MAX_MBS;
 	f->mb[at] = w;
 	f->seq[at] = c->m.seq;
 	f->sent[at] = intake_now_ns();
@@ -1105,16 +1131,16 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 	int64_t now = intake_now_ns();
 	fl[0].last_done = fl[1].last_done = now;
 	uint32_t finished = 0;
-	for (uint32_t w = 0; w < 2; w++) {
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
 		if (!sb->mb[w].count)
 			finished++;
 	}
 	int rc = 0;
-	for (uint32_t w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < sb->n_mb; w++)
 		if (sb->mb[w].count && (rc = flow_post(c, sb, fl, lk, w)))
 			return rc;
 	int64_t last_progress = intake_now_ns();
-	while (finished < 2) {
+	while (finished < sb->n_mb) {
 		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
 		bool progressed = false;
 		for (int j = 0; j < 2; j++) {
@@ -1132,11 +1158,12 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 					return err_set(c->d.u.done.status, "%s worker: step failed (%s)",
 						       lk[j]->name, err_name(c->d.u.done.status));
 				int64_t t = intake_now_ns(), sent = f->sent[f->head];
+				c->op_ema_ns = c->op_ema_ns ? (7 * c->op_ema_ns + (t - sent)) / 8 : t - sent;
 				obs_step(c, lk[j], sent > f->last_done ? sent : f->last_done, c->d.u.done.gpu_ns,
 					 c->d.u.done.wall_us);
 				f->last_done = t;
 				uint32_t w = f->mb[f->head];
-				f->head = (f->head + 1) % 4;
+				f->head = (f->head + 1) % SPLIT_MAX_MBS;
 				f->len--;
 				d = c->d.u.done;
 				progressed = true;
@@ -1153,6 +1180,9 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 		}
 		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
 			return err_set(ERR_TIMEOUT, "split: no DONE within %d ms", c->step_timeout_ms);
+		if (c->spin_us && c->op_ema_ns < (int64_t)c->spin_us * 1000 &&
+		    ring_bell_spin(c->dp.coord_bell, seen, c->spin_us))
+			continue;
 		rc = ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
 		for (int j = 0; j < 2; j++)
 			if (fl[j].len && kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
@@ -1164,7 +1194,8 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 {
 	static struct split_batch sb;
-	int rc = split_batch_init(c, &sb, rs, n);
+	uint32_t n_mb = c->dp_on ? (c->split_mbs < n ? c->split_mbs : n) : 2;
+	int rc = split_batch_init(c, &sb, rs, n, n_mb < 2 ? 2 : n_mb);
 	if (rc)
 		return rc;
 	return c->dp_on ? step_split_flow(c, &sb) : step_split_rounds(c, &sb);
@@ -1541,6 +1572,11 @@ int main(int argc, char **argv)
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
 	}
 	c.intake_fd = -1;
+	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
+	c.split_mbs = SPLIT_MBS_DEFAULT;
+	const char *mbs = getenv("UNICORN_SPLIT_MBS");
+	if (mbs && atoi(mbs) >= 2)
+		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;

@@ -42,6 +42,7 @@ struct vk_ctx {
 	VkCommandPool cmd_pool;
 	VkDescriptorPool desc_pool;
 	VkFence fence;
+	uint32_t spin_us;            /* common/spin.h: poll the fence this long before sleeping */
 	VkQueryPool query_pool;
 	uint32_t n_queries;
 	VkPhysicalDeviceProperties props;

@@ -19,6 +19,7 @@
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
 #include "common/err.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 struct wslot {
@@ -53,6 +54,8 @@ struct worker {
 	struct dataplane dp;
 	bool dp_on;
 	pid_t coord_pid;
+	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
+	bool hot;               /* the last call handled a message */
 };
 
 static uint64_t mono_ns(void)
@@ -140,6 +143,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	fprintf(stderr, "%s: weights: %llu of %llu matrix bytes used in place (%s)\n",
 		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
+	w->spin_us = spin_us(!strcmp(engine_vk(w->e)->info.type, "cpu"));
 	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
@@ -739,6 +743,13 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 	struct dp_link_view *l = &w->dp.link[my_link(w)];
 	uint32_t seen = ring_bell_seq(l->bell);
 	int rc = dp_recv(&l->req, &w->in);
+	/* right after a step the next one is usually microseconds away: look
+	 * for it before the nng check and the futex sleep */
+	if (rc == ERR_AGAIN && w->hot && ring_bell_spin(l->bell, seen, w->spin_us)) {
+		seen = ring_bell_seq(l->bell);
+		rc = dp_recv(&l->req, &w->in);
+	}
+	w->hot = rc == 0;
 	if (rc == 0) {
 		if (!worker_handle(w, &w->in, &w->out))
 			return 0;
