@@ -1441,7 +1441,8 @@ static void usage(FILE *f)
 		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
 		"the same); auto (default): every slot at full context.\n"
 		"--batch-tokens N: tokens (rows) one fused round feeds, prompt chunks of all\n"
-		"sequences together (default and most %d; decode tokens always go).\n"
+		"sequences together (default UNICORN_BATCH_TOKENS, else and at most %d;\n"
+		"decode tokens always go).\n"
 		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
 		"the mat-mat kernel (default %d; 0 = never).\n",
 		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, BATCH_MM_MIN_DEFAULT);
@@ -1456,7 +1457,8 @@ int main(int argc, char **argv)
 	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
 	const char *nb_env = getenv("UNICORN_NO_BATCH");
 	c.no_batch = nb_env && strcmp(nb_env, "1") == 0;
-	c.batch_tokens = MSG_MAX_ROWS;
+	const char *bt_env = getenv("UNICORN_BATCH_TOKENS"); /* --batch-tokens's default (A/B through unicorn-up) */
+	c.batch_tokens = bt_env && atoi(bt_env) >= 1 && atoi(bt_env) <= MSG_MAX_ROWS ? (uint32_t)atoi(bt_env) : MSG_MAX_ROWS;
 	const char *mm_env = getenv("UNICORN_BATCH_MM_MIN");
 	c.batch_mm_min = mm_env ? (uint32_t)strtoul(mm_env, NULL, 10) : BATCH_MM_MIN_DEFAULT;
 	static const struct option opts[] = {
