@@ -1237,23 +1237,33 @@ static void batch_results(struct engine *e, uint32_t n, uint32_t k, bool topk, u
 		}
 }
 
+/* The batch mode's MODE_B_* and k (1 for argmax, 0 for logits), checked. */
+static int batch_mode(enum engine_batch_mode mode, uint32_t *k, int *m, const char *what)
+{
+	switch (mode) {
+	case ENGINE_BATCH_ARGMAX: *m = MODE_B_ARGMAX; *k = 1; return 0;
+	case ENGINE_BATCH_LOGITS: *m = MODE_B_ALL; *k = 0; return 0;
+	case ENGINE_BATCH_TOPK:
+		*m = MODE_B_TOPK;
+		if (*k == 0 || *k > ENGINE_TOPK_MAX)
+			return err_set(ERR_INVAL, "engine: %s: k %u outside [1, %d]", what, *k, ENGINE_TOPK_MAX);
+		return 0;
+	default: return err_set(ERR_INVAL, "engine: %s: mode %d unknown", what, (int)mode);
+	}
+}
+
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
 	int m;
-	switch (mode) {
-	case ENGINE_BATCH_ARGMAX: m = MODE_B_ARGMAX; k = 1; break;
-	case ENGINE_BATCH_TOPK: m = MODE_B_TOPK; break;
-	case ENGINE_BATCH_LOGITS: m = MODE_B_ALL; k = 0; break;
-	default: return err_set(ERR_INVAL, "engine: batch: mode %d unknown", (int)mode);
-	}
-	if (mode == ENGINE_BATCH_TOPK && (k == 0 || k > ENGINE_TOPK_MAX))
-		return err_set(ERR_INVAL, "engine: batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
+	int rc = batch_mode(mode, &k, &m, "batch");
+	if (rc)
+		return rc;
 	if ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: batch: missing output array");
-	int rc = batch_write(e, n, tokens, seqs, pos, k);
+	rc = batch_write(e, n, tokens, seqs, pos, k);
 	if (rc)
 		return rc;
 	rc = replay(e, m, n);
@@ -1322,16 +1332,11 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
 	int base;
-	switch (mode) {
-	case ENGINE_BATCH_ARGMAX: base = MODE_B_ARGMAX; k = 1; break;
-	case ENGINE_BATCH_TOPK: base = MODE_B_TOPK; break;
-	case ENGINE_BATCH_LOGITS: base = MODE_B_ALL; k = 0; break;
-	default: return err_set(ERR_INVAL, "engine: chunks: mode %d unknown", (int)mode);
-	}
-	if (mode == ENGINE_BATCH_TOPK && (k == 0 || k > ENGINE_TOPK_MAX))
-		return err_set(ERR_INVAL, "engine: chunks: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
+	int rc = batch_mode(mode, &k, &base, "chunks");
+	if (rc)
+		return rc;
 	uint32_t rows, m;
-	int rc = chunks_write(e, n, ch, k, &rows, &m);
+	rc = chunks_write(e, n, ch, k, &rows, &m);
 	if (rc)
 		return rc;
 	if (m && ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals)))

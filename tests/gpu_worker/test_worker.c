@@ -448,19 +448,25 @@ static void run_at(uint32_t seq_id, uint32_t slot, const uint32_t *tokens, uint3
 	call(gpu, false);
 }
 
-/* RUN_BATCH steps two sequences at different positions in one message; each
- * slot's head area then holds bitwise what a RUN of that token alone writes. */
-Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 60)
+/* The golden q4_0 cluster with a gpu worker of two slots in place of the
+ * default one. */
+static void two_slot_cluster(struct golden *g)
 {
-	struct golden g;
-	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
-	cluster_with(g.model_path);
-	/* a gpu worker with two slots in place of the default one */
+	cr_assert_eq(golden_load("q4_0", g), 0, "%s", err_msg());
+	cluster_with(g->model_path);
 	kill(pids[1], SIGKILL);
 	waitpid(pids[1], NULL, 0);
 	bus_close(gpu);
 	start("unicorn-gpu-worker", 1, "--max-seqs");
 	gpu = link_to(RUNDIR_GPU, MSG_ROLE_GPU_WORKER);
+}
+
+/* RUN_BATCH steps two sequences at different positions in one message; each
+ * slot's head area then holds bitwise what a RUN of that token alone writes. */
+Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct golden g;
+	two_slot_cluster(&g);
 	uint32_t ids_alone[2][8], *ids;
 	float vals_alone[2][8], *vals;
 	const uint32_t plen[2] = { 20, 9 }, poff[2] = { 0, 25 };
@@ -524,13 +530,7 @@ static void chunks_msg(uint32_t n, const uint32_t *slot, const uint32_t *pos0, c
 Test(worker, run_chunks_equal_runs, .init = setup, .fini = teardown, .timeout = 60)
 {
 	struct golden g;
-	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
-	cluster_with(g.model_path);
-	kill(pids[1], SIGKILL);
-	waitpid(pids[1], NULL, 0);
-	bus_close(gpu);
-	start("unicorn-gpu-worker", 1, "--max-seqs");
-	gpu = link_to(RUNDIR_GPU, MSG_ROLE_GPU_WORKER);
+	two_slot_cluster(&g);
 	const uint32_t *t = g.tokens;
 	uint32_t ids_alone[2][2][8], *ids;
 	float vals_alone[2][2][8], *vals;
