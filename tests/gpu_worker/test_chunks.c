@@ -38,6 +38,36 @@ static void cfx_close(struct cfx *x)
 	golden_free(&x->g);
 }
 
+/* Bad submissions are refused, never run. */
+Test(chunks, rejects_bad_input, .timeout = 60)
+{
+	struct cfx x;
+	cfx_open(&x, "q4_0", 4);
+	cr_assert_eq(engine_rows_max(x.e), 160);
+	uint32_t t[300] = { 0 }, ids[4];
+	float v[4 * 8];
+	struct engine_chunk dup[2] = { { 1, 0, 2, t, true }, { 1, 2, 2, t, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 2, dup, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	struct engine_chunk big[1] = { { 0, 0, 300, t, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 1, big, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	struct engine_chunk rows[2] = { { 0, 0, 60, t, true }, { 1, 0, 60, t, true } };
+	struct engine_chunk many[3] = { rows[0], rows[1], { 2, 0, 60, t, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 3, many, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
+	struct engine_chunk far[1] = { { 0, 60, 8, t, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 1, far, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
+	struct engine_chunk bad_seq[1] = { { 4, 0, 1, t, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 1, bad_seq, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
+	uint32_t bt = x.g.n_vocab;
+	struct engine_chunk bad_tok[1] = { { 0, 0, 1, &bt, true } };
+	cr_assert_eq(engine_forward_chunks(x.e, 1, bad_tok, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 65, ids, v), ERR_INVAL);
+	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 8, ids, NULL), ERR_INVAL);
+	cr_assert_eq(engine_forward_chunks(x.e, 0, rows, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
+	/* the largest good submission still runs */
+	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 8, ids, v), 0, "%s", err_msg());
+	cfx_close(&x);
+}
+
 /* Relative L2 distance of two logit rows (ids masked in both skipped). */
 static double rel_l2(const float *a, const float *b, size_t n)
 {
@@ -210,32 +240,3 @@ static void check_wide_decode(const char *enc)
 
 Test(chunks, wide_decode_equals_matvec_q4_0, .timeout = 120) { check_wide_decode("q4_0"); }
 Test(chunks, wide_decode_equals_matvec_f32, .timeout = 120) { check_wide_decode("f32"); }
-
-Test(chunks, rejects_bad_input, .timeout = 60)
-{
-	struct cfx x;
-	cfx_open(&x, "q4_0", 4);
-	cr_assert_eq(engine_rows_max(x.e), 160);
-	uint32_t t[300] = { 0 }, ids[4];
-	float v[4 * 8];
-	struct engine_chunk dup[2] = { { 1, 0, 2, t, true }, { 1, 2, 2, t, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 2, dup, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
-	struct engine_chunk big[1] = { { 0, 0, 300, t, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 1, big, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
-	struct engine_chunk rows[2] = { { 0, 0, 60, t, true }, { 1, 0, 60, t, true } };
-	struct engine_chunk many[3] = { rows[0], rows[1], { 2, 0, 60, t, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 3, many, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
-	struct engine_chunk far[1] = { { 0, 60, 8, t, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 1, far, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
-	struct engine_chunk bad_seq[1] = { { 4, 0, 1, t, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 1, bad_seq, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_RANGE);
-	uint32_t bt = x.g.n_vocab;
-	struct engine_chunk bad_tok[1] = { { 0, 0, 1, &bt, true } };
-	cr_assert_eq(engine_forward_chunks(x.e, 1, bad_tok, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
-	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 65, ids, v), ERR_INVAL);
-	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 8, ids, NULL), ERR_INVAL);
-	cr_assert_eq(engine_forward_chunks(x.e, 0, rows, true, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
-	/* the largest good submission still runs */
-	cr_assert_eq(engine_forward_chunks(x.e, 2, rows, true, ENGINE_BATCH_TOPK, 8, ids, v), 0, "%s", err_msg());
-	cfx_close(&x);
-}
