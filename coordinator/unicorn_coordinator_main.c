@@ -962,11 +962,13 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
-/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS): with
- * more than two, a worker usually finds its next stage queued when it
- * finishes one, so the handoffs hide behind work. Rounds use two. */
+/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS). More
+ * than two hide the handoffs (a worker finds its next stage queued), but
+ * each stage message costs the worker ~0.2-0.4 ms of host time whatever its
+ * size, and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
+ * (BENCHMARKS.md): two is the default. Rounds always use two. */
 #define SPLIT_MAX_MBS 8
-#define SPLIT_MBS_DEFAULT 4
+#define SPLIT_MBS_DEFAULT 2
 
 struct split_batch {
 	struct intake_req **rs;

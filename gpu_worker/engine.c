@@ -26,6 +26,10 @@
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
 #define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
+/* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4). H100, 1B q4_0 tg128:
+ * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
+ * not measured yet */
+#define MVS_RPT 1u
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
@@ -101,6 +105,7 @@ struct engine {
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
+	uint32_t mvs_rpt[7];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -140,6 +145,15 @@ static int type_slot(uint32_t type)
 	}
 }
 static const char *slot_name[7] = { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" };
+
+/* Rows per thread group of the single-token mul_mvs (shaders/mul_mvs.glsl):
+ * quarter-block types (q4_0, q8_0) apply each x unit to several rows; the
+ * whole-block types hold 32 weights per row and unit in registers, so 1. */
+uint32_t engine_mvs_rows(uint32_t type, uint32_t want)
+{
+	bool quarter = type == TENSOR_Q4_0 || type == TENSOR_Q8_0;
+	return quarter && want >= 1 && want <= 4 ? want : 1;
+}
 
 struct vk_ctx *engine_vk(struct engine *e) { return e->vk; }
 
@@ -370,12 +384,17 @@ static int pipes_create(struct engine *e)
 		     lim->maxComputeWorkGroupSize[0] >= WG_MVS;
 	e->use_mm = !old && lim->maxComputeWorkGroupInvocations >= 256 && lim->maxComputeWorkGroupSize[0] >= 256 &&
 		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
-	const uint32_t wg_mvs[1] = { WG_MVS };
 	const char *bar_env = getenv("UNICORN_VK_BARRIER");
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
+	/* rows per thread group (UNICORN_VK_MVS_RPT, 1..4) */
+	const char *renv = getenv("UNICORN_VK_MVS_RPT");
+	uint32_t rpt = renv && atoi(renv) > 0 ? (uint32_t)atoi(renv) : MVS_RPT;
+	static const uint32_t slot_type[7] = { TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K };
+	for (int i = 0; i < 7; i++)
+		e->mvs_rpt[i] = engine_mvs_rows(slot_type[i], rpt);
 	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
 	 * shaders/mul_mvs.glsl) unless UNICORN_VK_BATCH_MV=tokens */
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
@@ -383,19 +402,20 @@ static int pipes_create(struct engine *e)
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
 	for (int i = 0; i < 7 && !rc; i++) {
 		if (e->use_mvs) {
+			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s", slot_name[i]);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs_glu[i]);
 		}
-		if (!rc && e->use_mvb) {
-			const uint32_t spec_mvb[2] = { WG_MVS, e->mvb_nt };
+		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
+			const uint32_t spec_mvb[3] = { WG_MVS, e->mvb_nt, 1 };
 			snprintf(name, sizeof name, "mul_mvb_%s", slot_name[i]);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb[i]);
 			snprintf(name, sizeof name, "mul_mvb_glu_%s", slot_name[i]);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
 		if (!rc && e->use_mm)
@@ -925,10 +945,11 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
 		return;
 	}
-	uint32_t nwg = (nrows + wg / tpr - 1) / (wg / tpr);
+	int ts = type_slot(w->type);
+	uint32_t rpw = wg / tpr * (kind == 1 ? e->mvs_rpt[ts] : 1); /* rows per workgroup */
+	uint32_t nwg = (nrows + rpw - 1) / rpw;
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
-	int ts = type_slot(w->type);
 	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
 		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)

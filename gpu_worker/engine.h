@@ -111,6 +111,7 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 /* The same for a weight type: q4_0/q8_0 rows are split into 8-element work
  * units (a quarter block each), so they get four times the threads. */
 uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt);
+uint32_t engine_mvs_rows(uint32_t type, uint32_t want);
 
 struct engine_timing {
 	uint64_t embed_ns, attn_ns, ffn_ns, head_ns, total_ns;
