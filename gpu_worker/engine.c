@@ -24,7 +24,7 @@
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
 #define MAX_GROUPS 65535u
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
-#define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
+#define MM_TILE 64u     /* mul_mm tile: rows, and tokens at most (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
 /* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4). H100, 1B q4_0 tg128:
  * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
@@ -97,7 +97,7 @@ struct engine {
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
-	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
+	struct vk_pipe mvs[7], mvs_glu[7], mm[3][7]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
 	bool use_mvs, use_mm;
 	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
@@ -418,8 +418,10 @@ static int pipes_create(struct engine *e)
 				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
-		if (!rc && e->use_mm)
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), NULL, 0, &e->mm[i]);
+		for (uint32_t v = 0; v < 3 && !rc && e->use_mm; v++) {
+			const uint32_t bn[1] = { 16u << v };
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
+		}
 	}
 	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
 	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
@@ -758,7 +760,8 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mvb[i]);
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
-			vk_pipe_destroy(e->vk, &e->mm[i]);
+			for (int v = 0; v < 3; v++)
+				vk_pipe_destroy(e->vk, &e->mm[v][i]);
 		}
 		vk_destroy(e->vk);
 	}
@@ -941,8 +944,10 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
-		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
-		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
+		/* the narrowest token tile that holds them (16, 32, else 64 per tile) */
+		uint32_t v = n_tok <= 16 ? 0 : n_tok <= 32 ? 1 : 2, bn = 16u << v;
+		disp(e, cb, name, bytes, &e->mm[v][type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
+		     (n_tok + bn - 1) / bn, 1);
 		return;
 	}
 	int ts = type_slot(w->type);

@@ -153,9 +153,10 @@ Test(chunks, prompts_in_one_round_equal_alone_q4_0, .timeout = 120) { check_prom
 Test(chunks, prompts_in_one_round_equal_alone_f32, .timeout = 120) { check_prompts_one_round("f32"); }
 
 /* The 48-token prompt fed as one chunk and cut into chunks (in separate
- * submissions and beside another sequence's chunks): the last row's logits
- * are bitwise equal within a kernel kind, so a chunk replayed alone rebuilds
- * the same KV. Heads only where asked: a chunk without one writes nothing. */
+ * submissions of 7, 50 and 21 rows: mat-mat tiles of 16, 64 and 32 tokens,
+ * beside another sequence's chunks): the last row's logits are bitwise equal
+ * within a kernel kind, so a chunk replayed alone rebuilds the same KV. Heads
+ * only where asked: a chunk without one writes nothing. */
 static void check_chunked(bool wide)
 {
 	struct cfx x;
