@@ -624,17 +624,19 @@ static void preempt(struct coord *c, struct intake_req *r)
 		"it will be recomputed\n", (unsigned long long)r->id, r->seq.n_tok);
 }
 
-/* Blocks for r's next chunk, preempting the most recently admitted other
- * sequences while the pools are short (r itself when it is the latest).
- * Then the slot's table goes to the activation region if it changed.
- * Returns false when r was preempted. */
-static bool kv_ready(struct coord *c, struct intake_req *r, struct intake_req **live, uint32_t n)
+/* Blocks for r's positions up to end (0: its next chunk's end), preempting
+ * the most recently admitted other sequences while the pools are short (r
+ * itself when it is the latest). Then the slot's table goes to the
+ * activation region if it changed. Returns false when r was preempted. */
+static bool kv_ready(struct coord *c, struct intake_req *r, uint32_t end, struct intake_req **live, uint32_t n)
 {
 	struct sched_chunk ch;
-	if (!sched_seq_next(&r->seq, &ch))
+	if (!end && !sched_seq_next(&r->seq, &ch))
 		return true;
+	if (!end)
+		end = ch.pos0 + ch.n;
 	int rc;
-	while ((rc = kvc_reserve(&c->kv, r->slot, ch.pos0 + ch.n))) {
+	while ((rc = kvc_reserve(&c->kv, r->slot, end))) {
 		if (rc != ERR_NOMEM) { /* not a shortage: only this request fails */
 			fprintf(stderr, "coordinator: request %016llx: %s\n", (unsigned long long)r->id, err_msg());
 			intake_finish(r, MSG_END_ERROR);
@@ -864,9 +866,26 @@ static int step_round(struct coord *c, struct intake_req **rs, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		seqs[i] = &rs[i]->seq;
 	struct sched_round_opts o = { c->batch_tokens, c->batch_mm_min, !c->no_batch };
-	uint32_t nb;
+	uint32_t nb, end[SCHED_MAX_SEQS] = { 0 };
 	int rc = sched_plan_round(seqs, n, &o, plan, SCHED_MAX_SEQS, &nb);
+	/* KV blocks for the planned chunks only, oldest first (preempting the
+	 * newest while the pools are short); the preempted leave the plan */
+	for (uint32_t b = 0; b < nb; b++)
+		for (uint32_t i = 0; i < plan[b].n; i++)
+			end[plan[b].e[i].seq] = plan[b].e[i].c.pos0 + plan[b].e[i].c.n;
+	for (uint32_t i = 0; i < n; i++)
+		if (end[i] && !rs[i]->kv_paused)
+			kv_ready(c, rs[i], end[i], rs, n);
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < plan[b].n; i++)
+			if (!rs[plan[b].e[i].seq]->kv_paused)
+				plan[b].e[k++] = plan[b].e[i];
+		plan[b].n = k;
+	}
 	for (uint32_t i = 0; i < nb && !rc; i++) {
+		if (!plan[i].n)
+			continue;
 		rc = step_chunks(c, rs, &plan[i]);
 		heartbeat(c);
 	}
@@ -1264,10 +1283,11 @@ static void run_live(struct coord *c)
 			live[n++] = r;
 	}
 	/* KV blocks for this round's chunks (preempting when the pools are
-	 * short); the preempted sit the round out */
-	for (uint32_t i = 0; i < n; i++)
+	 * short); the preempted sit the round out. Fused rounds reserve for
+	 * the chunks they plan (step_round) */
+	for (uint32_t i = 0; i < n && c->split; i++)
 		if (!live[i]->kv_paused)
-			kv_ready(c, live[i], live, n);
+			kv_ready(c, live[i], 0, live, n);
 	uint32_t m = 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (!live[i]->kv_paused)
