@@ -47,7 +47,7 @@ int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_promp
 	if (n_resume)
 		memcpy(s->tokens + n_prompt, resume, (size_t)n_resume * sizeof *resume);
 	s->n_prompt = n_prompt;
-	s->n_tok = n_prompt + n_resume;
+	s->n_tok = s->n_resumed = n_prompt + n_resume;
 	return 0;
 }
 
@@ -271,6 +271,12 @@ static int chunk_kind(const struct sched_seq *s, const struct sched_chunk *c)
 {
 	if (s->replaying)
 		return (c->flags & SCHED_CHUNK_WIDE) != 0;
+	/* tokens a client resubmitted after a coordinator restart were decoded
+	 * one at a time, narrow unless UNICORN_BATCH_MM_MIN streams decoded
+	 * together: narrow again gives the same KV, so the continuation is the
+	 * uninterrupted one (within rounding otherwise) */
+	if (c->pos0 >= s->n_prompt && c->pos0 < s->n_resumed)
+		return 0;
 	return c->pos0 < s->n_prompt && c->n >= s->unit ? 1 : -1;
 }
 

@@ -41,6 +41,7 @@ struct sched_seq {
 	uint32_t *tokens;            /* prompt then generated tokens */
 	uint32_t n_tok, cap_tok;
 	uint32_t n_prompt;
+	uint32_t n_resumed;          /* prompt + resumed tokens (a client's resubmission) */
 	uint32_t n_fed;              /* tokens whose KV the workers hold */
 	struct sched_chunk *chunks;  /* chunks fed so far, in order */
 	uint32_t n_chunks, cap_chunks;

@@ -473,3 +473,38 @@ Test(sched, round_wide_decode_and_replay_kinds)
 	for (uint32_t i = 0; i < N; i++)
 		sched_seq_free(&s[i]);
 }
+
+/* After a coordinator restart a client resubmits prompt + resumed tokens:
+ * the prompt goes wide (a whole unit), the resumed tokens narrow (as decode
+ * fed them), even beside another sequence's wide prompt chunk. */
+Test(sched, round_resumed_tokens_stay_narrow)
+{
+	fill();
+	struct sched_seq s[2], *ps[2] = { &s[0], &s[1] };
+	cr_assert_eq(sched_seq_init(&s[0], seqtok, 40, seqtok + 40, 3, 32), 0);
+	cr_assert_eq(sched_seq_init(&s[1], seqtok, 1000, NULL, 0, 32), 0); /* wide chunks for 5 rounds */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(sched_seq_set_chunk_max(&s[i], 256), 0);
+	struct sched_round_opts o = { 256, 16, true };
+	uint32_t nb, resumed_seen = 0, fresh_seen = 0;
+	for (int r = 0; r < 5; r++) {
+		cr_assert_eq(sched_plan_round(ps, 2, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+		for (uint32_t b = 0; b < nb; b++)
+			for (uint32_t i = 0; i < plan[b].n; i++) {
+				const struct sched_entry *e = &plan[b].e[i];
+				if (e->seq == 0 && e->c.pos0 >= 40 && e->c.pos0 < 43) {
+					cr_assert(!plan[b].wide, "resumed token at %u ran wide", e->c.pos0);
+					resumed_seen++;
+				}
+				if (e->seq == 0 && e->c.pos0 >= 43) {
+					cr_assert(plan[b].wide, "a fresh token beside a wide prompt chunk goes wide");
+					fresh_seen++;
+				}
+			}
+		round_ran(ps, plan, nb);
+	}
+	cr_assert_eq(resumed_seen, 3u);
+	cr_assert_eq(fresh_seen, 1u);
+	sched_seq_free(&s[0]);
+	sched_seq_free(&s[1]);
+}
