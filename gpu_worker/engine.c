@@ -29,6 +29,7 @@
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
+#define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row) */
 enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
@@ -87,10 +88,10 @@ struct engine {
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
-	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
-	struct vk_pipe mvs[7], mvs_glu[7], mm[7];
+	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
+	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[N_SLOTS];
 	bool use_mvs, use_mm;
-	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
+	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
@@ -131,10 +132,19 @@ static int type_slot(uint32_t type)
 	case TENSOR_Q4_0: return 4;
 	case TENSOR_Q4_K: return 5;
 	case TENSOR_Q6_K: return 6;
+	case TENSOR_Q4_1: return 7;
+	case TENSOR_Q5_0: return 8;
+	case TENSOR_Q5_1: return 9;
+	case TENSOR_IQ4_NL: return 10;
+	case TENSOR_Q2_K: return 11;
+	case TENSOR_Q3_K: return 12;
+	case TENSOR_Q5_K: return 13;
+	case TENSOR_IQ4_XS: return 14;
 	default: return -1;
 	}
 }
-static const char *slot_name[7] = { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" };
+static const char *slot_name[N_SLOTS] = { "f32",  "f16",    "bf16", "q8_0", "q4_0", "q4_k", "q6_k",  "q4_1",
+					  "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q5_k", "iq4_xs" };
 
 struct vk_ctx *engine_vk(struct engine *e) { return e->vk; }
 
@@ -335,8 +345,16 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 	return vk_set_create(e->vk, p, b, s);
 }
 
-static int pipes_create(struct engine *e)
+static int pipes_create(struct engine *e, const struct model *m)
 {
+	/* weight kernels only for the types the model holds: 8 pipelines per
+	 * type, and drivers compile each at creation (lavapipe: up to seconds) */
+	bool used[N_SLOTS] = { false };
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		int ts = type_slot(m->tensors[i].type);
+		if (ts >= 0)
+			used[ts] = true;
+	}
 	/* one-workgroup reductions (argmax over the vocabulary, rmsnorm per row) are
 	 * latency-bound: give them wide workgroups */
 	uint32_t maxwg = e->vk->props.limits.maxComputeWorkGroupInvocations;
@@ -346,7 +364,9 @@ static int pipes_create(struct engine *e)
 		       wg_norm[1] = { maxwg >= 512 ? 512 : 128 };
 	char name[64];
 	int rc = 0;
-	for (int i = 0; i < 7 && !rc; i++) {
+	for (int i = 0; i < N_SLOTS && !rc; i++) {
+		if (!used[i])
+			continue;
 		snprintf(name, sizeof name, "mul_mv_%s", slot_name[i]);
 		rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->mv[i]);
 		snprintf(name, sizeof name, "mul_mv_glu_%s", slot_name[i]);
@@ -376,7 +396,9 @@ static int pipes_create(struct engine *e)
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
-	for (int i = 0; i < 7 && !rc; i++) {
+	for (int i = 0; i < N_SLOTS && !rc; i++) {
+		if (!used[i])
+			continue;
 		if (e->use_mvs) {
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs[i]);
@@ -603,7 +625,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		goto fail;
 	}
 	e->batch_max = e->max_batch < e->max_seqs ? e->max_batch : e->max_seqs;
-	rc = pipes_create(e);
+	rc = pipes_create(e, m);
 	if (rc)
 		goto fail;
 	/* activations and KV first: they are touched every step, weights may spill */
@@ -722,7 +744,7 @@ void engine_destroy(struct engine *e)
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			vk_pipe_destroy(e->vk, ps[i]);
-		for (int i = 0; i < 7; i++) {
+		for (int i = 0; i < N_SLOTS; i++) {
 			vk_pipe_destroy(e->vk, &e->mv[i]);
 			vk_pipe_destroy(e->vk, &e->glu[i]);
 			vk_pipe_destroy(e->vk, &e->rows[i]);
