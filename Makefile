@@ -70,6 +70,20 @@ $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLFLAGS) -MD -MF $@.d -o $@ $<
 	spirv-val --target-env vulkan1.2 $@
+# Cooperative-matrix shaders (mul_mm_cm_*, mul_mm_cms_*, docs/vulkan.md): glslc without -O
+# (its optimizer rejects capability CooperativeMatrixKHR), then the host tool
+# tools/spv_coopmat.c gives OpTypeCooperativeMatrixKHR the <id> operands
+# SPIR-V requires (glslang writes literals) and checks the result. No
+# spirv-val: SPIRV-Tools 2022.4 does not know these opcodes
+# (tests/tools/test_spv_coopmat.c checks the embedded modules instead).
+SPV_COOPMAT := $(BUILD)/host/spv-coopmat
+$(SPV_COOPMAT): tools/spv_coopmat.c tools/spv_coopmat.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -DSPV_COOPMAT_MAIN -o $@ $<
+$(BUILD)/spv/mul_mm_cm%.spv: shaders/mul_mm_cm%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -MD -MF $@.d -MT $@ -o $@.raw $<
+	$(SPV_COOPMAT) $@.raw $@
 $(BUILD)/shaders_embed.c: $(SPV) tools/embed_spv.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed_spv.sh $@ $(SPV)

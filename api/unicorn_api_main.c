@@ -177,9 +177,11 @@ static int health(void *arg)
 	json_t *p;
 	json_array_foreach(procs, i, p) {
 		const char *dev = json_string_value(json_object_get(p, "device"));
+		bool restarted = json_integer_value(json_object_get(p, "restarts")) > 0;
 		if (json_integer_value(json_object_get(p, "pid")) <= 0 ||
-		    (dev && !strcmp(dev, COORD_DEGRADED)))
-			up = false;
+		    (dev && !strcmp(dev, COORD_DEGRADED)) ||
+		    (restarted && !dev && json_integer_value(json_object_get(p, "role")) != MSG_ROLE_API))
+			up = false; /* down, recovering, or restarted and not yet heard from */
 	}
 	json_decref(root);
 	return up ? HTTP_READY : HTTP_DEGRADED;

@@ -20,6 +20,7 @@
 
 #include "gpu_worker/engine.h"
 #include "gpu_worker/vk.h"
+#include "gpu_worker/vk_bw.h"
 #include "common/err.h"
 #include "formats/model.h"
 #include "formats/quant.h"
@@ -117,8 +118,8 @@ static int run_tg(struct engine *e, uint32_t first, uint32_t n, double *secs)
 }
 
 /* One profiled forward; printed to f as a table and/or added to the JSON array. */
-static int profile_one(struct engine *e, const char *what, const uint32_t *tokens, uint32_t n, uint32_t pos0, FILE *f,
-		       json_t *arr)
+static int profile_one(struct engine *e, const char *what, const uint32_t *tokens, uint32_t n, uint32_t pos0,
+		       double copy_gbs, FILE *f, json_t *arr)
 {
 	struct engine_prof pr;
 	int rc = engine_profile(e, tokens, n, pos0, &pr);
@@ -128,7 +129,7 @@ static int profile_one(struct engine *e, const char *what, const uint32_t *token
 	if (f) {
 		fprintf(f, "\nprofile: %s (%u token%s at position %u): %u dispatches, GPU %.3f ms\n", what, n,
 			n == 1 ? "" : "s", pos0, pr.n_dispatch, pr.total_ns / 1e6);
-		fprintf(f, "  %-18s %6s %10s %6s %10s\n", "kind", "count", "ms", "%", "weight GB/s");
+		fprintf(f, "  %-18s %6s %10s %6s %10s %7s\n", "kind", "count", "ms", "%", "weight GB/s", "% copy");
 	}
 	json_t *kinds = json_array();
 	for (uint32_t i = 0; i < pr.n_kind; i++) {
@@ -142,7 +143,7 @@ static int profile_one(struct engine *e, const char *what, const uint32_t *token
 			fprintf(f, "  %-18s %6u %10.3f %6.1f", k->name, k->count, k->ns / 1e6,
 				pr.total_ns ? 100.0 * k->ns / pr.total_ns : 0.0);
 			if (k->bytes)
-				fprintf(f, " %10.1f", gbs);
+				fprintf(f, " %10.1f %7.1f", gbs, copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0);
 			fputc('\n', f);
 		}
 		json_t *o = json_object();
@@ -150,11 +151,14 @@ static int profile_one(struct engine *e, const char *what, const uint32_t *token
 		json_object_set_new(o, "count", json_integer(k->count));
 		json_object_set_new(o, "ns", json_integer((json_int_t)k->ns));
 		json_object_set_new(o, "weight_bytes", json_integer((json_int_t)k->bytes));
+		if (k->bytes && copy_gbs > 0)
+			json_object_set_new(o, "copy_frac", json_real((double)k->bytes / (double)k->ns / copy_gbs));
 		json_array_append_new(kinds, o);
 	}
 	if (f && mat_ns)
-		fprintf(f, "  matrices: %.3f ms for %.1f MB of weights = %.1f GB/s\n", mat_ns / 1e6, mat_bytes / 1e6,
-			(double)mat_bytes / mat_ns);
+		fprintf(f, "  matrices: %.3f ms for %.1f MB of weights = %.1f GB/s (%.1f%% of copy)\n", mat_ns / 1e6,
+			mat_bytes / 1e6, (double)mat_bytes / mat_ns,
+			copy_gbs > 0 ? 100.0 * (double)mat_bytes / mat_ns / copy_gbs : 0.0);
 	if (arr) {
 		json_t *o = json_object();
 		json_object_set_new(o, "what", json_string(what));
@@ -318,6 +322,14 @@ bad_value:
 		return 1;
 	}
 	struct vk_ctx *vk = engine_vk(e);
+	/* --profile: the device's copy bandwidth, the yardstick of each kernel's weight GB/s */
+	double copy_gbs = 0;
+	uint64_t copy_bytes = 0;
+	if (profile && vk_copy_bw(vk, &copy_bytes, &copy_gbs) == 0)
+		fprintf(stderr, "unicorn bench: copy bandwidth %.1f GB/s (read + write, %.0f MiB buffers)\n", copy_gbs,
+			copy_bytes / 1048576.0);
+	else if (profile)
+		fprintf(stderr, "unicorn bench: copy bandwidth: %s\n", err_msg());
 
 	/* Random (seeded) prompt tokens below the text vocabulary, as llama-bench uses random tokens. */
 	uint32_t *tokens = malloc(sizeof *tokens * max_len);
@@ -359,17 +371,19 @@ bad_value:
 	json_t *prof_arr = profile && json ? json_array() : NULL, *prof_root = profile && json ? json_object() : NULL;
 	if (profile) {
 		FILE *pf = json ? NULL : stderr;
+		if (prof_root && copy_gbs > 0)
+			json_object_set_new(prof_root, "copy_gbs", json_real(copy_gbs));
 		uint32_t np = n_pp ? (pp[0] < batch ? pp[0] : batch) : 0;
 		uint32_t dpos = n_tg ? tg[0] / 2 : 0;
 		rc = engine_reset(e);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, 0, pf, prof_arr);
+			rc = profile_one(e, "prefill chunk", tokens, np, 0, copy_gbs, pf, prof_arr);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, 0, pf, prof_arr); /* second: warm */
+			rc = profile_one(e, "prefill chunk", tokens, np, 0, copy_gbs, pf, prof_arr); /* second: warm */
 		if (!rc && n_tg)
-			rc = profile_one(e, "decode step", tokens, 1, dpos, pf, prof_arr);
+			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
-			rc = profile_one(e, "decode step", tokens, 1, dpos, pf, prof_arr);
+			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
 			rc = profile_token_path(e, tokens[0], tg[0], pf, prof_root);
 		if (!rc && pf)

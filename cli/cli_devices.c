@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_worker/coopmat.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
 
@@ -14,7 +15,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn devices [--json]\n"
-		   "List Vulkan devices: index, name, type, driver, device-local memory, subgroup size.\n"
+		   "List Vulkan devices: index, name, type, driver, device-local memory, subgroup size,\n"
+		   "and whether prefill runs on matrix cores (VK_KHR_cooperative_matrix).\n"
 		   "Select one elsewhere with --device INDEX or a case-insensitive name substring.\n");
 }
 
@@ -43,10 +45,11 @@ int cli_devices(int argc, char **argv)
 	if (json) {
 		json_t *arr = json_array();
 		for (uint32_t i = 0; i < n; i++) {
-			json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i}", "index", (int)d[i].index, "name",
+			json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:s?}", "index", (int)d[i].index, "name",
 					      d[i].name, "type", d[i].type, "driver", d[i].driver, "device_local_bytes",
 					      (json_int_t)d[i].device_local_bytes, "subgroup_size", (int)d[i].subgroup_size,
-					      "vendor_id", (int)d[i].vendor_id, "device_id", (int)d[i].device_id);
+					      "vendor_id", (int)d[i].vendor_id, "device_id", (int)d[i].device_id,
+					      "matrix_cores", d[i].coopmat ? COOPMAT_DESC : NULL);
 			json_t *heaps = json_array();
 			for (uint32_t h = 0; h < d[i].n_heaps; h++)
 				json_array_append_new(heaps, json_pack("{s:I, s:b}", "bytes", (json_int_t)d[i].heap_size[h],
@@ -65,5 +68,7 @@ int cli_devices(int argc, char **argv)
 	for (uint32_t i = 0; i < n; i++)
 		printf("%-5u %-40s %-10s %8.1f GiB %-8u %s\n", d[i].index, d[i].name, d[i].type,
 		       (double)d[i].device_local_bytes / (1024.0 * 1024 * 1024), d[i].subgroup_size, d[i].driver);
+	for (uint32_t i = 0; i < n; i++)
+		printf("device %u matrix cores: %s\n", d[i].index, d[i].coopmat ? COOPMAT_DESC : "none (mul_mm prefill)");
 	return 0;
 }

@@ -38,6 +38,7 @@ int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_promp
 	if (n_prompt > MSG_MAX_POS || n_resume > MSG_MAX_POS - n_prompt)
 		return err_set(ERR_RANGE, "sched: prompt + resume: too many tokens");
 	s->chunk_max = chunk_max;
+	s->unit = chunk_max;
 	int rc = grow((void **)&s->tokens, &s->cap_tok, n_prompt + n_resume + 1,
 		      sizeof *s->tokens);
 	if (rc)
@@ -46,7 +47,7 @@ int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_promp
 	if (n_resume)
 		memcpy(s->tokens + n_prompt, resume, (size_t)n_resume * sizeof *resume);
 	s->n_prompt = n_prompt;
-	s->n_tok = n_prompt + n_resume;
+	s->n_tok = s->n_resumed = n_prompt + n_resume;
 	return 0;
 }
 
@@ -68,14 +69,27 @@ int sched_seq_push(struct sched_seq *s, uint32_t token)
 	return 0;
 }
 
+int sched_seq_set_chunk_max(struct sched_seq *s, uint32_t n)
+{
+	if (n < s->unit || n > MSG_MAX_TOKENS || n % s->unit)
+		return err_set(ERR_INVAL, "sched: chunk_max %u: a multiple of the unit %u up to %d", n, s->unit,
+			       MSG_MAX_TOKENS);
+	s->chunk_max = n;
+	return 0;
+}
+
 bool sched_seq_next(const struct sched_seq *s, struct sched_chunk *c)
 {
 	if (s->replaying && s->replay_idx < s->n_chunks) {
+		/* the recorded chunk, or its rest when a wide one was cut */
 		*c = s->chunks[s->replay_idx];
+		c->n -= s->n_fed - c->pos0;
+		c->pos0 = s->n_fed;
 		return true;
 	}
 	if (s->n_fed >= s->n_tok)
 		return false;
+	c->flags = 0;
 	c->pos0 = s->n_fed;
 	if (s->n_fed < s->n_prompt) {
 		/* prompt: full chunks; the last one ends at the prompt's end */
@@ -93,7 +107,14 @@ int sched_seq_advance(struct sched_seq *s, const struct sched_chunk *c)
 		return err_set(ERR_STATE, "sched: chunk [%u, +%u) does not follow %u of %u",
 			       c->pos0, c->n, s->n_fed, s->n_tok);
 	if (s->replaying) {
-		s->replay_idx++;
+		const struct sched_chunk *r = &s->chunks[s->replay_idx];
+		uint32_t end = r->pos0 + r->n;
+		if (c->pos0 + c->n > end || (c->pos0 + c->n < end && !(r->flags & SCHED_CHUNK_WIDE)) ||
+		    (c->flags ^ r->flags) & SCHED_CHUNK_WIDE)
+			return err_set(ERR_STATE, "sched: replayed chunk [%u, +%u) is not recorded chunk [%u, +%u) "
+				       "of its kind", c->pos0, c->n, r->pos0, r->n);
+		if (c->pos0 + c->n == end)
+			s->replay_idx++;
 		if (s->replay_idx >= s->n_chunks)
 			s->replaying = false;
 	} else {
@@ -121,10 +142,10 @@ void sched_seq_replay(struct sched_seq *s)
 
 int sched_seq_skip(struct sched_seq *s, uint32_t n)
 {
-	if (s->n_fed || s->n_chunks || s->replaying || n > s->n_prompt || n % s->chunk_max)
-		return err_set(ERR_STATE, "sched: skip %u: only whole prompt chunks of a fresh sequence", n);
+	if (s->n_fed || s->n_chunks || s->replaying || n > s->n_prompt || n % s->unit)
+		return err_set(ERR_STATE, "sched: skip %u: only whole prompt units of a fresh sequence", n);
 	while (s->n_fed < n) {
-		struct sched_chunk c = { s->n_fed, s->chunk_max };
+		struct sched_chunk c = { s->n_fed, s->unit, SCHED_CHUNK_WIDE };
 		int rc = sched_seq_advance(s, &c);
 		if (rc)
 			return rc;
@@ -135,9 +156,10 @@ int sched_seq_skip(struct sched_seq *s, uint32_t n)
 int sched_seq_replay_from(struct sched_seq *s, uint32_t pos)
 {
 	uint32_t i = 0, at = 0;
-	while (i < s->n_chunks && at < pos)
+	while (i < s->n_chunks && at + s->chunks[i].n <= pos)
 		at += s->chunks[i++].n;
-	if (at != pos)
+	/* inside a wide chunk: its rest replays as a chunk of its own */
+	if (at != pos && (i == s->n_chunks || !(s->chunks[i].flags & SCHED_CHUNK_WIDE)))
 		return err_set(ERR_STATE, "sched: replay from %u: not a chunk boundary", pos);
 	s->n_fed = pos;
 	s->replay_idx = i;
@@ -232,6 +254,98 @@ bool sched_queue_remove(struct sched *s, uint64_t id)
 			s->queue[(s->q_head + i + 1) % SCHED_MAX_QUEUE];
 	s->q_len--;
 	return true;
+}
+
+/* Add entry (seq, c) to batch b. */
+static void batch_add(struct sched_batch *b, struct sched_seq *const *seqs, uint32_t seq, struct sched_chunk c)
+{
+	c.flags = b->wide ? SCHED_CHUNK_WIDE : 0;
+	b->e[b->n++] = (struct sched_entry){ seq, c, sched_seq_chunk_samples(seqs[seq], &c) };
+	b->rows += c.n;
+}
+
+/* A chunk's kind: 1 wide, 0 narrow (a replay's recorded kind; a fresh
+ * prompt chunk holding a whole unit), -1 either (decode tokens, a prompt's
+ * last piece shorter than a unit: never part of a cached prefix). */
+static int chunk_kind(const struct sched_seq *s, const struct sched_chunk *c)
+{
+	if (s->replaying)
+		return (c->flags & SCHED_CHUNK_WIDE) != 0;
+	/* tokens a client resubmitted after a coordinator restart were decoded
+	 * one at a time, narrow unless UNICORN_BATCH_MM_MIN streams decoded
+	 * together: narrow again gives the same KV, so the continuation is the
+	 * uninterrupted one (within rounding otherwise) */
+	if (c->pos0 >= s->n_prompt && c->pos0 < s->n_resumed)
+		return 0;
+	return c->pos0 < s->n_prompt && c->n >= s->unit ? 1 : -1;
+}
+
+int sched_plan_round(struct sched_seq *const *seqs, uint32_t n, const struct sched_round_opts *o,
+		     struct sched_batch *out, uint32_t cap, uint32_t *n_out)
+{
+	*n_out = 0;
+	if (n > SCHED_MAX_SEQS || !o->budget || cap < (o->batch ? 2 : n))
+		return err_set(ERR_INVAL, "sched: plan: %u sequences, budget %u, room for %u submissions", n, o->budget,
+			       cap);
+	struct sched_chunk ch[SCHED_MAX_SEQS];
+	bool has[SCHED_MAX_SEQS];
+	uint32_t used = 0, n_sel = 0;
+	/* the chunks that go: fresh single tokens past the prompt always ... */
+	for (uint32_t i = 0; i < n; i++) {
+		has[i] = sched_seq_next(seqs[i], &ch[i]);
+		if (has[i] && !seqs[i]->replaying && ch[i].pos0 >= seqs[i]->n_prompt)
+			used++;
+	}
+	/* ... then prompt and replayed chunks, oldest first, within the budget */
+	for (uint32_t i = 0; i < n && o->batch; i++) {
+		struct sched_seq *s = seqs[i];
+		if (!has[i] || (!s->replaying && ch[i].pos0 >= s->n_prompt))
+			continue;
+		uint32_t left = o->budget > used ? o->budget - used : 0;
+		if (ch[i].n > left && (used || n_sel)) {
+			/* cut to whole units of what is left (a narrow chunk is one token) */
+			uint32_t cut = chunk_kind(s, &ch[i]) ? left / s->unit * s->unit : 0;
+			has[i] = cut > 0;
+			ch[i].n = cut;
+		}
+		used += ch[i].n;
+		n_sel += has[i];
+	}
+	/* kinds: the either-kind chunks go wide beside wide ones, or when there
+	 * are mm_min of them; else narrow */
+	uint32_t flex = 0;
+	bool wide_needed = false;
+	for (uint32_t i = 0; i < n; i++) {
+		int k = has[i] ? chunk_kind(seqs[i], &ch[i]) : 0;
+		flex += k < 0;
+		wide_needed = wide_needed || k > 0;
+	}
+	bool flex_wide = o->batch && (wide_needed || (o->mm_min && flex >= o->mm_min));
+	struct sched_batch *wide = &out[0], *narrow = &out[1];
+	if (o->batch) {
+		*wide = (struct sched_batch){ .wide = true };
+		narrow->wide = false;
+		narrow->n = narrow->rows = 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!has[i])
+			continue;
+		int k = chunk_kind(seqs[i], &ch[i]);
+		bool w = k > 0 || (k < 0 && flex_wide);
+		struct sched_batch *b = w ? wide : narrow;
+		if (!o->batch) { /* every chunk alone */
+			b = &out[(*n_out)++];
+			b->wide = w;
+			b->n = b->rows = 0;
+		}
+		batch_add(b, seqs, i, ch[i]);
+	}
+	if (o->batch) {
+		*n_out = (wide->n != 0) + (narrow->n != 0);
+		if (!wide->n)
+			*wide = *narrow; /* only narrow rows: one submission */
+	}
+	return 0;
 }
 
 static int add_round(struct sched_round *out, uint32_t cap, uint32_t *n, struct sched_op gpu,

@@ -34,6 +34,7 @@
 #include "ipc/dataplane.h"
 #include "common/err.h"
 #include "common/le.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 #include <jansson.h>
@@ -44,6 +45,7 @@
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
+#define BATCH_MM_MIN_DEFAULT 16        /* decode rows from which decode runs mat-mat */
 
 struct wlink {
 	const char *name;
@@ -69,7 +71,9 @@ struct coord {
 	uint32_t max_seqs;
 	int step_timeout_ms;
 	int64_t request_timeout_ns; /* --request-timeout: longest a request may run; 0 = none */
-	bool no_batch;         /* UNICORN_NO_BATCH=1: one RUN per sequence (A/B of continuous batching) */
+	bool no_batch;         /* UNICORN_NO_BATCH=1: one submission per sequence (A/B of continuous batching) */
+	uint32_t batch_tokens; /* --batch-tokens: rows of one fused round (sched_plan_round's budget) */
+	uint32_t batch_mm_min; /* UNICORN_BATCH_MM_MIN: decode rows from which decode runs mat-mat (0 never) */
 	struct tok *tok;
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
@@ -91,6 +95,12 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
+	 * bound: while ops come back faster than the bound, the coordinator looks
+	 * at its bell instead of sleeping (common/spin.h) */
+	int64_t op_ema_ns;
+	uint32_t spin_us;
+	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -196,10 +206,10 @@ static int wl_send(struct coord *c, struct wlink *w, struct msg *m)
 		sp->slot = (uint16_t)m->u.run.slot;
 		sp->n = m->u.run.n;
 		sp->pos0 = m->u.run.pos0;
-	} else if (m->type == MSG_RUN_BATCH) {
-		sp->slot = (uint16_t)m->u.run_batch.e[0].slot;
-		sp->n = m->u.run_batch.n;
-		sp->pos0 = m->u.run_batch.e[0].pos;
+	} else if (m->type == MSG_RUN_CHUNKS) {
+		sp->slot = (uint16_t)m->u.run_chunks.e[0].slot;
+		sp->n = m->u.run_chunks.n_tok;
+		sp->pos0 = m->u.run_chunks.e[0].pos0;
 	} else {
 		return 0;
 	}
@@ -576,6 +586,9 @@ static void admit(struct coord *c)
 			return;
 		sched_queue_pop(&c->sched, &id);
 		int rc = sched_seq_init(&r->seq, r->prompt, r->n_prompt, r->resume, r->n_resume, c->kv.unit);
+		/* fused: prompt chunks up to a whole step of one sequence */
+		if (!rc && !c->split)
+			rc = sched_seq_set_chunk_max(&r->seq, MSG_MAX_TOKENS / c->kv.unit * c->kv.unit);
 		if (rc) {
 			fprintf(stderr, "coordinator: %s\n", err_msg());
 			sched_slot_free(&c->sched, slot);
@@ -611,17 +624,19 @@ static void preempt(struct coord *c, struct intake_req *r)
 		"it will be recomputed\n", (unsigned long long)r->id, r->seq.n_tok);
 }
 
-/* Blocks for r's next chunk, preempting the most recently admitted other
- * sequences while the pools are short (r itself when it is the latest).
- * Then the slot's table goes to the activation region if it changed.
- * Returns false when r was preempted. */
-static bool kv_ready(struct coord *c, struct intake_req *r, struct intake_req **live, uint32_t n)
+/* Blocks for r's positions up to end (0: its next chunk's end), preempting
+ * the most recently admitted other sequences while the pools are short (r
+ * itself when it is the latest). Then the slot's table goes to the
+ * activation region if it changed. Returns false when r was preempted. */
+static bool kv_ready(struct coord *c, struct intake_req *r, uint32_t end, struct intake_req **live, uint32_t n)
 {
 	struct sched_chunk ch;
-	if (!sched_seq_next(&r->seq, &ch))
+	if (!end && !sched_seq_next(&r->seq, &ch))
 		return true;
+	if (!end)
+		end = ch.pos0 + ch.n;
 	int rc;
-	while ((rc = kvc_reserve(&c->kv, r->slot, ch.pos0 + ch.n))) {
+	while ((rc = kvc_reserve(&c->kv, r->slot, end))) {
 		if (rc != ERR_NOMEM) { /* not a shortage: only this request fails */
 			fprintf(stderr, "coordinator: request %016llx: %s\n", (unsigned long long)r->id, err_msg());
 			intake_finish(r, MSG_END_ERROR);
@@ -766,44 +781,15 @@ static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 	return MSG_HEAD_ARGMAX;
 }
 
-/* Fused: one RUN per chunk. */
-static int step_fused(struct coord *c, struct intake_req *r)
-{
-	struct sched_chunk ch;
-	if (!sched_seq_next(&r->seq, &ch))
-		return err_set(ERR_STATE, "request %016llx: nothing to feed",
-			       (unsigned long long)r->id);
-	bool samples = sched_seq_chunk_samples(&r->seq, &ch);
-	msg_init(&c->m, MSG_RUN);
-	struct msg_run *run = &c->m.u.run;
-	run->seq_id = r->slot;
-	run->slot = r->slot;
-	run->n = ch.n;
-	run->pos0 = ch.pos0;
-	run->mode = samples ? head_mode(r, &run->k) : MSG_HEAD_ARGMAX;
-	if (!samples)
-		run->k = 1;
-	memcpy(run->tokens, r->seq.tokens + ch.pos0, ch.n * sizeof run->tokens[0]);
-	struct msg_done done;
-	int rc = wl_send(c, &c->gpu, &c->m);
-	if (!rc)
-		rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
-	if (rc)
-		return rc;
-	if ((rc = sched_seq_advance(&r->seq, &ch)))
-		return rc;
-	return samples && !r->seq.replaying ? take_token(c, r, &done) : 0;
-}
-
-/* True when r's next chunk is one token: it can join this round's RUN_BATCH. */
+/* True when r's next chunk is one token: it can join a split batch. */
 static bool single_token_next(const struct intake_req *r)
 {
 	struct sched_chunk ch;
 	return sched_seq_next(&r->seq, &ch) && ch.n == 1;
 }
 
-/* Sample r's token from its slot's head area (a batch's DONE names only
- * its first entry): done with this slot's top-1 and k. */
+/* Sample r's token from its slot's head area (a batched step's DONE names
+ * only its first head): done with this slot's top-1 and k. */
 static int take_from_head(struct coord *c, struct intake_req *r, const struct msg_done *done, uint32_t k)
 {
 	uint32_t *ids;
@@ -818,34 +804,33 @@ static int take_from_head(struct coord *c, struct intake_req *r, const struct ms
 	return take_token(c, r, &d);
 }
 
-/* Fused continuous batching: the next token of each of rs[0..n) (one-token
- * chunks: decode, resumed or replayed tokens) in one RUN_BATCH, so the worker
- * reads the weights once for all of them. The engine computes every row with
- * the code a lone token runs, so a row's numbers equal a RUN of that token
- * alone: recording the chunks per sequence (and replaying them one by one)
- * stays bit-identical. One head mode for the batch: top-k if any entry
- * samples with a temperature (its top-1 is the argmax, ties to the lower id). */
-static int step_batch(struct coord *c, struct intake_req **rs, uint32_t n)
+/* Fused: one planned submission (sched_plan_round) as one RUN_CHUNKS: the
+ * chunks of all its sequences through one forward, so the worker reads the
+ * weights once for all rows. Only chunks that end at their sequence's last
+ * token get a head; one head mode for the submission: top-k if any of them
+ * samples with a temperature (its top-1 is the argmax, ties to the lower
+ * id). The chunks are recorded with the submission's kernel kind, so a
+ * replay (alone) reproduces them exactly. */
+static int step_chunks(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
 {
-	struct sched_chunk ch[SCHED_MAX_SEQS];
-	bool samples[SCHED_MAX_SEQS];
-	msg_init(&c->m, MSG_RUN_BATCH);
-	struct msg_run_batch *b = &c->m.u.run_batch;
-	b->n = n;
-	b->mode = MSG_HEAD_ARGMAX;
-	b->k = 1;
-	for (uint32_t i = 0; i < n; i++) {
-		struct intake_req *r = rs[i];
-		if (!sched_seq_next(&r->seq, &ch[i]) || ch[i].n != 1)
-			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
-				       (unsigned long long)r->id);
-		samples[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+	msg_init(&c->m, MSG_RUN_CHUNKS);
+	struct msg_run_chunks *m = &c->m.u.run_chunks;
+	m->n = b->n;
+	m->mode = MSG_HEAD_ARGMAX;
+	m->k = 1;
+	m->flags = b->wide ? MSG_CHUNKS_WIDE : 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct sched_entry *e = &b->e[i];
+		struct intake_req *r = rs[e->seq];
+		bool head = e->samples && !r->seq.replaying;
 		uint32_t k = 1;
-		if (samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
-			b->mode = MSG_HEAD_TOPK;
-			b->k = k;
+		if (head && head_mode(r, &k) == MSG_HEAD_TOPK) {
+			m->mode = MSG_HEAD_TOPK;
+			m->k = k;
 		}
-		b->e[i] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0, r->seq.tokens[ch[i].pos0] };
+		m->e[i] = (struct msg_run_chunk){ r->slot, r->slot, e->c.pos0, e->c.n, head };
+		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
+		m->n_tok += e->c.n;
 	}
 	struct msg_done done;
 	int rc = wl_send(c, &c->gpu, &c->m);
@@ -854,12 +839,55 @@ static int step_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 	if (rc)
 		return rc;
 	uint32_t k = done.k ? done.k : 1;
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		struct intake_req *r = rs[i];
-		if ((rc = sched_seq_advance(&r->seq, &ch[i])))
+	for (uint32_t i = 0; i < b->n && !rc; i++) {
+		struct intake_req *r = rs[b->e[i].seq];
+		bool head = m->e[i].head;
+		if ((rc = sched_seq_advance(&r->seq, &b->e[i].c)))
 			break;
-		if (samples[i] && !r->seq.replaying)
+		if (head)
 			rc = take_from_head(c, r, &done, k);
+	}
+	return rc;
+}
+
+/* Fused: this round's chunks in at most two RUN_CHUNKS (docs/coordinator.md
+ * "Batched rounds"). */
+static int step_round(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	static struct sched_batch plan[SCHED_MAX_SEQS];
+	struct sched_seq *seqs[SCHED_MAX_SEQS];
+	/* oldest first: the budget goes to the longest waiting */
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && rs[j - 1]->admit_seq > rs[j]->admit_seq; j--) {
+			struct intake_req *t = rs[j];
+			rs[j] = rs[j - 1];
+			rs[j - 1] = t;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		seqs[i] = &rs[i]->seq;
+	struct sched_round_opts o = { c->batch_tokens, c->batch_mm_min, !c->no_batch };
+	uint32_t nb, end[SCHED_MAX_SEQS] = { 0 };
+	int rc = sched_plan_round(seqs, n, &o, plan, SCHED_MAX_SEQS, &nb);
+	/* KV blocks for the planned chunks only, oldest first (preempting the
+	 * newest while the pools are short); the preempted leave the plan */
+	for (uint32_t b = 0; b < nb; b++)
+		for (uint32_t i = 0; i < plan[b].n; i++)
+			end[plan[b].e[i].seq] = plan[b].e[i].c.pos0 + plan[b].e[i].c.n;
+	for (uint32_t i = 0; i < n; i++)
+		if (end[i] && !rs[i]->kv_paused)
+			kv_ready(c, rs[i], end[i], rs, n);
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < plan[b].n; i++)
+			if (!rs[plan[b].e[i].seq]->kv_paused)
+				plan[b].e[k++] = plan[b].e[i];
+		plan[b].n = k;
+	}
+	for (uint32_t i = 0; i < nb && !rc; i++) {
+		if (!plan[i].n)
+			continue;
+		rc = step_chunks(c, rs, &plan[i]);
+		heartbeat(c);
 	}
 	return rc;
 }
@@ -953,28 +981,46 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
+/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS). More
+ * than two hide the handoffs (a worker finds its next stage queued), but
+ * each stage message costs the worker ~0.2-0.4 ms of host time whatever its
+ * size, and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
+ * (BENCHMARKS.md): two is the default. Rounds always use two. */
+#define SPLIT_MAX_MBS 8
+#define SPLIT_MBS_DEFAULT 2
+
 struct split_batch {
 	struct intake_req **rs;
 	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
 	bool samples[SCHED_MAX_SEQS];
-	struct split_mb mb[2];
+	uint8_t mb_of[SCHED_MAX_SEQS];  /* the micro-batch of each sequence */
+	struct split_mb mb[SPLIT_MAX_MBS];
+	uint32_t n_mb;
 };
 
-static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n)
+/* n sequences as n_mb micro-batches of near-equal size (some may be empty
+ * when n < n_mb). */
+static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n,
+			    uint32_t n_mb)
 {
 	sb->rs = rs;
 	sb->n = n;
-	uint32_t half = (n + 1) / 2;
-	sb->mb[0] = (struct split_mb){ 0, half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
-	sb->mb[1] = (struct split_mb){ half, n - half, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+	sb->n_mb = n_mb;
+	for (uint32_t w = 0, first = 0; w < n_mb; w++) {
+		uint32_t count = n / n_mb + (w < n % n_mb ? 1 : 0);
+		sb->mb[w] = (struct split_mb){ first, count, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+		for (uint32_t i = first; i < first + count; i++)
+			sb->mb_of[i] = (uint8_t)w;
+		first += count;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct intake_req *r = rs[i];
 		if (!sched_seq_next(&r->seq, &sb->ch[i]) || sb->ch[i].n != 1)
 			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
 				       (unsigned long long)r->id);
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
-		struct split_mb *mb = &sb->mb[i < half ? 0 : 1];
+		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
 		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
 		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
@@ -982,7 +1028,7 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 			mb->k = k;
 		}
 	}
-	for (int w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
 	return 0;
 }
@@ -1015,7 +1061,7 @@ static int split_batch_finish(struct coord *c, struct split_batch *sb, const str
 		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
 			break;
 		if (sb->samples[i] && !r->seq.replaying)
-			rc = take_from_head(c, r, d, sb->mb[i < sb->mb[1].first ? 0 : 1].k);
+			rc = take_from_head(c, r, d, sb->mb[sb->mb_of[i]].k);
 	}
 	return rc;
 }
@@ -1064,8 +1110,9 @@ static int split_op(uint32_t i, uint32_t n_layer, uint32_t *layer)
 }
 
 struct flow_link {
-	uint32_t mb[4], seq[4];  /* messages in its request ring, oldest first */
-	int64_t sent[4];
+	/* messages in its request ring, oldest first: at most one per micro-batch */
+	uint32_t mb[SPLIT_MAX_MBS], seq[SPLIT_MAX_MBS];
+	int64_t sent[SPLIT_MAX_MBS];
 	uint32_t head, len;
 	int64_t last_done;       /* when its previous message was answered */
 };
@@ -1081,7 +1128,7 @@ static int flow_post(struct coord *c, struct split_batch *sb, struct flow_link *
 	if (rc)
 		return err_prefix(rc, "%s worker", lk[j]->name);
 	struct flow_link *f = &fl[j];
-	uint32_t at = (f->head + f->len++) % 4;
+	uint32_t at = (f->head + f->len++) % SPLIT_MAX_MBS;
 	f->mb[at] = w;
 	f->seq[at] = c->m.seq;
 	f->sent[at] = intake_now_ns();
@@ -1105,16 +1152,16 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 	int64_t now = intake_now_ns();
 	fl[0].last_done = fl[1].last_done = now;
 	uint32_t finished = 0;
-	for (uint32_t w = 0; w < 2; w++) {
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
 		if (!sb->mb[w].count)
 			finished++;
 	}
 	int rc = 0;
-	for (uint32_t w = 0; w < 2; w++)
+	for (uint32_t w = 0; w < sb->n_mb; w++)
 		if (sb->mb[w].count && (rc = flow_post(c, sb, fl, lk, w)))
 			return rc;
 	int64_t last_progress = intake_now_ns();
-	while (finished < 2) {
+	while (finished < sb->n_mb) {
 		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
 		bool progressed = false;
 		for (int j = 0; j < 2; j++) {
@@ -1132,11 +1179,12 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 					return err_set(c->d.u.done.status, "%s worker: step failed (%s)",
 						       lk[j]->name, err_name(c->d.u.done.status));
 				int64_t t = intake_now_ns(), sent = f->sent[f->head];
+				c->op_ema_ns = c->op_ema_ns ? (7 * c->op_ema_ns + (t - sent)) / 8 : t - sent;
 				obs_step(c, lk[j], sent > f->last_done ? sent : f->last_done, c->d.u.done.gpu_ns,
 					 c->d.u.done.wall_us);
 				f->last_done = t;
 				uint32_t w = f->mb[f->head];
-				f->head = (f->head + 1) % 4;
+				f->head = (f->head + 1) % SPLIT_MAX_MBS;
 				f->len--;
 				d = c->d.u.done;
 				progressed = true;
@@ -1153,6 +1201,9 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 		}
 		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
 			return err_set(ERR_TIMEOUT, "split: no DONE within %d ms", c->step_timeout_ms);
+		if (c->spin_us && c->op_ema_ns < (int64_t)c->spin_us * 1000 &&
+		    ring_bell_spin(c->dp.coord_bell, seen, c->spin_us))
+			continue;
 		rc = ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
 		for (int j = 0; j < 2; j++)
 			if (fl[j].len && kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
@@ -1164,7 +1215,8 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 {
 	static struct split_batch sb;
-	int rc = split_batch_init(c, &sb, rs, n);
+	uint32_t n_mb = c->dp_on ? (c->split_mbs < n ? c->split_mbs : n) : 2;
+	int rc = split_batch_init(c, &sb, rs, n, n_mb < 2 ? 2 : n_mb);
 	if (rc)
 		return rc;
 	return c->dp_on ? step_split_flow(c, &sb) : step_split_rounds(c, &sb);
@@ -1231,10 +1283,11 @@ static void run_live(struct coord *c)
 			live[n++] = r;
 	}
 	/* KV blocks for this round's chunks (preempting when the pools are
-	 * short); the preempted sit the round out */
-	for (uint32_t i = 0; i < n; i++)
+	 * short); the preempted sit the round out. Fused rounds reserve for
+	 * the chunks they plan (step_round) */
+	for (uint32_t i = 0; i < n && c->split; i++)
 		if (!live[i]->kv_paused)
-			kv_ready(c, live[i], live, n);
+			kv_ready(c, live[i], 0, live, n);
 	uint32_t m = 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (!live[i]->kv_paused)
@@ -1249,38 +1302,9 @@ static void run_live(struct coord *c)
 		decode = decode && live[i]->seq.n_fed >= live[i]->seq.n_prompt &&
 			 !live[i]->seq.replaying;
 	if (!c->split) {
-		/* one-token chunks of two or more sequences go together in one
-		 * RUN_BATCH; prefill chunks (and a lone decoder) one RUN each */
-		struct intake_req *batch[SCHED_MAX_SEQS];
-		uint32_t nb = 0;
-		for (uint32_t i = 0; i < n; i++)
-			if (single_token_next(live[i]))
-				batch[nb++] = live[i];
-		if (nb >= 2 && !c->no_batch) {
-			rc = step_batch(c, batch, nb);
-			heartbeat(c);
-		} else {
-			nb = 0;
-		}
-		for (uint32_t i = 0; i < n && !rc; i++) {
-			bool batched = false;
-			for (uint32_t j = 0; j < nb; j++)
-				batched = batched || batch[j] == live[i];
-			if (batched)
-				continue;
-			rc = step_fused(c, live[i]);
-			heartbeat(c);
-			if (rc == ERR_RANGE && requeue_refused(c, live[i], rc)) {
-				rc = 0;
-			} else if (rc == ERR_RANGE || rc == ERR_INVAL) {
-				/* refused (e.g. a slot the worker does not serve): only
-				 * this request fails */
-				fprintf(stderr, "coordinator: request %016llx: %s\n",
-					(unsigned long long)live[i]->id, err_msg());
-				intake_finish(live[i], MSG_END_ERROR);
-				rc = 0;
-			}
-		}
+		/* every live sequence's next chunk (prompt chunks within the
+		 * round's token budget) in at most two RUN_CHUNKS */
+		rc = step_round(c, live, n);
 	} else {
 		/* one-token chunks of two or more sequences: batched micro-batches;
 		 * prefill chunks (and a lone decoder) in pipelined pairs */
@@ -1431,13 +1455,19 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
+		"                           [--batch-tokens N]\n"
 		"Requests come over RUNDIR/coordinator.ipc from the CLI and the API process\n"
 		"(unicorn-api, which serves HTTP); metrics and traces go out on RUNDIR/obs.ipc.\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
 		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n"
 		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
-		"the same); auto (default): every slot at full context.\n",
-		REQUEST_TIMEOUT_S_DEFAULT);
+		"the same); auto (default): every slot at full context.\n"
+		"--batch-tokens N: tokens (rows) one fused round feeds, prompt chunks of all\n"
+		"sequences together (default UNICORN_BATCH_TOKENS, else and at most %d;\n"
+		"decode tokens always go).\n"
+		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
+		"the mat-mat kernel (default %d; 0 = never).\n",
+		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, BATCH_MM_MIN_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -1449,6 +1479,10 @@ int main(int argc, char **argv)
 	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
 	const char *nb_env = getenv("UNICORN_NO_BATCH");
 	c.no_batch = nb_env && strcmp(nb_env, "1") == 0;
+	const char *bt_env = getenv("UNICORN_BATCH_TOKENS"); /* --batch-tokens's default (A/B through unicorn-up) */
+	c.batch_tokens = bt_env && atoi(bt_env) >= 1 && atoi(bt_env) <= MSG_MAX_ROWS ? (uint32_t)atoi(bt_env) : MSG_MAX_ROWS;
+	const char *mm_env = getenv("UNICORN_BATCH_MM_MIN");
+	c.batch_mm_min = mm_env ? (uint32_t)strtoul(mm_env, NULL, 10) : BATCH_MM_MIN_DEFAULT;
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' },
 		{ "model", required_argument, 0, 'm' },
@@ -1457,6 +1491,7 @@ int main(int argc, char **argv)
 		{ "step-timeout-ms", required_argument, 0, 't' },
 		{ "request-timeout", required_argument, 0, 'T' },
 		{ "kv-budget", required_argument, 0, 'K' },
+		{ "batch-tokens", required_argument, 0, 'B' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1485,6 +1520,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'B': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > MSG_MAX_ROWS) {
+				fprintf(stderr, "coordinator: --batch-tokens '%s': 1..%d\n", optarg, MSG_MAX_ROWS);
+				return 2;
+			}
+			c.batch_tokens = (uint32_t)v;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1541,6 +1586,11 @@ int main(int argc, char **argv)
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
 	}
 	c.intake_fd = -1;
+	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
+	c.split_mbs = SPLIT_MBS_DEFAULT;
+	const char *mbs = getenv("UNICORN_SPLIT_MBS");
+	if (mbs && atoi(mbs) >= 2)
+		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu_worker/coopmat.h"
+#include "gpu_worker/shaders.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
 #include "formats/quant.h"
@@ -24,16 +26,25 @@
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
 #define MAX_GROUPS 65535u
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
-#define MM_TILE 64u     /* mul_mm tile: rows and tokens (shaders/mul_mm.glsl) */
+#define MM_TILE 64u     /* mul_mm tile: rows, and tokens at most (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
+/* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4). H100, 1B q4_0 tg128:
+ * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
+ * not measured yet */
+#define MVS_RPT 1u
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
+/* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
+ * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
+#define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
 
-/* MODE_B_*: engine_forward_batch (one token per sequence, a head per row) */
+/* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
+ * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
+ * engine_forward_chunks) */
 enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
-       N_MODES = 7 };
+       MODE_W_ALL = 7, MODE_W_ARGMAX = 8, MODE_W_TOPK = 9, N_MODES = 10 };
 #define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
 /* the top-k kernel's per-row log-sum-exps follow the batch_max result rows */
 #define LSE_OFF(e) ((e)->batch_max * RES_ROW)
@@ -72,9 +83,12 @@ struct engine {
 	struct gemma3_config cfg;
 	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
 	uint32_t max_seqs, seq;     /* KV-cache slots and the selected one */
+	uint32_t max_rows;          /* engine_forward_chunks rows (activations are sized for it) */
 	uint32_t batch_max;         /* engine_forward_batch rows: min(max_batch, max_seqs) */
 	uint32_t lse_rows;          /* rows of the last top-k submission (engine_topk_lse) */
 	bool rec_batch;             /* recording a batch: per-token kernels only (mv_kind) */
+	bool rec_wide;              /* ... or, with rec_batch, the mat-mat kernel for every product */
+	VkCommandBuffer chunkcb;    /* engine_forward_chunks with prefill rows: recorded per call */
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
 	struct vk_buf *output_norm;
@@ -89,14 +103,19 @@ struct engine {
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
-	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[N_SLOTS];
+	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[3][N_SLOTS]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
 	bool use_mvs, use_mm;
+	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
+	 * a type whose pipelines are missing (pipe 0) keeps mm[] */
+	struct vk_pipe mm_cm[N_SLOTS], mm_cms[N_SLOTS];
+	bool use_cm;
 	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
+	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -145,6 +164,15 @@ static int type_slot(uint32_t type)
 }
 static const char *slot_name[N_SLOTS] = { "f32",  "f16",    "bf16", "q8_0", "q4_0", "q4_k", "q6_k",  "q4_1",
 					  "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q5_k", "iq4_xs" };
+
+/* Rows per thread group of the single-token mul_mvs (shaders/mul_mvs.glsl):
+ * quarter-block types (q4_0, q8_0) apply each x unit to several rows; the
+ * whole-block types hold 32 weights per row and unit in registers, so 1. */
+uint32_t engine_mvs_rows(uint32_t type, uint32_t want)
+{
+	bool quarter = type == TENSOR_Q4_0 || type == TENSOR_Q8_0;
+	return quarter && want >= 1 && want <= 4 ? want : 1;
+}
 
 struct vk_ctx *engine_vk(struct engine *e) { return e->vk; }
 
@@ -345,6 +373,36 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 	return vk_set_create(e->vk, p, b, s);
 }
 
+/* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
+ * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where a shader is
+ * missing or the driver refuses a pipeline. */
+static void cm_pipes_create(struct engine *e, const bool *used)
+{
+	const char *env = getenv("UNICORN_NO_COOPMAT");
+	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
+	uint32_t sg = e->vk->info.subgroup_size;
+	const uint32_t wg[2] = { ENGINE_CM_NSG * sg, ENGINE_CMS_NSG * sg };
+	if (!e->vk->coopmat || (env && strcmp(env, "1") == 0) || sg == 0 || wg[0] > lim->maxComputeWorkGroupInvocations ||
+	    wg[0] > lim->maxComputeWorkGroupSize[0] || lim->maxComputeSharedMemorySize < ENGINE_CM_SHARED)
+		return;
+	char name[64];
+	for (int i = 0; i < N_SLOTS; i++) {
+		if (!used[i])
+			continue;
+		struct vk_pipe *ps[2] = { &e->mm_cm[i], &e->mm_cms[i] };
+		bool ok = true;
+		for (int k = 0; k < 2 && ok; k++) {
+			snprintf(name, sizeof name, k ? "mul_mm_cms_%s" : "mul_mm_cm_%s", slot_name[i]);
+			ok = shader_find(name) && vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), &wg[k], 1, ps[k]) == 0;
+		}
+		if (!ok) {
+			err_clear();
+			vk_pipe_destroy(e->vk, ps[0]); /* zeroes it: this type keeps mul_mm */
+		}
+		e->use_cm = e->use_cm || ok;
+	}
+}
+
 static int pipes_create(struct engine *e, const struct model *m)
 {
 	/* weight kernels only for the types the model holds: 8 pipelines per
@@ -385,12 +443,19 @@ static int pipes_create(struct engine *e, const struct model *m)
 		     lim->maxComputeWorkGroupSize[0] >= WG_MVS;
 	e->use_mm = !old && lim->maxComputeWorkGroupInvocations >= 256 && lim->maxComputeWorkGroupSize[0] >= 256 &&
 		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
-	const uint32_t wg_mvs[1] = { WG_MVS };
 	const char *bar_env = getenv("UNICORN_VK_BARRIER");
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
+	/* rows per thread group (UNICORN_VK_MVS_RPT, 1..4) */
+	const char *renv = getenv("UNICORN_VK_MVS_RPT");
+	uint32_t rpt = renv && atoi(renv) > 0 ? (uint32_t)atoi(renv) : MVS_RPT;
+	static const uint32_t slot_type[N_SLOTS] = { TENSOR_F32,  TENSOR_F16,  TENSOR_BF16,   TENSOR_Q8_0, TENSOR_Q4_0,
+						     TENSOR_Q4_K, TENSOR_Q6_K, TENSOR_Q4_1,   TENSOR_Q5_0, TENSOR_Q5_1,
+						     TENSOR_IQ4_NL, TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, TENSOR_IQ4_XS };
+	for (int i = 0; i < N_SLOTS; i++)
+		e->mvs_rpt[i] = engine_mvs_rows(slot_type[i], rpt);
 	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
 	 * shaders/mul_mvs.glsl) unless UNICORN_VK_BATCH_MV=tokens */
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
@@ -400,24 +465,29 @@ static int pipes_create(struct engine *e, const struct model *m)
 		if (!used[i])
 			continue;
 		if (e->use_mvs) {
+			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s", slot_name[i]);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg_mvs, 1, &e->mvs_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs_glu[i]);
 		}
-		if (!rc && e->use_mvb) {
-			const uint32_t spec_mvb[2] = { WG_MVS, e->mvb_nt };
+		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
+			const uint32_t spec_mvb[3] = { WG_MVS, e->mvb_nt, 1 };
 			snprintf(name, sizeof name, "mul_mvb_%s", slot_name[i]);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb[i]);
 			snprintf(name, sizeof name, "mul_mvb_glu_%s", slot_name[i]);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 2, &e->mvb_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
-		if (!rc && e->use_mm)
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), NULL, 0, &e->mm[i]);
+		for (uint32_t v = 0; v < 3 && !rc && e->use_mm; v++) {
+			const uint32_t bn[1] = { 16u << v };
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
+		}
 	}
+	if (!rc && e->use_mm)
+		cm_pipes_create(e, used);
 	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
 	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
 	const char *nenv = getenv("UNICORN_VK_NORM");
@@ -572,13 +642,14 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->max_batch = o->max_batch ? o->max_batch : 32;
 	e->n_split = o->n_split ? o->n_split : 16;
 	e->max_seqs = o->max_seqs ? o->max_seqs : 1;
+	e->max_rows = o->max_rows > e->max_batch ? o->max_rows : e->max_batch;
 	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
-	if (e->max_batch > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24) || e->max_seqs > 256 ||
+	if (e->max_batch > 4096 || e->max_rows > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24) || e->max_seqs > 256 ||
 	    (uint64_t)e->max_seqs * e->max_ctx > (1u << 24)) {
-		rc = err_set(ERR_INVAL, "engine: options: max_batch <= 4096, n_split <= 256, max_ctx <= 2^24, "
+		rc = err_set(ERR_INVAL, "engine: options: max_batch and max_rows <= 4096, n_split <= 256, max_ctx <= 2^24, "
 			     "max_seqs <= 256 and max_seqs * max_ctx <= 2^24");
 		goto fail;
 	}
@@ -629,21 +700,22 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	if (rc)
 		goto fail;
 	/* activations and KV first: they are touched every step, weights may spill */
-	const uint64_t B = e->max_batch, F = 4, RB = e->batch_max, ST = sizeof(struct engine_step_tok);
+	/* R: rows of one submission (activations); B: rows whose logits the host may read */
+	const uint64_t R = e->max_rows, B = e->max_batch, F = 4, RB = e->batch_max, ST = sizeof(struct engine_step_tok);
 	struct { struct vk_buf **b; enum vk_buf_kind k; uint64_t bytes; } bufs[] = {
-		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + B * ST },
+		{ &e->step, VK_BUF_HOST, sizeof(struct engine_step) + R * ST },
 		/* device copy of the step buffer, refreshed at the start of each submission:
 		 * kernels would otherwise read host memory over PCIe (microseconds each) */
-		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + B * ST },
-		{ &e->h, VK_BUF_DEVICE, B * c->n_embd * F },
-		{ &e->xb, VK_BUF_DEVICE, B * c->n_embd * F },
-		{ &e->o, VK_BUF_DEVICE, B * c->n_embd * F },
-		{ &e->qkv, VK_BUF_DEVICE, B * e->qkv_stride * F },
-		{ &e->att, VK_BUF_DEVICE, B * e->n_q * F },
+		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + R * ST },
+		{ &e->h, VK_BUF_DEVICE, R * c->n_embd * F },
+		{ &e->xb, VK_BUF_DEVICE, R * c->n_embd * F },
+		{ &e->o, VK_BUF_DEVICE, R * c->n_embd * F },
+		{ &e->qkv, VK_BUF_DEVICE, R * e->qkv_stride * F },
+		{ &e->att, VK_BUF_DEVICE, R * e->n_q * F },
 		/* partials, then one counter per (token, head) for the fused combine */
-		{ &e->part, VK_BUF_DEVICE, B * c->n_head * e->n_split * (c->head_dim + 2) * F + B * c->n_head * 4 },
-		{ &e->gu, VK_BUF_DEVICE, B * 2 * c->n_ff * F },
-		{ &e->ff, VK_BUF_DEVICE, B * c->n_ff * F },
+		{ &e->part, VK_BUF_DEVICE, R * c->n_head * e->n_split * (c->head_dim + 2) * F + R * c->n_head * 4 },
+		{ &e->gu, VK_BUF_DEVICE, R * 2 * c->n_ff * F },
+		{ &e->ff, VK_BUF_DEVICE, R * c->n_ff * F },
 		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
 		/* argmax/top-k steps keep the logits on the device (the last row, or one
 		 * row per sequence of a batch): the host only reads the result, and a
@@ -717,6 +789,7 @@ void engine_destroy(struct engine *e)
 			for (uint32_t n = 0; e->cbs[m] && n <= e->max_batch; n++)
 				vk_cmd_free(e->vk, e->cbs[m][n]);
 		vk_cmd_free(e->vk, e->once);
+		vk_cmd_free(e->vk, e->chunkcb);
 		vk_cmd_free(e->vk, e->tabcb);
 		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 3; i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
@@ -752,7 +825,10 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mvb[i]);
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
-			vk_pipe_destroy(e->vk, &e->mm[i]);
+			for (int v = 0; v < 3; v++)
+				vk_pipe_destroy(e->vk, &e->mm[v][i]);
+			vk_pipe_destroy(e->vk, &e->mm_cm[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
 		}
 		vk_destroy(e->vk);
 	}
@@ -911,6 +987,8 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 	/* a batch (one token per sequence) keeps the kernel a lone decode token
 	 * uses, whose columns are independent: each row's numbers do not depend on
 	 * the batch (the coordinator's per-sequence replay relies on it) */
+	if (e->rec_batch && e->rec_wide && al && e->use_mm)
+		return 2; /* wide: every column of the tiled kernel accumulates alike */
 	if (e->rec_batch)
 		/* fewer tokens than a group: mul_mvs (same numbers; the H100 runs 2
 		 * tokens faster as two columns than in a half-idle group of 4) */
@@ -933,14 +1011,26 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
-		disp(e, cb, name, bytes, &e->mm[type_slot(w->type)], s, &p, (nrows + MM_TILE - 1) / MM_TILE,
-		     (n_tok + MM_TILE - 1) / MM_TILE, 1);
+		int ts = type_slot(w->type);
+		/* matrix cores: large tiles where they give the GPU enough workgroups, else small */
+		uint32_t gx = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM, gy = (n_tok + ENGINE_CM_BN - 1) / ENGINE_CM_BN;
+		if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG) {
+			disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
+		} else if (e->mm_cm[ts].pipe) {
+			disp(e, cb, name, bytes, &e->mm_cms[ts], s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,
+			     (n_tok + ENGINE_CMS_BN - 1) / ENGINE_CMS_BN, 1);
+		} else {
+			/* the narrowest token tile that holds them (16, 32, else 64 per tile) */
+			uint32_t v = n_tok <= 16 ? 0 : n_tok <= 32 ? 1 : 2, bn = 16u << v;
+			disp(e, cb, name, bytes, &e->mm[v][ts], s, &p, (nrows + MM_TILE - 1) / MM_TILE, (n_tok + bn - 1) / bn, 1);
+		}
 		return;
 	}
-	uint32_t nwg = (nrows + wg / tpr - 1) / (wg / tpr);
+	int ts = type_slot(w->type);
+	uint32_t rpw = wg / tpr * (kind == 1 ? e->mvs_rpt[ts] : 1); /* rows per workgroup */
+	uint32_t nwg = (nrows + rpw - 1) / rpw;
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
-	int ts = type_slot(w->type);
 	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
 		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
@@ -1013,7 +1103,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
-		1.0f / sqrtf(qpas), 32, e->max_batch * c->n_head * e->n_split * (c->head_dim + 2),
+		1.0f / sqrtf(qpas), 32, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
 		global ? 0 : e->kv.max_blocks, global ? e->kv.max_blocks : e->kv.ring,
 	};
 	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
@@ -1075,7 +1165,8 @@ static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_
 	rec_logits_to(e, cb, n, n_out, e->s_logits);
 }
 
-static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int mode)
+/* A forward of n rows whose last n_out rows get the head (0: none). */
+static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, int mode)
 {
 	int rc = vk_cmd_begin(cb, false);
 	if (rc)
@@ -1102,15 +1193,15 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, int 
 		if (ts)
 			vk_cmd_timestamp(cb, e->vk, q++);
 	}
-	bool batch = mode >= MODE_B_ALL, all = mode == MODE_ALL || batch;
-	bool am = mode == MODE_ARGMAX || mode == MODE_B_ARGMAX, tk = mode == MODE_TOPK || mode == MODE_B_TOPK;
-	rec_logits_to(e, cb, n, all ? n : 1, am || tk ? e->s_logits_d : e->s_logits);
+	bool am = mode == MODE_ARGMAX || mode == MODE_B_ARGMAX || mode == MODE_W_ARGMAX;
+	bool tk = mode == MODE_TOPK || mode == MODE_B_TOPK || mode == MODE_W_TOPK;
+	if (n_out)
+		rec_logits_to(e, cb, n, n_out, am || tk ? e->s_logits_d : e->s_logits);
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
-	uint32_t rows = batch ? n : 1;
-	if (am)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, rows, 1);
-	if (tk)
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, rows, 1);
+	if (am && n_out)
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n_out, 1);
+	if (tk && n_out)
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n_out, 1);
 	vk_cmd_barrier(cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
@@ -1157,28 +1248,42 @@ uint64_t engine_gpu_ns(const struct engine *e)
 	return e->gpu_ns;
 }
 
+/* Record a forward of n rows (n_out heads) in the kernel kind of mode. */
+static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, int mode)
+{
+	e->rec_batch = mode >= MODE_B_ALL;
+	e->rec_wide = mode >= MODE_W_ALL;
+	int rc = record_forward(e, cb, n, n_out, mode);
+	e->rec_batch = e->rec_wide = false;
+	return rc;
+}
+
+/* Submit a recorded forward and count its GPU time. */
+static int run_forward(struct engine *e, VkCommandBuffer cb)
+{
+	int rc = submit(e, cb);
+	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
+	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
+		gpu_ns_add(e, 0, e->n_ts - 1);
+	return rc;
+}
+
 static int replay(struct engine *e, int mode, uint32_t n)
 {
 	int rc;
 	VkCommandBuffer *cb = &e->cbs[mode][n];
 	if (!*cb) {
+		bool heads = mode == MODE_ALL || mode >= MODE_B_ALL;
 		rc = vk_cmd_alloc(e->vk, cb);
-		if (!rc) {
-			e->rec_batch = mode >= MODE_B_ALL;
-			rc = record_forward(e, *cb, n, mode);
-			e->rec_batch = false;
-		}
+		if (!rc)
+			rc = record_mode(e, *cb, n, heads ? n : 1, mode);
 		if (rc) {
 			vk_cmd_free(e->vk, *cb);
 			*cb = VK_NULL_HANDLE;
 			return rc;
 		}
 	}
-	rc = submit(e, *cb);
-	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
-	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
-		gpu_ns_add(e, 0, e->n_ts - 1);
-	return rc;
+	return run_forward(e, *cb);
 }
 
 uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
@@ -1234,23 +1339,33 @@ static void batch_results(struct engine *e, uint32_t n, uint32_t k, bool topk, u
 		}
 }
 
+/* The batch mode's MODE_B_* and k (1 for argmax, 0 for logits), checked. */
+static int batch_mode(enum engine_batch_mode mode, uint32_t *k, int *m, const char *what)
+{
+	switch (mode) {
+	case ENGINE_BATCH_ARGMAX: *m = MODE_B_ARGMAX; *k = 1; return 0;
+	case ENGINE_BATCH_LOGITS: *m = MODE_B_ALL; *k = 0; return 0;
+	case ENGINE_BATCH_TOPK:
+		*m = MODE_B_TOPK;
+		if (*k == 0 || *k > ENGINE_TOPK_MAX)
+			return err_set(ERR_INVAL, "engine: %s: k %u outside [1, %d]", what, *k, ENGINE_TOPK_MAX);
+		return 0;
+	default: return err_set(ERR_INVAL, "engine: %s: mode %d unknown", what, (int)mode);
+	}
+}
+
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
 	int m;
-	switch (mode) {
-	case ENGINE_BATCH_ARGMAX: m = MODE_B_ARGMAX; k = 1; break;
-	case ENGINE_BATCH_TOPK: m = MODE_B_TOPK; break;
-	case ENGINE_BATCH_LOGITS: m = MODE_B_ALL; k = 0; break;
-	default: return err_set(ERR_INVAL, "engine: batch: mode %d unknown", (int)mode);
-	}
-	if (mode == ENGINE_BATCH_TOPK && (k == 0 || k > ENGINE_TOPK_MAX))
-		return err_set(ERR_INVAL, "engine: batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
+	int rc = batch_mode(mode, &k, &m, "batch");
+	if (rc)
+		return rc;
 	if ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: batch: missing output array");
-	int rc = batch_write(e, n, tokens, seqs, pos, k);
+	rc = batch_write(e, n, tokens, seqs, pos, k);
 	if (rc)
 		return rc;
 	rc = replay(e, m, n);
@@ -1261,6 +1376,90 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 		return 0;
 	}
 	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	return 0;
+}
+
+uint32_t engine_rows_max(const struct engine *e) { return e->max_rows; }
+
+bool engine_has_mm(const struct engine *e) { return e->use_mm; }
+
+/* Check the chunks and write their step records: rows of chunks without a
+ * head and all but the last row of the others first, then the head rows in
+ * chunk order (the head reads the last *m rows). */
+static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk *ch, uint32_t k, uint32_t *rows,
+			uint32_t *m)
+{
+	if (!ch || n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: chunks: %u chunks (1..%u)", n, e->batch_max);
+	uint8_t seen[256] = { 0 }; /* max_seqs <= 256 (engine_create) */
+	uint64_t total = 0;
+	*m = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct engine_chunk *c = &ch[i];
+		if (c->seq >= e->max_seqs || seen[c->seq]++)
+			return err_set(c->seq >= e->max_seqs ? ERR_RANGE : ERR_INVAL,
+				       "engine: chunks: chunk %u: sequence %u out of range or twice (max_seqs %u)", i, c->seq,
+				       e->max_seqs);
+		/* a sequence's step writes at most the ring's slack (ipc/kvlayout.h) */
+		if (!c->tokens || c->n == 0 || c->n > KV_RING_SLACK)
+			return err_set(ERR_INVAL, "engine: chunks: chunk %u: %u tokens (1..%d)", i, c->n, KV_RING_SLACK);
+		if (c->pos0 > e->max_ctx || c->n > e->max_ctx - c->pos0)
+			return err_set(ERR_RANGE, "engine: chunks: chunk %u: positions %u..%u exceed max_ctx %u", i, c->pos0,
+				       c->pos0 + c->n - 1, e->max_ctx);
+		for (uint32_t t = 0; t < c->n; t++)
+			if (c->tokens[t] >= e->cfg.n_vocab)
+				return err_set(ERR_INVAL, "engine: chunks: chunk %u: token %u out of range (n_vocab %u)", i,
+					       c->tokens[t], e->cfg.n_vocab);
+		total += c->n;
+		*m += c->head;
+	}
+	if (total > e->max_rows)
+		return err_set(ERR_RANGE, "engine: chunks: %llu rows (max_rows %u)", (unsigned long long)total, e->max_rows);
+	struct engine_step *s = e->step->map;
+	s->pos0 = ch[0].pos0;
+	s->n = (uint32_t)total;
+	s->k = k;
+	s->kv_base = ch[0].seq * e->tab_len;
+	uint32_t r = 0, h = (uint32_t)total - *m;
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t t = 0; t < ch[i].n; t++) {
+			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++;
+			s->tok[at] = (struct engine_step_tok){ ch[i].tokens[t], ch[i].pos0 + t, ch[i].seq * e->tab_len, 0 };
+		}
+	*rows = (uint32_t)total;
+	return 0;
+}
+
+int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
+			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
+{
+	int base;
+	int rc = batch_mode(mode, &k, &base, "chunks");
+	if (rc)
+		return rc;
+	uint32_t rows, m;
+	rc = chunks_write(e, n, ch, k, &rows, &m);
+	if (rc)
+		return rc;
+	if (m && ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals)))
+		return err_set(ERR_INVAL, "engine: chunks: missing output array");
+	int md = wide ? base - MODE_B_ALL + MODE_W_ALL : base;
+	if (rows == m) {
+		rc = replay(e, md, rows); /* one token each, every one a head: decode, recorded once */
+	} else {
+		if (!e->chunkcb && (rc = vk_cmd_alloc(e->vk, &e->chunkcb)))
+			return rc;
+		vkResetCommandBuffer(e->chunkcb, 0);
+		rc = record_mode(e, e->chunkcb, rows, m, md);
+		if (!rc)
+			rc = run_forward(e, e->chunkcb);
+	}
+	if (rc || !m)
+		return rc;
+	if (mode == ENGINE_BATCH_LOGITS)
+		memcpy(vals, e->logits->map, (size_t)m * e->cfg.n_vocab * 4);
+	else
+		batch_results(e, m, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 
@@ -1608,10 +1807,14 @@ int engine_head(struct engine *e, uint32_t n, float *logits)
 
 const char *engine_kernels(const struct engine *e)
 {
+	if (e->use_mvs && e->use_cm)
+		return "mul_mvs (decode) + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
 	if (e->use_mvs && e->use_mm)
 		return "mul_mvs (decode) + mul_mm (prefill)";
 	if (e->use_mvs)
 		return "mul_mvs (decode) + mul_mv";
+	if (e->use_cm)
+		return "mul_mv + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
 	if (e->use_mm)
 		return "mul_mv + mul_mm (prefill)";
 	return "mul_mv";
@@ -1631,7 +1834,7 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 		return rc;
 	e->prof = true;
 	e->prof_n = 0;
-	rc = record_forward(e, e->once, n, MODE_ARGMAX);
+	rc = record_forward(e, e->once, n, 1, MODE_ARGMAX);
 	e->prof = false;
 	if (rc)
 		return rc;

@@ -31,6 +31,7 @@ struct engine_opts {
 	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) */
 	uint32_t max_batch;   /* tokens per submission (prefill chunk); 0 = 32 */
 	uint32_t max_seqs;    /* sequences with their own KV cache (engine_seq_select); 0 = 1 */
+	uint32_t max_rows;    /* rows of one engine_forward_chunks submission; 0 = max_batch (at least it) */
 	uint32_t n_split;     /* attention splits over the KV length; 0 = 16 */
 	enum engine_import weights_import;
 	/* where tensor data live; NULL: each tensor's own page-aligned range is
@@ -44,6 +45,18 @@ struct engine_opts {
 	 * sequences, each table set to its own blocks in order (a lone engine). */
 	const struct kv_layout *kv;
 };
+
+/* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of
+ * ENGINE_CM_NSG subgroups computes ENGINE_CM_BM rows x ENGINE_CM_BN tokens
+ * (mul_mm_cm_TYPE), or the small tile ENGINE_CMS_* (mul_mm_cms_TYPE); the large
+ * one needs ENGINE_CM_SHARED bytes of shared memory. */
+#define ENGINE_CM_BM 128u
+#define ENGINE_CM_BN 128u
+#define ENGINE_CM_NSG 8u
+#define ENGINE_CMS_BM 64u
+#define ENGINE_CMS_BN 64u
+#define ENGINE_CMS_NSG 4u
+#define ENGINE_CM_SHARED 45056u
 
 /* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
 struct mv_push {
@@ -110,6 +123,7 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 /* The same for a weight type: q4_0/q8_0 rows are split into 8-element work
  * units (a quarter block each), so they get four times the threads. */
 uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt);
+uint32_t engine_mvs_rows(uint32_t type, uint32_t want);
 
 struct engine_timing {
 	uint64_t embed_ns, attn_ns, ffn_ns, head_ns, total_ns;
@@ -156,6 +170,33 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
 /* Largest n engine_forward_batch accepts (min of max_batch and max_seqs). */
 uint32_t engine_batch_max(const struct engine *e);
+/* Batched prefill and decode: one submission runs a chunk of tokens of each
+ * of n sequences (n <= engine_batch_max; sequences distinct; chunk i is
+ * tokens[0..n) of sequence seq at positions pos0.., n <= KV_RING_SLACK, the
+ * positions before pos0 run before), max_rows rows in all: one forward over
+ * the concatenated rows, each row with its own position and sequence for
+ * RoPE, the KV append and attention. Chunks with head set get the head of
+ * their last row; output row j (ids/vals as engine_forward_batch: [m][k], or
+ * LOGITS [m][n_vocab]) belongs to the j-th of them. No head at all: nothing
+ * is written.
+ * wide: every matrix product runs the tiled mat-mat kernel (mul_mm: weights
+ * read once per 64 rows) where the device has it; otherwise every row is
+ * computed by the code a lone decode token runs (as engine_forward_batch).
+ * Within one kind a row's numbers do not depend on the other rows nor on how
+ * its sequence was cut into chunks (each mat-mat column accumulates in the
+ * same order), so a chunk replayed alone with the same kind reproduces its
+ * rows bit for bit; the two kinds agree within rounding. */
+struct engine_chunk {
+	uint32_t seq, pos0, n;
+	const uint32_t *tokens;
+	bool head;
+};
+int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
+			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
+/* Rows of one engine_forward_chunks submission (max_rows). */
+uint32_t engine_rows_max(const struct engine *e);
+/* Whether wide submissions run the mat-mat kernel on this device. */
+bool engine_has_mm(const struct engine *e);
 /* Forget every sequence (zeroes the KV cache). */
 int engine_reset(struct engine *e);
 /* Make seq (< max_seqs) the sequence whose KV cache later forward/argmax/topk/

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_worker/coopmat.h"
 #include "gpu_worker/shaders.h"
 #include "common/err.h"
+#include "common/spin.h"
 
 #define VK_STAGING_BYTES ((VkDeviceSize)64 << 20)
 #define VK_QUERIES 2048
@@ -87,7 +89,7 @@ static const char *type_name(VkPhysicalDeviceType t)
 	}
 }
 
-static void fill_info(VkPhysicalDevice pd, uint32_t index, struct vk_device_info *d)
+static void fill_info(VkInstance inst, VkPhysicalDevice pd, uint32_t index, struct vk_device_info *d)
 {
 	memset(d, 0, sizeof *d);
 	VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
@@ -103,6 +105,7 @@ static void fill_info(VkPhysicalDevice pd, uint32_t index, struct vk_device_info
 	snprintf(d->driver, sizeof d->driver, "%s %s", drv.driverName, drv.driverInfo);
 	d->subgroup_size = sg.subgroupSize;
 	d->subgroup_ops = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? sg.supportedOperations : 0;
+	d->coopmat = coopmat_probe(inst, pd);
 	VkPhysicalDeviceMemoryProperties mp;
 	vkGetPhysicalDeviceMemoryProperties(pd, &mp);
 	d->n_heaps = mp.memoryHeapCount < VK_MAX_HEAPS ? mp.memoryHeapCount : VK_MAX_HEAPS;
@@ -146,7 +149,7 @@ int vk_list_devices(struct vk_device_info *out, uint32_t max, uint32_t *count)
 	if (rc)
 		goto out_inst;
 	for (uint32_t i = 0; i < n && i < max; i++)
-		fill_info(pds[i], i, &out[i]);
+		fill_info(inst, pds[i], i, &out[i]);
 	*count = n < max ? n : max;
 	free(pds);
 out_inst:
@@ -200,7 +203,7 @@ static int pick_device(VkPhysicalDevice *pds, uint32_t n, const char *sel, uint3
 	return err_set(ERR_DEVICE, "vulkan: no device whose name contains \"%s\" (%u devices; see `unicorn devices`)", sel, n);
 }
 
-static bool has_ext(VkPhysicalDevice pd, const char *name)
+bool vk_has_ext(VkPhysicalDevice pd, const char *name)
 {
 	uint32_t n = 0;
 	if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
@@ -240,7 +243,7 @@ int vk_create(const char *select, struct vk_ctx **out)
 	}
 	vk->phys = pds[idx];
 	free(pds);
-	fill_info(vk->phys, idx, &vk->info);
+	fill_info(vk->instance, vk->phys, idx, &vk->info);
 	vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
 	vkGetPhysicalDeviceMemoryProperties(vk->phys, &vk->mem);
 
@@ -262,15 +265,15 @@ int vk_create(const char *select, struct vk_ctx **out)
 	vk->queue_family = fam;
 	vk->timestamps = qf[fam].timestampValidBits > 0 && vk->props.limits.timestampPeriod > 0;
 
-	const char *exts[3];
+	const char *exts[4];
 	uint32_t n_ext = 0;
-	if (has_ext(vk->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
+	if (vk_has_ext(vk->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
 		exts[n_ext++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
 		vk->has_budget = true;
 	}
 	/* host-pointer import lets the engine use the loader's shared weight
 	 * regions in place (VK_KHR_external_memory is core since 1.1) */
-	if (vk->props.apiVersion >= VK_API_VERSION_1_1 && has_ext(vk->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+	if (vk->props.apiVersion >= VK_API_VERSION_1_1 && vk_has_ext(vk->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
 		VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
 			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
 		};
@@ -282,13 +285,21 @@ int vk_create(const char *select, struct vk_ctx **out)
 			vk->host_import_align = a;
 		}
 	}
+	/* matrix cores for the prefill kernel (shaders/mul_mm_cm.glsl) */
+	struct coopmat_enable cme;
+	const void *features = NULL;
+	if (vk->info.coopmat) {
+		exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+		features = coopmat_enable_chain(&cme, NULL);
+		vk->coopmat = true;
+	}
 	float prio = 1.0f;
 	VkDeviceQueueCreateInfo qci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
 		.queueFamilyIndex = fam, .queueCount = 1, .pQueuePriorities = &prio,
 	};
 	VkDeviceCreateInfo dci = {
-		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = features,
 		.queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
 		.enabledExtensionCount = n_ext, .ppEnabledExtensionNames = exts,
 	};
@@ -323,6 +334,7 @@ int vk_create(const char *select, struct vk_ctx **out)
 		rc = vk_fail(r, "vkCreateDescriptorPool");
 		goto fail;
 	}
+	vk->spin_us = spin_us(vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
 	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 	if ((r = vkCreateFence(vk->dev, &fci, NULL, &vk->fence)) != VK_SUCCESS) {
 		rc = vk_fail(r, "vkCreateFence");
@@ -601,7 +613,15 @@ int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 	VkResult r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
 	if (r != VK_SUCCESS)
 		return vk_fail(r, "vkQueueSubmit");
-	r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+	r = VK_NOT_READY;
+	if (vk->spin_us) {
+		/* a short submission is done sooner than a sleeping wait wakes up */
+		int64_t until = spin_now_ns() + (int64_t)vk->spin_us * 1000;
+		while ((r = vkGetFenceStatus(vk->dev, vk->fence)) == VK_NOT_READY && spin_now_ns() < until)
+			spin_pause();
+	}
+	if (r == VK_NOT_READY)
+		r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
 	vkResetFences(vk->dev, 1, &vk->fence);
 	return r == VK_SUCCESS ? 0 : vk_fail(r, "vkWaitForFences");
 }

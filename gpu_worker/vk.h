@@ -28,7 +28,11 @@ struct vk_device_info {
 	uint64_t heap_size[VK_MAX_HEAPS];
 	bool heap_device_local[VK_MAX_HEAPS];
 	uint64_t device_local_bytes;  /* sum of device-local heaps */
+	bool coopmat;                /* VK_KHR_cooperative_matrix 16x16x16 f16 -> f32 (gpu_worker/coopmat.h) */
 };
+
+/* Whether physical device pd offers device extension name. */
+bool vk_has_ext(VkPhysicalDevice pd, const char *name);
 
 /* List physical devices (up to max). ERR_DEVICE when no Vulkan driver or no device. */
 int vk_list_devices(struct vk_device_info *out, uint32_t max, uint32_t *count);
@@ -42,6 +46,7 @@ struct vk_ctx {
 	VkCommandPool cmd_pool;
 	VkDescriptorPool desc_pool;
 	VkFence fence;
+	uint32_t spin_us;            /* common/spin.h: poll the fence this long before sleeping */
 	VkQueryPool query_pool;
 	uint32_t n_queries;
 	VkPhysicalDeviceProperties props;
@@ -50,6 +55,7 @@ struct vk_ctx {
 	bool has_budget;             /* VK_EXT_memory_budget enabled */
 	bool timestamps;             /* the queue family supports timestamps */
 	bool host_import;            /* VK_EXT_external_memory_host enabled (vk_buf_import_host) */
+	bool coopmat;                /* VK_KHR_cooperative_matrix and shaderFloat16 enabled (info.coopmat) */
 	VkDeviceSize host_import_align; /* minImportedHostPointerAlignment (0 without the extension) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	/* staging ring used by vk_upload/vk_download */

@@ -19,6 +19,7 @@
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
 #include "common/err.h"
+#include "common/spin.h"
 #include "ipc/rundir.h"
 
 struct wslot {
@@ -53,6 +54,8 @@ struct worker {
 	struct dataplane dp;
 	bool dp_on;
 	pid_t coord_pid;
+	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
+	bool hot;               /* the last call handled a message */
 };
 
 static uint64_t mono_ns(void)
@@ -66,7 +69,7 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 {
 	bool gpu = w->o.role == MSG_ROLE_GPU_WORKER;
 	switch (type) {
-	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: return gpu;
+	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RUN_CHUNKS: return gpu;
 	case MSG_STAGE: return gpu ? stage != MSG_STAGE_ATTN : stage == MSG_STAGE_ATTN;
 	case MSG_STAGE_BATCH: return gpu ? stage != MSG_OP_ATTN : stage == MSG_OP_ATTN;
 	default: return true;
@@ -127,7 +130,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		if (w->att->weights[i].addr && w->att->weights[i].size)
 			spans[n_spans++] = (struct engine_span){ w->att->weights[i].addr, w->att->weights[i].size };
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
-				  .max_seqs = w->max_seqs, .weights_import = o->weights_import,
+				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
@@ -140,6 +143,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	fprintf(stderr, "%s: weights: %llu of %llu matrix bytes used in place (%s)\n",
 		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
+	w->spin_us = spin_us(!strcmp(engine_vk(w->e)->info.type, "cpu"));
 	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
@@ -501,6 +505,58 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
+/* Batched prefill and decode: a chunk of each entry's sequence in one engine
+ * submission; an entry with a head gets its last row's result in its slot's
+ * head area. */
+static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint32_t *token, uint32_t *k_out)
+{
+	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e) || m->n_tok > engine_rows_max(w->e))
+		return err_set(ERR_RANGE, "worker: run_chunks of %u entries, %u rows (this worker runs up to %u, %u)", m->n,
+			       m->n_tok, engine_batch_max(w->e), engine_rows_max(w->e));
+	uint32_t k = m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	if (k < 1 || k > MSG_MAX_TOPK)
+		return err_set(ERR_RANGE, "worker: run_chunks k %u outside [1, %d]", k, MSG_MAX_TOPK);
+	struct engine_chunk ch[MSG_MAX_SLOTS];
+	uint32_t *ids[MSG_MAX_SLOTS], n_head = 0, at = 0;
+	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS];
+	uint64_t used = 0;
+	for (uint32_t i = 0; i < m->n; i++) {
+		const struct msg_run_chunk *e = &m->e[i];
+		int rc = e->n > m->n_tok - at ? err_set(ERR_INVAL, "worker: run_chunks: tokens short") : 0;
+		if (!rc)
+			rc = check_kv(w, e->seq_id, e->slot, e->pos0, e->n);
+		if (!rc)
+			rc = check_tokens(w, m->tokens + at, e->n);
+		if (!rc && (used >> e->slot & 1)) /* check_seq bounds slot < max_seqs <= MSG_MAX_SLOTS */
+			rc = err_set(ERR_INVAL, "worker: run_chunks: slot %u appears twice", e->slot);
+		if (!rc && e->head)
+			rc = attach_head(w->att, e->slot, &ids[n_head], &vals[n_head]);
+		if (!rc && e->head)
+			rc = attach_head_lse(w->att, e->slot, &lse[n_head++]);
+		if (rc)
+			return err_prefix(rc, "run_chunks entry %u", i);
+		used |= (uint64_t)1 << e->slot;
+		ch[i] = (struct engine_chunk){ e->slot, e->pos0, e->n, m->tokens + at, e->head != 0 };
+		at += e->n;
+	}
+	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
+	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
+	bool tk = m->mode == MSG_HEAD_TOPK;
+	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE,
+				       tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids, tk ? out_vals : NULL);
+	if (!rc && tk && n_head)
+		rc = engine_topk_lse(w->e, n_head, out_lse);
+	if (rc)
+		return rc;
+	for (uint32_t j = 0; j < n_head; j++)
+		head_store(ids[j], vals[j], lse[j], out_ids + (size_t)j * k, out_vals + (size_t)j * k, out_lse[j], k, tk);
+	for (uint32_t i = 0; i < m->n; i++)
+		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos0, m->e[i].n);
+	*token = n_head ? ids[0][0] : 0;
+	*k_out = n_head ? k : 0;
+	return 0;
+}
+
 /* Split placement, several sequences: one op for every entry (row 0 of its
  * slot). Rows are gathered from their slots into one engine submission and
  * scattered back; each is computed as a lone token's stage would be. */
@@ -647,8 +703,10 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		worker_status(w, &out->u.status);
 		break;
 	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RESET_SEQ:
-	case MSG_STAGE_BATCH:
-		if (in->type == MSG_STAGE_BATCH)
+	case MSG_STAGE_BATCH: case MSG_RUN_CHUNKS:
+		if (in->type == MSG_RUN_CHUNKS)
+			seq_id = in->u.run_chunks.e[0].seq_id, rc = do_run_chunks(w, &in->u.run_chunks, &token, &k);
+		else if (in->type == MSG_STAGE_BATCH)
 			seq_id = in->u.stage_batch.e[0].seq_id, rc = do_stage_batch(w, &in->u.stage_batch, &token, &k);
 		else if (in->type == MSG_EMBED)
 			seq_id = in->u.embed.seq_id, rc = do_embed(w, &in->u.embed);
@@ -739,6 +797,13 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 	struct dp_link_view *l = &w->dp.link[my_link(w)];
 	uint32_t seen = ring_bell_seq(l->bell);
 	int rc = dp_recv(&l->req, &w->in);
+	/* right after a step the next one is usually microseconds away: look
+	 * for it before the nng check and the futex sleep */
+	if (rc == ERR_AGAIN && w->hot && ring_bell_spin(l->bell, seen, w->spin_us)) {
+		seen = ring_bell_seq(l->bell);
+		rc = dp_recv(&l->req, &w->in);
+	}
+	w->hot = rc == 0;
 	if (rc == 0) {
 		if (!worker_handle(w, &w->in, &w->out))
 			return 0;

@@ -26,10 +26,12 @@
 #include "ipc/ring.h"
 
 #define DP_MAGIC 0x4C504455u   /* "UDPL" */
-#define DP_VERSION 1
+#define DP_VERSION 2
 #define DP_FILE "dataplane"
-#define DP_ENTRY_SIZE 2048     /* the largest step message (RUN of 256 tokens) is 1072 bytes */
+#define DP_ENTRY_SIZE 4096     /* the largest step message (RUN_CHUNKS of 64 chunks, 512 tokens) is 3372 bytes */
 #define DP_CAPACITY 16
+_Static_assert(MSG_HDR_SIZE + MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS + 4 <=
+	       DP_ENTRY_SIZE, "a RUN_CHUNKS fits a ring entry");
 
 enum dp_link { DP_GPU = 0, DP_NPU = 1, DP_LINKS = 2 };
 

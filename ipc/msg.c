@@ -189,6 +189,19 @@ static void codec(struct cur *c, struct msg *m)
 		}
 		break;
 	}
+	case MSG_RUN_CHUNKS: {
+		struct msg_run_chunks *b = &m->u.run_chunks;
+		c_count(c, &b->n, MSG_MAX_SLOTS, "RUN_CHUNKS: n exceeds MSG_MAX_SLOTS");
+		c_count(c, &b->n_tok, MSG_MAX_ROWS, "RUN_CHUNKS: n_tok exceeds MSG_MAX_ROWS");
+		c_u32(c, &b->mode), c_u32(c, &b->k), c_u32(c, &b->flags);
+		for (uint32_t i = 0; i < b->n && !c->bad; i++) {
+			struct msg_run_chunk *e = &b->e[i];
+			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos0), c_u32(c, &e->n);
+			c_u32(c, &e->head);
+		}
+		c_u32s(c, b->tokens, b->n_tok);
+		break;
+	}
 	case MSG_DONE: {
 		struct msg_done *d = &m->u.done;
 		c_u32(c, &d->ref_seq), c_u32(c, &d->seq_id), c_i32(c, &d->status), c_u32(c, &d->token);
@@ -261,6 +274,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_RUN: return "RUN";
 	case MSG_RUN_BATCH: return "RUN_BATCH";
 	case MSG_STAGE_BATCH: return "STAGE_BATCH";
+	case MSG_RUN_CHUNKS: return "RUN_CHUNKS";
 	case MSG_DONE: return "DONE";
 	case MSG_RESET_SEQ: return "RESET_SEQ";
 	case MSG_GEN_REQ: return "GEN_REQ";
@@ -421,6 +435,28 @@ int msg_validate(const struct msg *m)
 			return BAD("STAGE_BATCH: mode %u k %u on a non-head op (must be argmax, 1)", b->mode, b->k);
 		return check_head(t, b->mode, b->k);
 	}
+	case MSG_RUN_CHUNKS: {
+		const struct msg_run_chunks *b = &m->u.run_chunks;
+		if (b->n < 1 || b->n > MSG_MAX_SLOTS)
+			return BAD("RUN_CHUNKS: n %u outside [1, %d]", b->n, MSG_MAX_SLOTS);
+		if (b->flags & ~MSG_CHUNKS_WIDE)
+			return BAD("RUN_CHUNKS: flags 0x%x unknown", b->flags);
+		uint64_t used = 0, rows = 0;
+		for (uint32_t i = 0; i < b->n; i++) {
+			const struct msg_run_chunk *e = &b->e[i];
+			if ((rc = check_slot_n(t, e->slot, e->n)) || (rc = check_pos(t, e->pos0, e->n)))
+				return err_prefix(rc, "RUN_CHUNKS entry %u", i);
+			if (used >> e->slot & 1)
+				return BAD("RUN_CHUNKS: entry %u: slot %u appears twice", i, e->slot);
+			if (e->head > 1)
+				return BAD("RUN_CHUNKS: entry %u: head %u (0 or 1)", i, e->head);
+			used |= (uint64_t)1 << e->slot;
+			rows += e->n;
+		}
+		if (rows != b->n_tok)
+			return BAD("RUN_CHUNKS: n_tok %u, the entries hold %llu", b->n_tok, (unsigned long long)rows);
+		return check_head(t, b->mode, b->k);
+	}
 	case MSG_DONE: {
 		const struct msg_done *d = &m->u.done;
 		if (d->status > 0 || d->status < -64)
@@ -540,6 +576,10 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		break;
 	case MSG_STAGE_BATCH:
 		s = MSG_SIZE_STAGE_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.stage_batch.n;
+		break;
+	case MSG_RUN_CHUNKS:
+		s = MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * (size_t)m->u.run_chunks.n +
+		    4 * (size_t)m->u.run_chunks.n_tok;
 		break;
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;

@@ -33,15 +33,17 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 6  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 7  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
-                        * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts */
+                        * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
+                        * 7: RUN_CHUNKS */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
 #define MSG_MAX_PAYLOAD 163840    /* largest payload (GEN_REQ with a full prompt) */
 #define MSG_MAX_TOKENS 256        /* tokens per EMBED/RUN (one prefill chunk) */
 #define MSG_MAX_SLOTS 64          /* activation-region micro-batch slots */
+#define MSG_MAX_ROWS 512          /* tokens of one RUN_CHUNKS (all its chunks together) */
 #define MSG_MAX_LAYERS 256        /* = MODEL_MAX_LAYERS */
 #define MSG_MAX_POS (1u << 24)    /* positions: pos0 + n <= this */
 #define MSG_MAX_TOPK 64           /* k of a top-k head */
@@ -75,6 +77,7 @@ enum msg_type {
 	MSG_RESET_SEQ = 21,
 	MSG_RUN_BATCH = 22, /* fused decode step of several sequences, one token each */
 	MSG_STAGE_BATCH = 23, /* split: one stage (embed, attn, ffn, head) of several sequences */
+	MSG_RUN_CHUNKS = 24, /* fused step of several sequences, a chunk of tokens each */
 	/* CLI <-> coordinator (req/rep, every request idempotent) */
 	MSG_GEN_REQ = 32,
 	MSG_GEN_POLL = 33,
@@ -244,6 +247,33 @@ struct msg_stage_batch {
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
 };
 
+/* RUN_CHUNKS (fused placement, batched prefill and decode): 24 + 20n + 4t
+ * bytes. A chunk of tokens for each of n sequences (entry i: e[i].n tokens at
+ * positions e[i].pos0.., its tokens the next e[i].n of tokens[]), all in one
+ * engine submission (one forward over the concatenated rows). An entry with
+ * head 1 gets its last row's head result (mode, k) in its slot's head area.
+ * flags MSG_CHUNKS_WIDE: every matrix product runs the tiled mat-mat kernel
+ * (weights read once per 64 rows); without it each row is computed as a lone
+ * decode token (docs/coordinator.md "Batched rounds"). Slots distinct.
+ * Answered by one DONE (seq_id of e[0], token of the first entry with a head). */
+#define MSG_CHUNKS_WIDE 1u
+struct msg_run_chunk {
+	uint32_t seq_id;
+	uint32_t slot;                  /* < MSG_MAX_SLOTS, distinct within the message */
+	uint32_t pos0;                  /* pos0 + n <= MSG_MAX_POS */
+	uint32_t n;                     /* 1..MSG_MAX_TOKENS */
+	uint32_t head;                  /* 0 or 1 */
+};
+struct msg_run_chunks {
+	uint32_t n;                     /* entries, 1..MSG_MAX_SLOTS */
+	uint32_t n_tok;                 /* sum of the entries' n, <= MSG_MAX_ROWS */
+	uint32_t mode;                  /* enum msg_head_mode of the entries with a head */
+	uint32_t k;                     /* ARGMAX: 1; TOPK: 1..MSG_MAX_TOPK */
+	uint32_t flags;                 /* MSG_CHUNKS_WIDE */
+	struct msg_run_chunk e[MSG_MAX_SLOTS];
+	uint32_t tokens[MSG_MAX_ROWS];
+};
+
 /* DONE: 32 bytes. Answer to EMBED/STAGE/HEAD/RUN/RUN_BATCH/RESET_SEQ. token is the argmax
  * (ARGMAX head) or the top-1 id; the k ids and logits of a top-k head are in
  * the slot's head area of the activation region. */
@@ -349,6 +379,7 @@ struct msg {
 		struct msg_run run;
 		struct msg_run_batch run_batch;
 		struct msg_stage_batch stage_batch;
+		struct msg_run_chunks run_chunks;
 		struct msg_done done;
 		struct msg_reset_seq reset_seq;
 		struct msg_gen_req gen_req;
@@ -373,6 +404,8 @@ struct msg {
 #define MSG_SIZE_RUN_BATCH_BASE 12
 #define MSG_SIZE_RUN_BATCH_ENTRY 16
 #define MSG_SIZE_STAGE_BATCH_BASE 20
+#define MSG_SIZE_RUN_CHUNKS_BASE 20
+#define MSG_SIZE_RUN_CHUNK_ENTRY 20
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
@@ -386,6 +419,9 @@ _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
 _Static_assert(MSG_SIZE_EMBED_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "EMBED fits");
 _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN fits");
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
+_Static_assert(MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS <=
+	       MSG_MAX_PAYLOAD, "RUN_CHUNKS fits");
+_Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4, "GEN_REQ fixed wire size");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");

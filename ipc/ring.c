@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/spin.h"
 
 #define RING_MAX_CAPACITY 4096u
 #define RING_MAX_ENTRY (1u << 20)
@@ -107,6 +108,22 @@ void ring_bell_ring(struct ring_bell *b)
 	atomic_fetch_add_explicit(&b->seq, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst))
 		futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+bool ring_bell_spin(struct ring_bell *b, uint32_t seen, uint32_t us)
+{
+	if (!us)
+		return ring_bell_seq(b) != seen;
+	int64_t until = spin_now_ns() + (int64_t)us * 1000;
+	for (;;) {
+		for (int i = 0; i < 64; i++) {
+			if (ring_bell_seq(b) != seen)
+				return true;
+			spin_pause();
+		}
+		if (spin_now_ns() >= until)
+			return ring_bell_seq(b) != seen;
+	}
 }
 
 int ring_bell_wait(struct ring_bell *b, uint32_t seen, int timeout_ms, pid_t peer)

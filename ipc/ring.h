@@ -90,6 +90,9 @@ void ring_bell_ring(struct ring_bell *b);
 /* The bell's current value: read it before checking the rings, then pass it
  * to ring_bell_wait, so a ring between the check and the wait is not lost. */
 uint32_t ring_bell_seq(struct ring_bell *b);
+/* Look at the bell for up to us microseconds without sleeping (common/spin.h:
+ * only right after work, when the answer is due soon): true when it rang. */
+bool ring_bell_spin(struct ring_bell *b, uint32_t seen, uint32_t us);
 /* Sleep until the bell moves past seen, at most timeout_ms (0: do not sleep).
  * peer > 0: returns ERR_IO at once when that process no longer exists.
  * 0 = rung, ERR_TIMEOUT, ERR_IO (peer gone). */

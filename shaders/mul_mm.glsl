@@ -1,28 +1,26 @@
-// mul_mm.glsl: Y = W X for many token columns (prefill). A workgroup of 256
-// threads computes a tile of 64 weight rows x 64 tokens: per K step of 64 it
-// dequantizes the 64x64 weight tile into shared memory once (128 threads, one
-// 32-element block each) and stages the 64x64 slice of X, then every thread
-// accumulates a 4 rows x 4 tokens block. Weights are thus read once per 64
-// tokens instead of once per token. Requires ncols % 32 == 0 (the host uses
-// mul_mv otherwise). Same push constants as mul_mv (tpr unused).
-// The includer defines TYPE.
+// mul_mm.glsl: Y = W X for many token columns (prefill, wide decode). A
+// workgroup of 256 threads computes a tile of 64 weight rows x BN tokens (BN
+// a specialization constant: 16, 32 or 64, so a batch of 16 rows does not
+// compute 48 padding columns): per K step of 64 it dequantizes the 64x64
+// weight tile into shared memory once (128 threads, one 32-element block
+// each) and stages the 64xBN slice of X, then every thread accumulates a 4
+// rows x BN/16 tokens block. Weights are thus read once per BN tokens instead
+// of once per token. Every output accumulates over K in the same order
+// whatever BN, the tile it falls in and the other columns are, so a column's
+// result depends only on its own x and the weights (engine_forward_chunks
+// relies on it). Requires ncols % 32 == 0 (the host uses mul_mv otherwise).
+// Same push constants as mul_mv (tpr unused). The includer defines TYPE.
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 #define BM 64u
-#define BN 64u
 #define BK 64u
+layout(constant_id = 0) const uint BN = 64u; // tokens per tile: 16, 32 or 64
+#define TN (BN / 16u)                         // tokens per thread
 
 layout(local_size_x = 256) in;
 
-layout(binding = 0) readonly buffer WBuf { uint wdata[]; };
-layout(binding = 1) readonly buffer XBuf { vec4 x4[]; };
-layout(binding = 2) writeonly buffer YBuf { float y[]; };
-
-// Mirrors struct mv_push in gpu_worker/engine.h.
-layout(push_constant) uniform Push {
-	uint ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr;
-} p;
+#include "mv_io.glsl"
 
 #include "quant.glsl"
 
@@ -52,7 +50,7 @@ void main()
 			[[unroll]] for (uint k = 0u; k < 32u; k++)
 				Ws[(ch * 32u + k) * BM + r] = wv[k];
 		}
-		[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		for (uint i = 0u; i < TN; i++) {
 			uint idx = tid + i * 256u;
 			uint tok = idx % BN, k4 = idx / BN;
 			uint kk = k0 + 4u * k4;
@@ -68,18 +66,15 @@ void main()
 		[[unroll]] for (uint k = 0u; k < BK; k++) {
 			vec4 a = vec4(Ws[k * BM + tr * 4u], Ws[k * BM + tr * 4u + 1u], Ws[k * BM + tr * 4u + 2u],
 				      Ws[k * BM + tr * 4u + 3u]);
-			vec4 b = vec4(Xs[k * BN + tc * 4u], Xs[k * BN + tc * 4u + 1u], Xs[k * BN + tc * 4u + 2u],
-				      Xs[k * BN + tc * 4u + 3u]);
-			acc[0] += a * b.x;
-			acc[1] += a * b.y;
-			acc[2] += a * b.z;
-			acc[3] += a * b.w;
+			[[unroll]] for (uint j = 0u; j < 4u; j++)
+				if (j < TN)
+					acc[j] += a * Xs[k * BN + tc * TN + j];
 		}
 		barrier();
 	}
 	[[unroll]] for (uint j = 0u; j < 4u; j++) {
-		uint t = t0 + tc * 4u + j;
-		if (t >= p.n_tok)
+		uint t = t0 + tc * TN + j;
+		if (j >= TN || t >= p.n_tok)
 			continue;
 		[[unroll]] for (uint i = 0u; i < 4u; i++) {
 			uint row = row0 + tr * 4u + i;

@@ -120,10 +120,15 @@ void proc_cluster_start(struct proc_cluster *c, const char *prefix, const char *
 	argv[n] = NULL;
 	c->sup = proc_spawn(argv, c->log);
 	cr_assert_gt(c->sup, 0);
-	char ready[256];
+	/* ready: the coordinator's file, and the API process's unless HTTP is off */
+	bool http = true;
+	for (int i = 0; extra && extra[i]; i++)
+		http &= strcmp(extra[i], "--no-http") != 0;
+	char ready[256], api_ready[256];
 	snprintf(ready, sizeof ready, "%s/ready", c->dir);
+	snprintf(api_ready, sizeof api_ready, "%s/api-ready", c->dir);
 	double end = proc_now_s() + 90;
-	while (access(ready, F_OK)) {
+	while (access(ready, F_OK) || (http && access(api_ready, F_OK))) {
 		int st;
 		if (waitpid(c->sup, &st, WNOHANG) == c->sup) {
 			proc_tail(c->log, 40);

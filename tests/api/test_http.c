@@ -697,7 +697,7 @@ static double metric(const struct proc_cluster *c, const char *name)
 /* `unicorn run --json` of prompt, started in the background. */
 static FILE *run_bg(const struct proc_cluster *c, const char *prompt, int max_tokens)
 {
-	char cmd[1024];
+	char cmd[8192];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json --max-tokens %d '%s'", proc_bin_dir_or_skip(),
 		 c->name, max_tokens, prompt);
 	FILE *f = popen(cmd, "r");
@@ -763,5 +763,47 @@ Test(http, kv_budget_preemption_and_prefix_reuse, .timeout = 300)
 	printf("kv: %.0f preemptions, %.0f prefix positions reused\n", pre, hits2 - hits1);
 	free(first);
 	free(second);
+	stop(&c);
+}
+
+/* Batched prefill: six prompts of different lengths (one longer than a
+ * chunk of 256, one of a few units, four shorter than a unit) sent together
+ * are prefilled in shared submissions (wide, beside each other) and decoded
+ * in batched rounds, yet each generates the ids it generates alone; the
+ * rounds show that they ran together. */
+Test(http, batched_prompts_equal_alone, .timeout = 300)
+{
+	struct proc_cluster c;
+	start_with(&c, "--max-seqs", "8");
+	static char longp[4096], midp[1024];
+	for (int i = 0; i < 40; i++)
+		strcat(longp, "the cat sat on the mat. ");
+	for (int i = 0; i < 8; i++)
+		strcat(midp, "a dog ran in the park. ");
+	const char *prompts[6] = { longp, "Once upon a time", midp, "Hi", "The quick brown fox jumps", "It was" };
+	enum { N = 6, GEN = 16 };
+	char *alone[N];
+	const char *subs = "unicorn_worker_steps_total{worker=\"gpu\"}";
+	double r0 = metric(&c, "unicorn_steps_total"), s0 = metric(&c, subs);
+	for (int i = 0; i < N; i++)
+		alone[i] = run_ids(run_bg(&c, prompts[i], GEN));
+	double r1 = metric(&c, "unicorn_steps_total"), s1 = metric(&c, subs);
+	FILE *f[N];
+	for (int i = 0; i < N; i++)
+		f[i] = run_bg(&c, prompts[i], GEN);
+	for (int i = 0; i < N; i++) {
+		char *ids = run_ids(f[i]);
+		cr_assert_str_eq(ids, alone[i], "prompt %d: batched, the ids changed", i);
+		free(ids);
+		free(alone[i]);
+	}
+	double r2 = metric(&c, "unicorn_steps_total"), s2 = metric(&c, subs);
+	printf("batched: %.0f rounds / %.0f submissions alone, %.0f / %.0f together\n", r1 - r0, s1 - s0, r2 - r1,
+	       s2 - s1);
+	cr_assert_gt(s1 - s0, 0, "the worker's submissions are counted");
+	cr_assert_lt(r2 - r1, (r1 - r0) / 2, "together in %.0f rounds, one by one in %.0f", r2 - r1, r1 - r0);
+	/* one submission per round (two when a round needs both kinds), plus a
+	 * RESET_SEQ per request: the prompts did not go one per submission */
+	cr_assert_leq(s2 - s1, r2 - r1 + N + 2, "%.0f submissions in %.0f rounds", s2 - s1, r2 - r1);
 	stop(&c);
 }

@@ -109,9 +109,9 @@ Test(sched, seq_rejects_bad_input)
 	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 0, MSG_MAX_TOKENS + 1), ERR_INVAL);
 	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 1, 16), ERR_INVAL);
 	cr_assert_eq(sched_seq_init(&s, t, 2, NULL, 0, 16), 0);
-	struct sched_chunk bad = { 1, 1 };
+	struct sched_chunk bad = { 1, 1, 0 };
 	cr_assert_eq(sched_seq_advance(&s, &bad), ERR_STATE);
-	bad = (struct sched_chunk){ 0, 3 };
+	bad = (struct sched_chunk){ 0, 3, 0 };
 	cr_assert_eq(sched_seq_advance(&s, &bad), ERR_STATE);
 	sched_seq_free(&s);
 }
@@ -277,8 +277,29 @@ Test(sched, skip_prefix_and_replay_from)
 	cr_assert_eq(c.n, 4u);
 	cr_assert_eq(sched_seq_advance(&s, &c), 0);
 	cr_assert_eq(sched_seq_skip(&s, 0), ERR_STATE, "not fresh");
-	/* replay from a boundary: the chunks after it, in order */
-	cr_assert_eq(sched_seq_replay_from(&s, 50), ERR_STATE);
+	/* replay from a boundary: the chunks after it, in order; inside a wide
+	 * chunk (the skipped ones are): its rest, then the next */
+	cr_assert_eq(sched_seq_replay_from(&s, 70), ERR_STATE, "inside a narrow chunk");
+	cr_assert_eq(sched_seq_replay_from(&s, 50), 0);
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 50u);
+	cr_assert_eq(c.n, 14u);
+	cr_assert_eq(c.flags, SCHED_CHUNK_WIDE);
+	struct sched_chunk part = { 50, 4, SCHED_CHUNK_WIDE };
+	cr_assert_eq(sched_seq_advance(&s, &part), 0, "a wide chunk replays in pieces");
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 54u);
+	cr_assert_eq(c.n, 10u);
+	c.flags = 0;
+	cr_assert_eq(sched_seq_advance(&s, &c), ERR_STATE, "replayed in another kind");
+	c.flags = SCHED_CHUNK_WIDE;
+	cr_assert_eq(sched_seq_advance(&s, &c), 0);
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 64u);
+	cr_assert_eq(c.n, 32u);
+	cr_assert_eq(c.flags, 0u);
+	c.n = 16;
+	cr_assert_eq(sched_seq_advance(&s, &c), ERR_STATE, "a narrow chunk replays whole");
 	cr_assert_eq(sched_seq_replay_from(&s, 32), 0);
 	cr_assert(sched_seq_next(&s, &c));
 	cr_assert_eq(c.pos0, 32u);
@@ -287,4 +308,203 @@ Test(sched, skip_prefix_and_replay_from)
 	cr_assert(!s.replaying);
 	cr_assert(!sched_seq_next(&s, &c));
 	sched_seq_free(&s);
+}
+
+/* ---- fused rounds (sched_plan_round) ---- */
+
+static struct sched_batch plan[SCHED_MAX_SEQS];
+
+/* n fresh sequences with prompts len[i] (chunk_max 256, unit 32). */
+static void seqs_init(struct sched_seq *s, struct sched_seq **ps, const uint32_t *len, uint32_t n)
+{
+	fill();
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(sched_seq_init(&s[i], seqtok, len[i], NULL, 0, 32), 0);
+		cr_assert_eq(sched_seq_set_chunk_max(&s[i], 256), 0);
+		ps[i] = &s[i];
+	}
+}
+
+/* Run a planned round: advance every entry, push a token where it samples. */
+static void round_ran(struct sched_seq **ps, const struct sched_batch *b, uint32_t nb)
+{
+	for (uint32_t k = 0; k < nb; k++)
+		for (uint32_t i = 0; i < b[k].n; i++) {
+			struct sched_seq *s = ps[b[k].e[i].seq];
+			cr_assert_eq(b[k].e[i].c.flags, b[k].wide ? SCHED_CHUNK_WIDE : 0u);
+			bool replayed = s->replaying;
+			cr_assert_eq(sched_seq_advance(s, &b[k].e[i].c), 0, "%s", err_msg());
+			if (b[k].e[i].samples && !replayed)
+				cr_assert_eq(sched_seq_push(s, 9), 0);
+		}
+}
+
+/* Prompts of different lengths admitted together: one wide submission with
+ * every prompt whole (within the budget; the short ones beside the long),
+ * each sampling its first token; then their decode tokens go narrow (few)
+ * in one submission; short prompts alone run narrow. */
+Test(sched, round_prefills_all_prompts_together)
+{
+	struct sched_seq s[4], *ps[4];
+	const uint32_t len[4] = { 100, 7, 1, 250 };
+	seqs_init(s, ps, len, 4);
+	struct sched_round_opts o = { 512, 16, true };
+	uint32_t nb;
+	cr_assert_eq(sched_plan_round(ps, 4, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert(plan[0].wide);
+	cr_assert_eq(plan[0].n, 4u);
+	cr_assert_eq(plan[0].rows, 358u);
+	for (uint32_t i = 0; i < 4; i++) {
+		cr_assert_eq(plan[0].e[i].seq, i);
+		cr_assert_eq(plan[0].e[i].c.pos0, 0u);
+		cr_assert_eq(plan[0].e[i].c.n, len[i]);
+		cr_assert(plan[0].e[i].samples);
+	}
+	round_ran(ps, plan, nb);
+	cr_assert_eq(sched_plan_round(ps, 4, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert(!plan[0].wide, "4 decode tokens: narrow");
+	cr_assert_eq(plan[0].rows, 4u);
+	for (uint32_t i = 0; i < 4; i++)
+		sched_seq_free(&s[i]);
+	const uint32_t short_len[2] = { 31, 2 };
+	seqs_init(s, ps, short_len, 2);
+	cr_assert_eq(sched_plan_round(ps, 2, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert(!plan[0].wide, "pieces shorter than a unit, fewer than mm_min");
+	o.mm_min = 2;
+	cr_assert_eq(sched_plan_round(ps, 2, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert(plan[0].wide, "mm_min of them");
+	for (uint32_t i = 0; i < 2; i++)
+		sched_seq_free(&s[i]);
+}
+
+/* The budget: decode tokens first, then prompt chunks oldest first, cut to
+ * whole units; the rest waits. A long prompt alone goes in chunks of 256. */
+Test(sched, round_budget_cuts_prompts_to_units)
+{
+	struct sched_seq s[4], *ps[4];
+	const uint32_t len[4] = { 600, 200, 100, 1 };
+	seqs_init(s, ps, len, 4);
+	/* sequence 3 is decoding already */
+	struct sched_chunk c;
+	cr_assert(sched_seq_next(&s[3], &c));
+	cr_assert_eq(sched_seq_advance(&s[3], &c), 0);
+	cr_assert_eq(sched_seq_push(&s[3], 5), 0);
+	struct sched_round_opts o = { 512, 16, true };
+	uint32_t nb;
+	cr_assert_eq(sched_plan_round(ps, 4, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u, "the decode token rides beside the prompts");
+	cr_assert(plan[0].wide);
+	cr_assert_eq(plan[0].n, 4u);
+	cr_assert_eq(plan[0].e[3].seq, 3u);
+	cr_assert_eq(plan[0].e[3].c.n, 1u);
+	cr_assert(plan[0].e[3].samples);
+	cr_assert_eq(plan[0].e[0].c.n, 256u, "chunk_max");
+	cr_assert(!plan[0].e[0].samples);
+	cr_assert_eq(plan[0].e[1].c.n, 200u);
+	cr_assert_eq(plan[0].e[2].c.n, 32u, "511 - 456 left: one unit");
+	cr_assert(!plan[0].e[2].samples);
+	cr_assert_eq(plan[0].rows, 489u);
+	round_ran(ps, plan, nb);
+	cr_assert_eq(s[2].n_fed, 32u);
+	/* a budget smaller than a chunk: the first chunk still goes, whole */
+	o.budget = 1;
+	cr_assert_eq(sched_plan_round(ps + 0, 1, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert_eq(plan[0].e[0].c.pos0, 256u);
+	cr_assert_eq(plan[0].e[0].c.n, 256u);
+	for (uint32_t i = 0; i < 4; i++)
+		sched_seq_free(&s[i]);
+}
+
+/* Wide decode: from mm_min decode tokens on they run wide, beside the
+ * prompts in one submission; a replay keeps each chunk's recorded kind. */
+Test(sched, round_wide_decode_and_replay_kinds)
+{
+	enum { N = 20 };
+	struct sched_seq s[N], *ps[N];
+	uint32_t len[N];
+	for (uint32_t i = 0; i < N; i++)
+		len[i] = 3 + i;
+	seqs_init(s, ps, len, N);
+	struct sched_round_opts o = { 512, 16, true };
+	uint32_t nb;
+	/* prefill all, then one decode round of 20 (wide) */
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(sched_plan_round(ps, N, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+		cr_assert_eq(nb, 1u);
+		cr_assert(plan[0].wide);
+		cr_assert_eq(plan[0].n, (uint32_t)N);
+		round_ran(ps, plan, nb);
+	}
+	/* 15 decoders (sequences 5.. stop): narrow */
+	cr_assert_eq(sched_plan_round(ps, 15, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert(!plan[0].wide);
+	round_ran(ps, plan, nb);
+	/* sequence 0 replays: prompt wide, first decode wide, second narrow;
+	 * the others decode (19 >= 16: wide) in the same rounds */
+	sched_seq_replay(&s[0]);
+	const bool kinds[3] = { true, true, false };
+	for (uint32_t k = 0; k < 3; k++) {
+		cr_assert_eq(sched_plan_round(ps, N, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+		bool found = false;
+		for (uint32_t b = 0; b < nb; b++)
+			for (uint32_t i = 0; i < plan[b].n; i++)
+				if (plan[b].e[i].seq == 0) {
+					cr_assert_eq(plan[b].wide, kinds[k], "replayed chunk %u in its recorded kind", k);
+					cr_assert(!plan[b].e[i].samples || k == 2);
+					found = true;
+				}
+		cr_assert(found);
+		cr_assert_eq(nb, kinds[k] ? 1u : 2u);
+		round_ran(ps, plan, nb);
+	}
+	cr_assert(!s[0].replaying);
+	/* no batching: every chunk alone */
+	o.batch = false;
+	cr_assert_eq(sched_plan_round(ps, 3, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 3u);
+	for (uint32_t b = 0; b < 3; b++)
+		cr_assert_eq(plan[b].n, 1u);
+	cr_assert_eq(sched_plan_round(ps, 3, &o, plan, 2, &nb), ERR_INVAL);
+	for (uint32_t i = 0; i < N; i++)
+		sched_seq_free(&s[i]);
+}
+
+/* After a coordinator restart a client resubmits prompt + resumed tokens:
+ * the prompt goes wide (a whole unit), the resumed tokens narrow (as decode
+ * fed them), even beside another sequence's wide prompt chunk. */
+Test(sched, round_resumed_tokens_stay_narrow)
+{
+	fill();
+	struct sched_seq s[2], *ps[2] = { &s[0], &s[1] };
+	cr_assert_eq(sched_seq_init(&s[0], seqtok, 40, seqtok + 40, 3, 32), 0);
+	cr_assert_eq(sched_seq_init(&s[1], seqtok, 1000, NULL, 0, 32), 0); /* wide chunks for 5 rounds */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(sched_seq_set_chunk_max(&s[i], 256), 0);
+	struct sched_round_opts o = { 256, 16, true };
+	uint32_t nb, resumed_seen = 0, fresh_seen = 0;
+	for (int r = 0; r < 5; r++) {
+		cr_assert_eq(sched_plan_round(ps, 2, &o, plan, SCHED_MAX_SEQS, &nb), 0);
+		for (uint32_t b = 0; b < nb; b++)
+			for (uint32_t i = 0; i < plan[b].n; i++) {
+				const struct sched_entry *e = &plan[b].e[i];
+				if (e->seq == 0 && e->c.pos0 >= 40 && e->c.pos0 < 43) {
+					cr_assert(!plan[b].wide, "resumed token at %u ran wide", e->c.pos0);
+					resumed_seen++;
+				}
+				if (e->seq == 0 && e->c.pos0 >= 43) {
+					cr_assert(plan[b].wide, "a fresh token beside a wide prompt chunk goes wide");
+					fresh_seen++;
+				}
+			}
+		round_ran(ps, plan, nb);
+	}
+	cr_assert_eq(resumed_seen, 3u);
+	cr_assert_eq(fresh_seen, 1u);
+	sched_seq_free(&s[0]);
+	sched_seq_free(&s[1]);
 }

@@ -435,3 +435,31 @@ Test(engine, stage_batch_equals_lone_stages, .timeout = 120)
 	free(rows);
 	fx_close(&x);
 }
+
+/* The prefill mat-mat kernel: on matrix cores where the device offers
+ * VK_KHR_cooperative_matrix (16x16x16 f16), the tiled mul_mm elsewhere (e.g.
+ * lavapipe) and with UNICORN_NO_COOPMAT=1; engine_kernels says which. */
+static void check_kernels(bool want_cm)
+{
+	struct fx x;
+	fx_open(&x, "q4_0", 16);
+	const char *k = engine_kernels(x.e);
+	if (want_cm)
+		cr_assert(strstr(k, "mul_mm_cm (prefill, matrix cores: KHR_coopmat 16x16x16 f16)"), "%s", k);
+	else
+		cr_assert(strstr(k, "+ mul_mm (prefill)") && !strstr(k, "coopmat"), "%s", k);
+	fx_close(&x);
+}
+
+Test(engine, prefill_kernel_follows_matrix_cores, .timeout = 120)
+{
+	struct vk_ctx *vk;
+	cr_assert_eq(vk_create(NULL, &vk), 0, "%s", err_msg());
+	bool cm = vk->coopmat;
+	cr_assert_eq(cm, vk->info.coopmat);
+	vk_destroy(vk);
+	check_kernels(cm);
+	setenv("UNICORN_NO_COOPMAT", "1", 1);
+	check_kernels(false);
+	unsetenv("UNICORN_NO_COOPMAT");
+}

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/vk.h"
+#include "gpu_worker/vk_bw.h"
 #include "common/err.h"
 
 Test(vk, list_and_select, .timeout = 30)
@@ -120,5 +121,18 @@ Test(vk, import_host_memory, .timeout = 60)
 	munmap((void *)ro, n);
 	munmap(w, n);
 	close(fd);
+	vk_destroy(vk);
+}
+
+/* The copy-bandwidth yardstick of bench --profile: a timed copy of up to 256 MiB. */
+Test(vk, copy_bandwidth, .timeout = 120)
+{
+	struct vk_ctx *vk;
+	cr_assert_eq(vk_create(NULL, &vk), 0, "%s", err_msg());
+	uint64_t bytes = 0;
+	double gbs = 0;
+	cr_assert_eq(vk_copy_bw(vk, &bytes, &gbs), 0, "%s", err_msg());
+	cr_assert(bytes > 0 && bytes <= 256ull << 20 && bytes % 4096 == 0, "copied %llu bytes", (unsigned long long)bytes);
+	cr_assert(gbs > 0.01 && gbs < 1e5, "copy bandwidth %g GB/s", gbs);
 	vk_destroy(vk);
 }

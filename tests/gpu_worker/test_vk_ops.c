@@ -62,10 +62,14 @@ static void check_close(const float *got, const double *want, const double *mag,
 
 /* y = W x (and the GLU variant) for one type, n_tok token columns, through
  * kernel 0 mul_mv, 1 mul_mvs (subgroup, one token per workgroup row), 2 mul_mm
- * (tiled) or 3 mul_mvb (mul_mvs with MVB_T token columns per workgroup). */
-#define MVB_T 4u
-static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
-			    bool glu)
+ * (tiled), 3 mul_mvb (mul_mvs with nt token columns per workgroup), 4 mul_mm_cm
+ * or 5 mul_mm_cms (large and small tiles on matrix cores: f16 products, a
+ * looser bound). mul_mvs
+ * and mul_mvb run rpt rows per thread group and tpr threads per row (0: the
+ * engine's choice). Returns y (n_tok columns of y_stride = nrows + 3 floats,
+ * the outputs at offset 2) for the caller to free. */
+static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
+			   bool glu, uint32_t rpt, uint32_t nt, uint32_t tpr)
 {
 	uint32_t wrows = glu ? 2 * nrows : nrows;
 	uint64_t rb;
@@ -81,26 +85,30 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 		x[i] = frand();
 	struct vk_pipe p;
 	char name[64];
-	static const char *const kname[4] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mvb" };
+	static const char *const kname[6] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mvb", "mul_mm_cm", "mul_mm_cms" };
 	snprintf(name, sizeof name, glu ? "%s_glu_%s" : "%s_%s", kname[kernel], tname);
-	bool sg = kernel == 1 || kernel == 3; /* the subgroup kernels: 128 threads, mul_mvs's tpr */
-	uint32_t wg[2] = { sg ? 128 : 64, MVB_T };
-	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), wg, kernel == 2 ? 0 : kernel == 3 ? 2 : 1, &p), 0,
-		     "%s", err_msg());
+	bool mvs = kernel == 1 || kernel == 3, cm = kernel >= 4;
+	/* mul_mm_cm(s): tile rows x tokens; the workgroup is NSG subgroups */
+	uint32_t cm_bm = kernel == 4 ? ENGINE_CM_BM : ENGINE_CMS_BM, cm_bn = kernel == 4 ? ENGINE_CM_BN : ENGINE_CMS_BN;
+	uint32_t cm_wg = (kernel == 4 ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
+	uint32_t spec[3] = { mvs ? 128 : cm ? cm_wg : 64, kernel == 3 ? nt : 1, rpt };
+	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), spec, kernel == 2 ? 0 : mvs ? 3 : 1, &p), 0, "%s",
+		     err_msg());
 	uint32_t y_stride = nrows + 3, y_off = 2;
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
 				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
-	uint32_t tpr = sg ? engine_mvs_tpr_type(type, ncols, 128, 4) : engine_mv_tpr(ncols, 64);
-	if (sg && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
+	if (!tpr)
+		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4) : engine_mv_tpr(ncols, 64);
+	if (mvs && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
 		tpr = (uint32_t)atoi(getenv("UNICORN_TEST_TPR"));
 	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
 	struct mv_push pc = { ncols, nrows, (uint32_t)rb, ncols, 0, y_stride, y_off, n_tok, valid, tpr };
 	if (kernel == 0)
 		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
-	else if (kernel == 1)
-		run1(&p, b, &pc, n_tok, (nrows + 128 / tpr - 1) / (128 / tpr), 1); /* x = token column */
-	else if (kernel == 3)
-		run1(&p, b, &pc, (n_tok + MVB_T - 1) / MVB_T, (nrows + 128 / tpr - 1) / (128 / tpr), 1);
+	else if (mvs) /* x = token group */
+		run1(&p, b, &pc, (n_tok + spec[1] - 1) / spec[1], (nrows + 128 / tpr * rpt - 1) / (128 / tpr * rpt), 1);
+	else if (cm)
+		run1(&p, b, &pc, (nrows + cm_bm - 1) / cm_bm, (n_tok + cm_bn - 1) / cm_bn, 1);
 	else
 		run1(&p, b, &pc, (nrows + 63) / 64, (n_tok + 63) / 64, 1);
 	float *y = malloc((size_t)n_tok * y_stride * 4);
@@ -121,7 +129,8 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 				cr_assert(isinf(got) && got < 0, "%s masked row %u: %g", name, r, got);
 				continue;
 			}
-			double want = s, tol = 1e-5 * m + 1e-5;
+			/* f16 weights and activations: each product within ~2^-10 relative */
+			double want = s, tol = (cm ? 1.5e-3 : 1e-5) * m + 1e-5;
 			if (glu) {
 				double g = 0.5 * s * (1 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
 				want = g * s2;
@@ -136,7 +145,13 @@ static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32
 	free(wd);
 	free(wq);
 	free(x);
-	free(y);
+	return y;
+}
+
+static void check_mv_kernel(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
+			    bool glu)
+{
+	free(check_mv_run(kernel, type, tname, ncols, nrows, n_tok, glu, engine_mvs_rows(type, 2), 1, 0));
 }
 
 static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok, bool glu)
@@ -178,6 +193,40 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 7 : 256 * 2, 5, 1, true);
 }
 
+/* mul_mvs with 1..4 rows per thread group (q4_0/q8_0): row counts that are and
+ * are not a multiple of the rows per workgroup, rows whose byte length is and
+ * is not a multiple of 4 (blocks starting on either half of a word), GLU, 1..3
+ * token columns, lane-shuffle and shared-memory reductions; and mul_mvb (one
+ * row per thread group, 4 or 8 token columns) bitwise equal to it. */
+Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
+{
+	static const struct { uint32_t type; const char *name; } q[] = { { TENSOR_Q4_0, "q4_0" }, { TENSOR_Q8_0, "q8_0" } };
+	static const uint32_t shapes[][4] = {
+		/* ncols, nrows, n_tok, tpr (0: the engine's) */
+		{ 32 * 40, 64, 1, 0 }, { 32 * 37, 37, 2, 0 }, { 32 * 7, 13, 3, 4 }, { 32 * 64, 70, 1, 128 }, { 32 * 33, 129, 1, 64 },
+	};
+	for (size_t i = 0; i < 2; i++)
+		for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+			for (uint32_t rpt = 1; rpt <= 4; rpt++)
+				for (int glu = 0; glu < 2; glu++) {
+					const uint32_t *sh = shapes[k];
+					uint32_t n_tok = sh[2] + (rpt == 4 ? 5 : 0); /* up to 8 columns */
+					uint64_t seed = rng; /* both kernels get the same inputs */
+					float *a = check_mv_run(1, q[i].type, q[i].name, sh[0], sh[1], n_tok, glu, rpt, 1, sh[3]);
+					uint32_t nt = rpt % 2 ? 4 : 8;
+					rng = seed;
+					float *b = check_mv_run(3, q[i].type, q[i].name, sh[0], sh[1], n_tok, glu, 1, nt, sh[3]);
+					for (uint32_t t = 0; t < n_tok; t++)
+						for (uint32_t r = 0; r < sh[1]; r++) {
+							size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
+							cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s rpt %u glu %d t %u row %u: mvs %.9g mvb %.9g",
+								  q[i].name, rpt, glu, t, r, a[o], b[o]);
+						}
+					free(a);
+					free(b);
+				}
+}
+
 Test(vk_ops, mvs_wide_rows)
 {
 	/* long rows: tpr above the subgroup size (subgroupAdd + shared-memory path) */
@@ -202,8 +251,8 @@ ParameterizedTest(size_t *i, vk_ops, mvb_type)
 {
 	uint32_t type = all_types[*i].type, b = all_types[*i].blk;
 	const char *name = all_types[*i].name;
-	check_mv_kernel(3, type, name, b == 32 ? 32 * 11 : 256 * 2, 37, 7, false);
-	check_mv_kernel(3, type, name, b == 32 ? 32 * 3 : 256, 13, 5, true);
+	free(check_mv_run(3, type, name, b == 32 ? 32 * 11 : 256 * 2, 37, 7, false, 1, 4, 0));
+	free(check_mv_run(3, type, name, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
 }
 
 /* The first-generation matvec (any token count; the fallback) for every type. */
@@ -215,6 +264,27 @@ ParameterizedTest(size_t *i, vk_ops, mv_type)
 	check_mv(type, name, b == 32 ? 32 * 7 : 256 * 3, 37, 1, false);
 	check_mv(type, name, b == 32 ? 32 * 3 : 256, 19, 10, false);
 	check_mv(type, name, b == 32 ? 32 * 5 : 256, 11, 3, true);
+}
+
+/* The prefill kernel on matrix cores (VK_KHR_cooperative_matrix), both
+ * tiles, every type: rows not a multiple of the tile or of 16, tokens not a
+ * multiple of 16 or of the tile, K a multiple of 32 but not of the 64-wide K
+ * step. Skipped (not passed) where the device lacks the extension, e.g.
+ * lavapipe. */
+Test(vk_ops, mm_coopmat_every_type)
+{
+	if (!vk->coopmat)
+		cr_skip_test("%s has no VK_KHR_cooperative_matrix 16x16x16 f16 configuration", vk->info.name);
+	for (int k = 4; k <= 5; k++) {
+		for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+			uint32_t b = all_types[i].blk;
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : 256, 67, 70, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 512, 37, 17, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : 256 * 5, 130, 150, false);
+		}
+		/* a model-like shape: 1152 -> 1536 rows over 200 tokens (q4_0) */
+		check_mv_kernel(k, TENSOR_Q4_0, "q4_0", 1152, 1536 + 5, 200, false);
+	}
 }
 
 Test(vk_ops, mv_f32) { check_mv(TENSOR_F32, "f32", 77, 37, 1, false); check_mv(TENSOR_F32, "f32", 200, 37, 11, false); }

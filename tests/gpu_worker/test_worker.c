@@ -448,19 +448,25 @@ static void run_at(uint32_t seq_id, uint32_t slot, const uint32_t *tokens, uint3
 	call(gpu, false);
 }
 
-/* RUN_BATCH steps two sequences at different positions in one message; each
- * slot's head area then holds bitwise what a RUN of that token alone writes. */
-Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 60)
+/* The golden q4_0 cluster with a gpu worker of two slots in place of the
+ * default one. */
+static void two_slot_cluster(struct golden *g)
 {
-	struct golden g;
-	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
-	cluster_with(g.model_path);
-	/* a gpu worker with two slots in place of the default one */
+	cr_assert_eq(golden_load("q4_0", g), 0, "%s", err_msg());
+	cluster_with(g->model_path);
 	kill(pids[1], SIGKILL);
 	waitpid(pids[1], NULL, 0);
 	bus_close(gpu);
 	start("unicorn-gpu-worker", 1, "--max-seqs");
 	gpu = link_to(RUNDIR_GPU, MSG_ROLE_GPU_WORKER);
+}
+
+/* RUN_BATCH steps two sequences at different positions in one message; each
+ * slot's head area then holds bitwise what a RUN of that token alone writes. */
+Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct golden g;
+	two_slot_cluster(&g);
 	uint32_t ids_alone[2][8], *ids;
 	float vals_alone[2][8], *vals;
 	const uint32_t plen[2] = { 20, 9 }, poff[2] = { 0, 25 };
@@ -498,6 +504,80 @@ Test(worker, run_batch_equals_runs, .init = setup, .fini = teardown, .timeout = 
 	call(gpu, true);
 	m.u.run_batch.n = 1;
 	m.u.run_batch.e[0].pos = plen[0] + 1;
+	call(gpu, false);
+	golden_free(&g);
+}
+
+/* One RUN_CHUNKS: entry 0's run of chunks (a 20-token prompt, no head, then
+ * its 21st token with a top-k head) beside entry 1's whole 9-token prompt
+ * (head) writes in each slot's head area bitwise what the same chunks alone
+ * write (wide: column-independent mat-mat; then a narrow decode step of
+ * both vs alone). Only entries with a head get one. */
+static void chunks_msg(uint32_t n, const uint32_t *slot, const uint32_t *pos0, const uint32_t *len,
+		       const uint32_t *const *tok, const uint32_t *head, bool wide)
+{
+	msg_init(&m, MSG_RUN_CHUNKS);
+	struct msg_run_chunks *c = &m.u.run_chunks;
+	*c = (struct msg_run_chunks){ .n = n, .mode = MSG_HEAD_TOPK, .k = 8, .flags = wide ? MSG_CHUNKS_WIDE : 0 };
+	for (uint32_t i = 0; i < n; i++) {
+		c->e[i] = (struct msg_run_chunk){ 7 + slot[i], slot[i], pos0[i], len[i], head[i] };
+		memcpy(c->tokens + c->n_tok, tok[i], len[i] * 4);
+		c->n_tok += len[i];
+	}
+	call(gpu, false);
+}
+
+Test(worker, run_chunks_equal_runs, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct golden g;
+	two_slot_cluster(&g);
+	const uint32_t *t = g.tokens;
+	uint32_t ids_alone[2][2][8], *ids;
+	float vals_alone[2][2][8], *vals;
+	const uint32_t sl[2] = { 0, 1 }, p0[2] = { 0, 0 }, one[2] = { 1, 1 }, no[2] = { 0, 0 };
+	const uint32_t plen[2] = { 21, 9 }, dpos[2] = { 21, 9 };
+	const uint32_t *ptok[2] = { t, t + 25 }, *dtok[2] = { t + 21, t + 34 };
+	for (uint32_t s = 0; s < 2; s++) {
+		chunks_msg(1, &sl[s], &p0[s], &plen[s], &ptok[s], &one[s], true);
+		cr_assert_eq(attach_head(att, s, &ids, &vals), 0, "%s", err_msg());
+		cr_assert_eq(r.u.done.token, ids[0]);
+		memcpy(ids_alone[s][0], ids, sizeof ids_alone[s][0]);
+		memcpy(vals_alone[s][0], vals, sizeof vals_alone[s][0]);
+		chunks_msg(1, &sl[s], &dpos[s], &one[s], &dtok[s], &one[s], false);
+		memcpy(ids_alone[s][1], ids, sizeof ids_alone[s][1]);
+		memcpy(vals_alone[s][1], vals, sizeof vals_alone[s][1]);
+	}
+	msg_init(&m, MSG_RESET_SEQ);
+	m.u.reset_seq.flags = MSG_RESET_ALL;
+	call(gpu, false);
+	/* slot 0's first 20 without a head; slot 1's whole prompt with one */
+	const uint32_t first[2] = { 20, 9 };
+	chunks_msg(2, sl, p0, first, ptok, (const uint32_t[]){ 0, 1 }, true);
+	cr_assert_eq(r.u.done.k, 8);
+	cr_assert_eq(attach_head(att, 1, &ids, &vals), 0, "%s", err_msg());
+	cr_assert_eq(memcmp(ids, ids_alone[1][0], sizeof ids_alone[1][0]), 0, "slot 1: prompt head ids differ");
+	cr_assert_eq(memcmp(vals, vals_alone[1][0], sizeof vals_alone[1][0]), 0, "slot 1: prompt head logits differ");
+	const uint32_t p20 = 20, *t20 = t + 20;
+	chunks_msg(1, sl, &p20, one, &t20, one, true);
+	cr_assert_eq(attach_head(att, 0, &ids, &vals), 0, "%s", err_msg());
+	cr_assert_eq(memcmp(vals, vals_alone[0][0], sizeof vals_alone[0][0]), 0, "slot 0: chunked prompt differs");
+	chunks_msg(2, sl, dpos, one, dtok, one, false);
+	for (uint32_t s = 0; s < 2; s++) {
+		cr_assert_eq(attach_head(att, s, &ids, &vals), 0, "%s", err_msg());
+		cr_assert_eq(memcmp(ids, ids_alone[s][1], sizeof ids_alone[s][1]), 0, "slot %u decode ids differ", s);
+		cr_assert_eq(memcmp(vals, vals_alone[s][1], sizeof vals_alone[s][1]), 0, "slot %u decode logits differ", s);
+	}
+	/* no head at all: k 0; a chunk that skips positions is refused, the
+	 * worker stays usable */
+	const uint32_t p22[2] = { 22, 10 }, *t22[2] = { t + 22, t + 35 };
+	chunks_msg(2, sl, p22, one, t22, no, false);
+	cr_assert_eq(r.u.done.k, 0);
+	const uint32_t p30 = 30;
+	msg_init(&m, MSG_RUN_CHUNKS);
+	m.u.run_chunks = (struct msg_run_chunks){ .n = 1, .n_tok = 1, .mode = MSG_HEAD_ARGMAX, .k = 1,
+						  .e = { { 7, 0, p30, 1, 1 } }, .tokens = { 5 } };
+	call(gpu, true);
+	m.u.run_chunks.e[0].pos0 = 23;
 	call(gpu, false);
 	golden_free(&g);
 }

@@ -57,6 +57,12 @@ static void fill(struct msg *m, uint16_t type)
 		m->u.stage_batch = (struct msg_stage_batch){ .op = MSG_OP_HEAD, .layer = 0, .n = 2, .mode = MSG_HEAD_TOPK,
 							     .k = 64, .e = { { 8, 0, 10, 2 }, { 9, 5, 77, 106 } } };
 		break;
+	case MSG_RUN_CHUNKS:
+		m->u.run_chunks = (struct msg_run_chunks){ .n = 3, .n_tok = 6, .mode = MSG_HEAD_TOPK, .k = 64,
+							   .flags = MSG_CHUNKS_WIDE,
+							   .e = { { 8, 0, 10, 1, 1 }, { 9, 3, 0, 4, 0 }, { 10, 1, 4095, 1, 1 } },
+							   .tokens = { 2, 106, 9, 7, 5, 3 } };
+		break;
 	case MSG_DONE: m->u.done = (struct msg_done){ 12, 8, 0, 262143, 40, 0, 123456789 }; break;
 	case MSG_RESET_SEQ: m->u.reset_seq = (struct msg_reset_seq){ 8, MSG_RESET_ALL }; break;
 	case MSG_GEN_REQ: {
@@ -89,7 +95,7 @@ static void fill(struct msg *m, uint16_t type)
 
 static const uint16_t all_types[] = {
 	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
-	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
+	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_RUN_CHUNKS, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
 	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
 };
 
@@ -264,6 +270,43 @@ Test(msg, run_batch_rules)
 	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), 0, "%s", err_msg());
 	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
 	cr_assert_eq(b.u.run_batch.e[63].slot, 63);
+}
+
+/* RUN_CHUNKS payload: n, n_tok, mode, k, flags, then 20-byte entries
+ * {seq_id, slot, pos0, n, head} from offset 20, then the tokens */
+Test(msg, run_chunks_rules)
+{
+	fill(&a, MSG_RUN_CHUNKS);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + 20 + 3 * 20 + 6 * 4);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.run_chunks.n_tok, 6);
+	cr_assert_eq(b.u.run_chunks.e[1].n, 4);
+	cr_assert_eq(b.u.run_chunks.e[2].pos0, 4095);
+	cr_assert_eq(b.u.run_chunks.tokens[5], 3);
+	cr_assert_eq(b.u.run_chunks.flags, MSG_CHUNKS_WIDE);
+	patch_reject(MSG_RUN_CHUNKS, 0, 2, "n disagrees with the length");
+	patch_reject(MSG_RUN_CHUNKS, 0, 0, "n 0");
+	patch_reject(MSG_RUN_CHUNKS, 4, 5, "n_tok disagrees with the entries");
+	patch_reject(MSG_RUN_CHUNKS, 8, 3, "head mode");
+	patch_reject(MSG_RUN_CHUNKS, 12, 0, "k 0");
+	patch_reject(MSG_RUN_CHUNKS, 16, 2, "unknown flag");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 4, MSG_MAX_SLOTS, "entry slot cap");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 20 + 4, 0, "duplicate slot");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 8, MSG_MAX_POS, "entry pos cap");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 12, 0, "entry n 0");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 2, "entry head 2");
+	/* the largest one fits a data-plane ring entry */
+	fill(&a, MSG_RUN_CHUNKS);
+	a.u.run_chunks.n = MSG_MAX_SLOTS;
+	a.u.run_chunks.n_tok = MSG_MAX_ROWS;
+	for (uint32_t i = 0; i < MSG_MAX_SLOTS; i++)
+		a.u.run_chunks.e[i] = (struct msg_run_chunk){ i, i, 0, MSG_MAX_ROWS / MSG_MAX_SLOTS, 1 };
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), 0, "%s", err_msg());
+	cr_assert_leq(len + 4, 4096u);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	a.u.run_chunks.e[0].n++;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "more tokens than n_tok");
 }
 
 Test(msg, more_field_rules)

@@ -162,6 +162,30 @@ Test(ring, sleeper_wakes_on_a_ring_from_another_process)
 	cr_assert_eq(ring_bell_wait(&s->bell_a, ring_bell_seq(&s->bell_a), 20, 0), ERR_TIMEOUT);
 }
 
+/* The hot path's bounded spin: it sees a ring from another process without
+ * sleeping, and gives up after its bound when nothing comes. */
+Test(ring, spin_sees_a_ring_and_is_bounded)
+{
+	struct shared_pair *s = map_pair(64, 4);
+	uint32_t seen = ring_bell_seq(&s->bell_a);
+	double t0 = now_us();
+	cr_assert_not(ring_bell_spin(&s->bell_a, seen, 2000), "not rung");
+	double dt = now_us() - t0;
+	cr_assert_geq(dt, 2000.0, "spun its whole bound (%.0f us)", dt);
+	cr_assert_lt(dt, 500000.0, "and no longer (%.0f us)", dt);
+	cr_assert_not(ring_bell_spin(&s->bell_a, seen, 0), "a zero bound only looks");
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		usleep(20000);
+		ring_bell_ring(&s->bell_a);
+		_exit(0);
+	}
+	cr_assert(ring_bell_spin(&s->bell_a, seen, 2000000), "rung while spinning");
+	waitpid(pid, NULL, 0);
+	cr_assert(ring_bell_spin(&s->bell_a, seen, 0), "already rung: true at once");
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

@@ -348,3 +348,34 @@ Test(hotpath, api_killed_under_http_streams, .timeout = 180)
 	cr_assert_lt(back, 2.0, "HTTP back after %.2f s", back);
 	proc_cluster_stop(&c);
 }
+
+/* Split placement's dataflow (two micro-batches, and four with
+ * UNICORN_SPLIT_MBS=4) gives the greedy text of fused placement. */
+Test(hotpath, split_micro_batches_equal_fused, .timeout = 300)
+{
+	struct stream s[3][N_STREAMS];
+	const char *placement[3] = { "fused", "split", "split" };
+	for (int k = 0; k < 3; k++) {
+		if (k == 2)
+			setenv("UNICORN_SPLIT_MBS", "4", 1);
+		struct proc_cluster c;
+		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
+		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
+		proc_cluster_stop(&c);
+	}
+	unsetenv("UNICORN_SPLIT_MBS");
+	for (int i = 0; i < N_STREAMS; i++) {
+		char *a = stream_text(&s[0][i]);
+		cr_assert_gt(strlen(a), 0);
+		for (int k = 1; k < 3; k++) {
+			cr_assert(answer_complete(&s[k][i], true), "split stream %d incomplete", i);
+			char *b = stream_text(&s[k][i]);
+			cr_assert_str_eq(b, a, "stream %d: split (%s micro-batches) and fused differ", i,
+					 k == 1 ? "2" : "4");
+			free(b);
+			free(s[k][i].body);
+		}
+		free(a);
+		free(s[0][i].body);
+	}
+}
