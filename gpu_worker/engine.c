@@ -38,6 +38,7 @@
  * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
 #define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
+#define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
  * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
@@ -101,20 +102,20 @@ struct engine {
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
-	struct vk_pipe mv[7], glu[7], rows[7], norm, rope, attn, combine, gelu, argmax, topk;
-	struct vk_pipe mvs[7], mvs_glu[7], mm[3][7]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
+	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
+	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[3][N_SLOTS]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
 	bool use_mvs, use_mm;
 	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
 	 * a type whose pipelines are missing (pipe 0) keeps mm[] */
-	struct vk_pipe mm_cm[7], mm_cms[7];
+	struct vk_pipe mm_cm[N_SLOTS], mm_cms[N_SLOTS];
 	bool use_cm;
-	struct vk_pipe mvb[7], mvb_glu[7]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
+	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
-	uint32_t mvs_rpt[7];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
+	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -150,10 +151,19 @@ static int type_slot(uint32_t type)
 	case TENSOR_Q4_0: return 4;
 	case TENSOR_Q4_K: return 5;
 	case TENSOR_Q6_K: return 6;
+	case TENSOR_Q4_1: return 7;
+	case TENSOR_Q5_0: return 8;
+	case TENSOR_Q5_1: return 9;
+	case TENSOR_IQ4_NL: return 10;
+	case TENSOR_Q2_K: return 11;
+	case TENSOR_Q3_K: return 12;
+	case TENSOR_Q5_K: return 13;
+	case TENSOR_IQ4_XS: return 14;
 	default: return -1;
 	}
 }
-static const char *slot_name[7] = { "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" };
+static const char *slot_name[N_SLOTS] = { "f32",  "f16",    "bf16", "q8_0", "q4_0", "q4_k", "q6_k",  "q4_1",
+					  "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q5_k", "iq4_xs" };
 
 /* Rows per thread group of the single-token mul_mvs (shaders/mul_mvs.glsl):
  * quarter-block types (q4_0, q8_0) apply each x unit to several rows; the
@@ -366,7 +376,7 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
  * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where a shader is
  * missing or the driver refuses a pipeline. */
-static void cm_pipes_create(struct engine *e)
+static void cm_pipes_create(struct engine *e, const bool *used)
 {
 	const char *env = getenv("UNICORN_NO_COOPMAT");
 	const VkPhysicalDeviceLimits *lim = &e->vk->props.limits;
@@ -376,7 +386,9 @@ static void cm_pipes_create(struct engine *e)
 	    wg[0] > lim->maxComputeWorkGroupSize[0] || lim->maxComputeSharedMemorySize < ENGINE_CM_SHARED)
 		return;
 	char name[64];
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < N_SLOTS; i++) {
+		if (!used[i])
+			continue;
 		struct vk_pipe *ps[2] = { &e->mm_cm[i], &e->mm_cms[i] };
 		bool ok = true;
 		for (int k = 0; k < 2 && ok; k++) {
@@ -391,8 +403,16 @@ static void cm_pipes_create(struct engine *e)
 	}
 }
 
-static int pipes_create(struct engine *e)
+static int pipes_create(struct engine *e, const struct model *m)
 {
+	/* weight kernels only for the types the model holds: 8 pipelines per
+	 * type, and drivers compile each at creation (lavapipe: up to seconds) */
+	bool used[N_SLOTS] = { false };
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		int ts = type_slot(m->tensors[i].type);
+		if (ts >= 0)
+			used[ts] = true;
+	}
 	/* one-workgroup reductions (argmax over the vocabulary, rmsnorm per row) are
 	 * latency-bound: give them wide workgroups */
 	uint32_t maxwg = e->vk->props.limits.maxComputeWorkGroupInvocations;
@@ -402,7 +422,9 @@ static int pipes_create(struct engine *e)
 		       wg_norm[1] = { maxwg >= 512 ? 512 : 128 };
 	char name[64];
 	int rc = 0;
-	for (int i = 0; i < 7 && !rc; i++) {
+	for (int i = 0; i < N_SLOTS && !rc; i++) {
+		if (!used[i])
+			continue;
 		snprintf(name, sizeof name, "mul_mv_%s", slot_name[i]);
 		rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->mv[i]);
 		snprintf(name, sizeof name, "mul_mv_glu_%s", slot_name[i]);
@@ -429,15 +451,19 @@ static int pipes_create(struct engine *e)
 	/* rows per thread group (UNICORN_VK_MVS_RPT, 1..4) */
 	const char *renv = getenv("UNICORN_VK_MVS_RPT");
 	uint32_t rpt = renv && atoi(renv) > 0 ? (uint32_t)atoi(renv) : MVS_RPT;
-	static const uint32_t slot_type[7] = { TENSOR_F32, TENSOR_F16, TENSOR_BF16, TENSOR_Q8_0, TENSOR_Q4_0, TENSOR_Q4_K, TENSOR_Q6_K };
-	for (int i = 0; i < 7; i++)
+	static const uint32_t slot_type[N_SLOTS] = { TENSOR_F32,  TENSOR_F16,  TENSOR_BF16,   TENSOR_Q8_0, TENSOR_Q4_0,
+						     TENSOR_Q4_K, TENSOR_Q6_K, TENSOR_Q4_1,   TENSOR_Q5_0, TENSOR_Q5_1,
+						     TENSOR_IQ4_NL, TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, TENSOR_IQ4_XS };
+	for (int i = 0; i < N_SLOTS; i++)
 		e->mvs_rpt[i] = engine_mvs_rows(slot_type[i], rpt);
 	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
 	 * shaders/mul_mvs.glsl) unless UNICORN_VK_BATCH_MV=tokens */
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
-	for (int i = 0; i < 7 && !rc; i++) {
+	for (int i = 0; i < N_SLOTS && !rc; i++) {
+		if (!used[i])
+			continue;
 		if (e->use_mvs) {
 			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
 			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
@@ -461,7 +487,7 @@ static int pipes_create(struct engine *e)
 		}
 	}
 	if (!rc && e->use_mm)
-		cm_pipes_create(e);
+		cm_pipes_create(e, used);
 	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
 	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
 	const char *nenv = getenv("UNICORN_VK_NORM");
@@ -670,7 +696,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		goto fail;
 	}
 	e->batch_max = e->max_batch < e->max_seqs ? e->max_batch : e->max_seqs;
-	rc = pipes_create(e);
+	rc = pipes_create(e, m);
 	if (rc)
 		goto fail;
 	/* activations and KV first: they are touched every step, weights may spill */
@@ -791,7 +817,7 @@ void engine_destroy(struct engine *e)
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			vk_pipe_destroy(e->vk, ps[i]);
-		for (int i = 0; i < 7; i++) {
+		for (int i = 0; i < N_SLOTS; i++) {
 			vk_pipe_destroy(e->vk, &e->mv[i]);
 			vk_pipe_destroy(e->vk, &e->glu[i]);
 			vk_pipe_destroy(e->vk, &e->rows[i]);

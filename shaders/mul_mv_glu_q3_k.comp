@@ -1,0 +1,5 @@
+#version 450
+// fused gate/up matrix-vector product with GELU-tanh, q3_k weights
+#define TYPE TYPE_Q3_K
+#define GLU 1
+#include "mul_mv.glsl"

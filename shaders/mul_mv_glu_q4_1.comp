@@ -1,0 +1,5 @@
+#version 450
+// fused gate/up matrix-vector product with GELU-tanh, q4_1 weights
+#define TYPE TYPE_Q4_1
+#define GLU 1
+#include "mul_mv.glsl"

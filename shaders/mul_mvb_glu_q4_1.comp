@@ -1,0 +1,6 @@
+#version 450
+// batch fused gate/up matrix-vector product with GELU-tanh, q4_1 weights
+#define TYPE TYPE_Q4_1
+#define GLU 1
+#define MVS_BATCH 1
+#include "mul_mvs.glsl"

@@ -1,0 +1,6 @@
+#version 450
+// batch fused gate/up matrix-vector product with GELU-tanh, q5_1 weights
+#define TYPE TYPE_Q5_1
+#define GLU 1
+#define MVS_BATCH 1
+#include "mul_mvs.glsl"

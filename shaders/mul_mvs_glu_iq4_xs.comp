@@ -1,0 +1,5 @@
+#version 450
+// single-token fused gate/up matrix-vector product with GELU-tanh, iq4_xs weights
+#define TYPE TYPE_IQ4_XS
+#define GLU 1
+#include "mul_mvs.glsl"

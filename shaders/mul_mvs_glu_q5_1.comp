@@ -1,0 +1,5 @@
+#version 450
+// single-token fused gate/up matrix-vector product with GELU-tanh, q5_1 weights
+#define TYPE TYPE_Q5_1
+#define GLU 1
+#include "mul_mvs.glsl"

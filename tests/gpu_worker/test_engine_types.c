@@ -1,0 +1,98 @@
+/* Whole models whose matrices are one of the 32-element preset types (what a
+ * llama-quantize "_M" file holds where rows are not a multiple of 256): the
+ * engine's logits against the CPU reference on the same file, through the
+ * prefill (mul_mm, 20 tokens) and the decode kernels (mul_mvs). The K types
+ * and IQ4_XS need rows that are multiples of 256, which no test-sized shape
+ * has; vk_ops checks their kernels. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gpu_worker/engine.h"
+#include "common/err.h"
+#include "formats/model.h"
+#include "formats/quant.h"
+#include "ref/ref.h"
+#include "tools/mkmodel.h"
+
+/* rel = |a - b| / |b| over the vocabulary; the argmax must agree where the
+ * reference's top logit leads by >= 0.02 (golden/README.md tolerances). */
+static void compare(const float *got, const float *want, size_t V, const char *what)
+{
+	double d = 0, n = 0;
+	size_t ag = 0, aw = 0;
+	for (size_t j = 0; j < V; j++) {
+		if (!isfinite(want[j]))
+			continue;
+		d += ((double)got[j] - want[j]) * ((double)got[j] - want[j]);
+		n += (double)want[j] * want[j];
+		if (got[j] > got[ag])
+			ag = j;
+		if (want[j] > want[aw])
+			aw = j;
+	}
+	float second = -INFINITY;
+	for (size_t j = 0; j < V; j++)
+		if (j != aw && want[j] > second)
+			second = want[j];
+	cr_assert_leq(sqrt(d / n), 5e-3, "%s: relative error %g", what, sqrt(d / n));
+	cr_assert(ag == aw || want[aw] - second < 0.02f, "%s: argmax %zu vs reference %zu", what, ag, aw);
+}
+
+static const uint32_t types32[] = { TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, TENSOR_IQ4_NL };
+
+ParameterizedTestParameters(engine_types, model)
+{
+	return cr_make_param_array(uint32_t, (void *)types32, sizeof types32 / sizeof types32[0]);
+}
+
+ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
+{
+	const char *tn = quant_type_info(*type)->name;
+	char dir[] = "/tmp/unicorn-test-types-XXXXXX", path[64];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/m.gguf", dir);
+	struct mkmodel_opts mo = { .shape = "tiny", .layers = 2, .type = *type, .seed = 5, .format = MKMODEL_GGUF,
+				   .out = path, .synthetic_vocab = true, .quiet = true, .threads = 2 };
+	cr_assert_eq(mkmodel_run(&mo), 0, "mkmodel %s: %s", tn, err_msg());
+	struct model *m;
+	cr_assert_eq(model_open(path, &m), 0, "%s", err_msg());
+	size_t nt = 0;
+	for (size_t i = 0; i < m->n_tensors; i++)
+		nt += m->tensors[i].type == *type;
+	cr_assert_geq(nt, 8, "%s: %zu tensors of the type", tn, nt);
+	struct engine *e;
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4 };
+	cr_assert_eq(engine_create(m, &o, &e), 0, "engine_create: %s", err_msg());
+	struct ref_model *r;
+	cr_assert_eq(ref_create(m, 64, &r), 0, "%s", err_msg());
+	size_t V = m->cfg.n_vocab;
+	enum { P = 20, D = 3 };
+	uint32_t tok[P + D];
+	for (uint32_t i = 0; i < P + D; i++)
+		tok[i] = 3 + (i * 7919u + 11u) % 900u;
+	float *want = malloc((P + D) * V * sizeof *want), *got = malloc(P * V * sizeof *got);
+	cr_assert(want && got);
+	cr_assert_eq(ref_forward_tokens(r, tok, P + D, want), 0, "%s", err_msg());
+	cr_assert_eq(engine_forward(e, tok, P, 0, got, true), 0, "%s", err_msg());
+	char what[64];
+	for (uint32_t t = 0; t < P; t++) {
+		snprintf(what, sizeof what, "%s prefill row %u", tn, t);
+		compare(got + t * V, want + t * V, V, what);
+	}
+	for (uint32_t t = P; t < P + D; t++) {
+		cr_assert_eq(engine_forward(e, &tok[t], 1, t, got, false), 0, "%s", err_msg());
+		snprintf(what, sizeof what, "%s decode pos %u", tn, t);
+		compare(got, want + t * V, V, what);
+	}
+	free(want);
+	free(got);
+	ref_destroy(r);
+	engine_destroy(e);
+	model_close(m);
+	unlink(path);
+	rmdir(dir);
+}
