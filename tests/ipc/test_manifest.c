@@ -152,7 +152,7 @@ Test(manifest, corrupt_rejected)
 	corrupt(H + C, plan.region_size[0] + 4096, 8, ERR_RANGE, "region size vs mapping");
 	corrupt(T + 95, 'x', 1, ERR_INVAL, "name not terminated");
 	corrupt(T + 0, 0, 1, ERR_INVAL, "empty name");
-	corrupt(T + 96, 3, 4, ERR_UNSUP, "type 3");
+	corrupt(T + 96, 16, 4, ERR_UNSUP, "type 16 (IQ2_XXS)");
 	corrupt(T + 100, 5, 4, ERR_INVAL, "n_dims 5");
 	corrupt(T + 104, 0, 8, ERR_INVAL, "ne0 zero");
 	corrupt(T + 104 + 24, 2, 8, ERR_INVAL, "unused dim not 1");
