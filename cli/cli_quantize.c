@@ -1,5 +1,5 @@
-/* cli_quantize: `unicorn quantize IN OUT --type q8_0|q4_0` (tools/quantize.c
- * does the work). */
+/* cli_quantize: `unicorn quantize IN OUT --type T` with T a tensor type or a
+ * llama.cpp preset such as q4_k_m (tools/quantize.c does the work). */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -8,20 +8,34 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "formats/quant.h"
 #include "tools/quantize.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn quantize IN OUT --type q8_0|q4_0 [options]\n"
+		"usage: unicorn quantize IN OUT --type T [options]\n"
 		"\n"
 		"Converts a Gemma 3 checkpoint (GGUF file or Hugging Face directory) into a\n"
-		"GGUF file that llama.cpp loads: matrices and the embedding in TYPE, norms in\n"
-		"f32 (1+w), Gemma 3 metadata, the tokenizer copied from the input (GGUF) or\n"
-		"from tokenizer.json beside it (HF).\n"
+		"GGUF file that llama.cpp loads: matrices and the embedding in type T (or the\n"
+		"mix of a preset), norms in f32 (1+w), Gemma 3 metadata with general.file_type,\n"
+		"the tokenizer copied from the input (GGUF) or from tokenizer.json beside it (HF).\n"
 		"\n"
-		"  --type T          q8_0 or q4_0 (also f32, f16, bf16, q4_k, q6_k)\n"
+		"  --type T          a type: every weight matrix and the embedding take it:\n"
+		"                      q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k,\n"
+		"                      q6_k, iq4_nl, iq4_xs (also f32, f16, bf16)\n"
+		"                    or a llama.cpp preset (mixed types, as llama-quantize):\n"
+		"                      q4_k_m  q4_K; q6_K for attn_v and ffn_down in the\n"
+		"                              first/last eighth and every third layer, and\n"
+		"                              for token_embd (the tied output)\n"
+		"                      q5_k_m  the same with q5_K\n"
+		"                      q3_k_m  q3_K; attn_v q5_K in layers 0-1 then q4_K,\n"
+		"                              ffn_down q5_K in the first 1/16 then q4_K,\n"
+		"                              attn_output q4_K, token_embd q6_K\n"
+		"                    Rows that are not a multiple of 256 (Gemma 3 1B's 1152)\n"
+		"                    cannot hold a K or IQ4_XS block and take llama.cpp's\n"
+		"                    fall-back: q4_K->q5_0, q5_K->q5_1, q6_K->q8_0,\n"
+		"                    q2_K/q3_K->q4_0, iq4_xs->iq4_nl; a preset's token_embd\n"
+		"                    takes q8_0 then.\n"
 		"  --vocab F         take the tokenizer from this GGUF file\n"
 		"  --tokenizer F     take the tokenizer from this tokenizer.json\n"
 		"  --name NAME       general.name (default: the input's, or its file name)\n"
@@ -52,8 +66,8 @@ int cli_quantize(int argc, char **argv)
 				return 2;
 			}
 			if (!strcmp(a, "--type")) {
-				if (quant_type_parse(v, &o.type) || !quant_type_info(o.type)) {
-					fprintf(stderr, "unicorn quantize: --type %s: unknown (q8_0, q4_0)\n", v);
+				if (quant_preset_parse(v, &o.type, &o.preset)) {
+					fprintf(stderr, "unicorn quantize: --%s\n", err_msg());
 					return 2;
 				}
 				have_type = 1;

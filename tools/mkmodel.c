@@ -274,7 +274,7 @@ static int mk_write_gguf(const struct mkmodel_opts *o, const struct gemma3_confi
 		mkmodel_vocab_free(&v);
 		return rc;
 	}
-	rc = mkmodel_gguf_config(w, cfg, name, o->type);
+	rc = mkmodel_gguf_config(w, cfg, name, quant_preset_file_type(o->type, o->preset));
 	if (!rc)
 		rc = mkmodel_vocab_write_gguf(w, &v);
 	mkmodel_vocab_free(&v);
@@ -283,8 +283,8 @@ static int mk_write_gguf(const struct mkmodel_opts *o, const struct gemma3_confi
 		struct mkmodel_tensor t;
 		mkmodel_tensor_at(cfg, i, &t);
 		/* llama.cpp keeps norms (1-D) in f32 whatever the file type. */
-		uint32_t ty = t.kind == MKMODEL_NORM ? TENSOR_F32 : o->type;
-		rc = gguf_writer_add_tensor(w, t.name, ty, t.n_dims, t.ne);
+		rc = gguf_writer_add_tensor(w, t.name, mkmodel_tensor_type(cfg, &t, o->type, o->preset), t.n_dims,
+					    t.ne);
 	}
 	if (!rc)
 		rc = gguf_writer_begin_data(w);
@@ -299,7 +299,7 @@ static int mk_write_gguf(const struct mkmodel_opts *o, const struct gemma3_confi
 		struct mk_src src = { .cfg = cfg, .seed = o->seed, .index = i, .ne0 = t.ne[0] };
 		struct mkmodel_stream s = {
 			.ne0 = t.ne[0], .nrows = t.ne[1],
-			.type = t.kind == MKMODEL_NORM ? TENSOR_F32 : o->type,
+			.type = mkmodel_tensor_type(cfg, &t, o->type, o->preset),
 			.add = t.kind == MKMODEL_NORM ? 1.0f : 0.0f, /* GGUF norms hold 1+w */
 			.src = mk_src_random, .src_arg = &src, .sink = mk_sink_gguf, .sink_arg = w,
 			.prog = &prog, .threads = threads, .what = t.name,
@@ -431,11 +431,11 @@ int mkmodel_run(const struct mkmodel_opts *o)
 	if (!o->out)
 		return err_set(ERR_INVAL, "no output path (-o)");
 	if (!quant_type_info(o->type))
-		return err_set(ERR_UNSUP, "type %u: not supported", o->type);
+		return err_set(ERR_UNSUP, "type %s: not supported", quant_preset_name(o->type, o->preset));
 	enum mkmodel_format fmt = o->format ? o->format : MKMODEL_GGUF;
-	if (fmt == MKMODEL_HF && !safetensors_dtype_name(o->type))
+	if (fmt == MKMODEL_HF && (o->preset != QUANT_PRESET_NONE || !safetensors_dtype_name(o->type)))
 		return err_set(ERR_UNSUP, "type %s: only f32, f16 and bf16 can be written as a Hugging Face checkpoint; use --format gguf",
-			       quant_type_info(o->type)->name);
+			       quant_preset_name(o->type, o->preset));
 	char name[64];
 	if (o->name)
 		snprintf(name, sizeof name, "%s", o->name);

@@ -15,6 +15,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_write.h"
 #include "formats/model.h"
+#include "tools/quant_preset.h"
 
 /* ---- shapes ---- */
 
@@ -30,6 +31,7 @@ struct mkmodel_tensor {
 	char name[64];      /* GGUF name */
 	char hf_name[96];   /* Hugging Face name (Gemma3ForCausalLM) */
 	enum mkmodel_kind kind;
+	uint32_t layer;     /* block index of blk.N tensors (0 for the others) */
 	uint32_t n_dims;
 	uint64_t ne[2];     /* GGUF order: ne[0] = row length (fan-in) */
 };
@@ -42,12 +44,14 @@ void mkmodel_tensor_at(const struct gemma3_config *cfg, size_t i, struct mkmodel
 
 /* ---- GGUF metadata ---- */
 
-/* llama.cpp general.file_type for a tensor type (0 all f32, 1 f16, 2 q4_0,
- * 7 q8_0, 32 bf16, ...). */
-uint32_t mkmodel_file_type(uint32_t type);
-/* general.* and gemma3.* keys exactly as llama.cpp's converter writes them. */
+/* general.* and gemma3.* keys exactly as llama.cpp's converter writes them;
+ * file_type is general.file_type (quant_preset_file_type). */
 int mkmodel_gguf_config(struct gguf_writer *w, const struct gemma3_config *cfg, const char *name,
-			uint32_t type);
+			uint32_t file_type);
+/* The GGUF type of tensor t for --type (type, preset): norms f32, the rest
+ * by quant_preset_tensor_type (the preset's mix, then the 256 fall-back). */
+uint32_t mkmodel_tensor_type(const struct gemma3_config *cfg, const struct mkmodel_tensor *t, uint32_t type,
+			     enum quant_preset preset);
 
 /* ---- tokenizer vocabularies ---- */
 
@@ -114,7 +118,8 @@ enum mkmodel_format { MKMODEL_GGUF = 1, MKMODEL_HF = 2 };
 struct mkmodel_opts {
 	const char *shape;        /* default "tiny" */
 	uint32_t layers;          /* 0 = shape default */
-	uint32_t type;            /* enum tensor_type */
+	uint32_t type;            /* enum tensor_type (a preset's base type) */
+	enum quant_preset preset; /* a llama.cpp mix (GGUF only); NONE = plain type */
 	uint64_t seed;
 	enum mkmodel_format format;
 	const char *out;          /* GGUF file, or HF directory (created) */

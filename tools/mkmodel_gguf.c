@@ -16,10 +16,13 @@ struct mk_shape {
 
 /* spec/reference.md §1.7; tiny = ../shared/golden/gemma3-tiny.json; demo =
  * tiny with Gemma 3's real vocabulary (the model unicorn-up serves when none
- * was given or pulled: small, but it tokenizes like the real ones). */
+ * was given or pulled: small, but it tokenizes like the real ones); tiny256 =
+ * tiny with 256-wide rows (hidden 256, ffn 512) so that K-quant and IQ4_XS
+ * blocks fit every matrix but attn_output (128): a small mixed-type model. */
 static const struct mk_shape mk_shapes[] = {
 	{ "tiny", 128, 384, 6, 4, 2, 32, 8, 32000, 4096, 32, 1 },
 	{ "demo", 128, 384, 6, 4, 2, 32, 8, 262144, 4096, 32, 1 },
+	{ "tiny256", 256, 512, 6, 4, 2, 32, 8, 32000, 4096, 32, 1 },
 	{ "1b", 1152, 6912, 26, 4, 1, 256, 512, 262144, 32768, 256, 1 },
 	{ "4b", 2560, 10240, 34, 8, 4, 256, 1024, 262144, 131072, 256, 8 },
 	{ "12b", 3840, 15360, 48, 16, 8, 256, 1024, 262144, 131072, 256, 8 },
@@ -33,7 +36,7 @@ int mkmodel_shape_config(const char *shape, uint32_t layers, struct gemma3_confi
 		if (!strcasecmp(shape, mk_shapes[i].name))
 			s = &mk_shapes[i];
 	if (!s)
-		return err_set(ERR_INVAL, "shape '%s': unknown (tiny, demo, 1b, 4b, 12b, 27b)", shape);
+		return err_set(ERR_INVAL, "shape '%s': unknown (tiny, demo, tiny256, 1b, 4b, 12b, 27b)", shape);
 	if (layers > MODEL_MAX_LAYERS)
 		return err_set(ERR_RANGE, "layers %u: more than %d", layers, MODEL_MAX_LAYERS);
 	memset(cfg, 0, sizeof *cfg);
@@ -108,6 +111,7 @@ void mkmodel_tensor_at(const struct gemma3_config *cfg, size_t i, struct mkmodel
 		{ "attn_k_norm", "self_attn.k_norm", MKMODEL_NORM },
 	};
 	size_t l = (i - 2) / 13, k = (i - 2) % 13;
+	t->layer = (uint32_t)l;
 	snprintf(t->name, sizeof t->name, "blk.%zu.%s.weight", l, per_layer[k].gguf);
 	snprintf(t->hf_name, sizeof t->hf_name, "model.layers.%zu.%s.weight", l, per_layer[k].hf);
 	static const int ne_of[13][2] = {
@@ -121,30 +125,21 @@ void mkmodel_tensor_at(const struct gemma3_config *cfg, size_t i, struct mkmodel
 	mk_set(t, per_layer[k].kind, ne0, ne1);
 }
 
-uint32_t mkmodel_file_type(uint32_t type)
+uint32_t mkmodel_tensor_type(const struct gemma3_config *cfg, const struct mkmodel_tensor *t, uint32_t type,
+			     enum quant_preset preset)
 {
-	/* llama_ftype ids (llama.h) */
-	switch (type) {
-	case TENSOR_F32: return 0;
-	case TENSOR_F16: return 1;
-	case TENSOR_Q4_0: return 2;
-	case TENSOR_Q8_0: return 7;
-	case TENSOR_Q4_K: return 15;  /* Q4_K_M */
-	case TENSOR_Q6_K: return 18;
-	case TENSOR_BF16: return 32;
-	default: return 0;
-	}
+	return quant_preset_tensor_type(type, preset, t->name, t->n_dims, t->ne[0], t->layer, cfg->n_layer);
 }
 
 int mkmodel_gguf_config(struct gguf_writer *w, const struct gemma3_config *cfg, const char *name,
-			uint32_t type)
+			uint32_t file_type)
 {
 	int rc = 0;
 	/* Same keys and value types as convert_hf_to_gguf.py (spec §2.1-2.2). */
 	if (!rc) rc = gguf_writer_add_str(w, "general.architecture", "gemma3");
 	if (!rc) rc = gguf_writer_add_str(w, "general.name", name);
 	if (!rc) rc = gguf_writer_add_u32(w, "general.alignment", GGUF_WRITE_ALIGNMENT);
-	if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", mkmodel_file_type(type));
+	if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", file_type);
 	if (!rc) rc = gguf_writer_add_u32(w, "general.quantization_version", 2);
 	if (!rc) rc = gguf_writer_add_u32(w, "gemma3.context_length", cfg->n_ctx);
 	if (!rc) rc = gguf_writer_add_u32(w, "gemma3.embedding_length", cfg->n_embd);

@@ -126,9 +126,8 @@ int quantize_run(const struct quantize_opts *o)
 {
 	if (!o->in || !o->out)
 		return err_set(ERR_INVAL, "quantize: input and output paths are required");
-	const struct quant_type_info *ti = quant_type_info(o->type);
-	if (!ti)
-		return err_set(ERR_UNSUP, "quantize: type %u not supported", o->type);
+	if (!quant_type_info(o->type))
+		return err_set(ERR_UNSUP, "quantize: type %s not supported", quant_preset_name(o->type, o->preset));
 	struct model *m;
 	int rc = model_open(o->in, &m);
 	if (rc)
@@ -148,7 +147,8 @@ int quantize_run(const struct quantize_opts *o)
 
 	size_t nt = mkmodel_tensor_count(cfg);
 	const struct model_tensor **src = calloc(nt, sizeof *src);
-	if (!src) {
+	uint32_t *types = calloc(nt, sizeof *types);
+	if (!src || !types) {
 		rc = err_set(ERR_NOMEM, "out of memory");
 		goto out;
 	}
@@ -170,7 +170,15 @@ int quantize_run(const struct quantize_opts *o)
 				     (unsigned long long)t.ne[1]);
 			goto out;
 		}
-		if (t.kind != MKMODEL_NORM && ti->block_elems > 1 && t.ne[0] % ti->block_elems) {
+		types[i] = mkmodel_tensor_type(cfg, &t, o->type, o->preset);
+		const struct quant_type_info *ti = quant_type_info(types[i]);
+		if (!ti) {
+			rc = err_set(ERR_UNSUP, "%s: tensor %s: type %s (for --type %s) is not supported", o->in,
+				     t.name, quant_preset_name(types[i], QUANT_PRESET_NONE),
+				     quant_preset_name(o->type, o->preset));
+			goto out;
+		}
+		if (ti->block_elems > 1 && t.ne[0] % ti->block_elems) {
 			rc = err_set(ERR_UNSUP, "%s: tensor %s: rows of %llu elements are not a multiple of the %s block size %u",
 				     o->in, t.name, (unsigned long long)t.ne[0], ti->name, ti->block_elems);
 			goto out;
@@ -179,13 +187,13 @@ int quantize_run(const struct quantize_opts *o)
 
 	if ((rc = gguf_writer_create(o->out, &w)))
 		goto out;
-	if ((rc = mkmodel_gguf_config(w, cfg, name, o->type)) || (rc = qz_tokenizer(o, m, g, w)))
+	if ((rc = mkmodel_gguf_config(w, cfg, name, quant_preset_file_type(o->type, o->preset))) ||
+	    (rc = qz_tokenizer(o, m, g, w)))
 		goto out;
 	for (size_t i = 0; i < nt; i++) {
 		struct mkmodel_tensor t;
 		mkmodel_tensor_at(cfg, i, &t);
-		uint32_t ty = t.kind == MKMODEL_NORM ? TENSOR_F32 : o->type;
-		if ((rc = gguf_writer_add_tensor(w, t.name, ty, t.n_dims, t.ne)))
+		if ((rc = gguf_writer_add_tensor(w, t.name, types[i], t.n_dims, t.ne)))
 			goto out;
 	}
 	if ((rc = gguf_writer_begin_data(w)))
@@ -200,7 +208,7 @@ int quantize_run(const struct quantize_opts *o)
 		mkmodel_tensor_at(cfg, i, &t);
 		struct mkmodel_stream s = {
 			.ne0 = t.ne[0], .nrows = t.ne[1],
-			.type = t.kind == MKMODEL_NORM ? TENSOR_F32 : o->type,
+			.type = types[i],
 			.src = qz_src, .src_arg = (void *)src[i], .sink = qz_sink, .sink_arg = w,
 			.prog = &prog, .threads = o->threads, .what = t.name,
 		};
@@ -213,6 +221,7 @@ int quantize_run(const struct quantize_opts *o)
 	progress_finish(&prog);
 out:
 	gguf_writer_destroy(w);
+	free(types);
 	free(src);
 	gguf_close(g);
 	model_close(m);

@@ -11,8 +11,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-mkmodel [--shape tiny|demo|1b|4b|12b|27b] [--layers N]\n"
-		"                       [--type f32|f16|bf16|q8_0|q4_0] [--seed K]\n"
+		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|1b|4b|12b|27b] [--layers N]\n"
+		"                       [--type T] [--seed K]\n"
 		"                       [--format gguf|hf] -o PATH\n"
 		"\n"
 		"Writes a Gemma 3 text model with seeded random weights and the real\n"
@@ -20,10 +20,16 @@ static void usage(FILE *f)
 		"seed gives a byte-identical file.\n"
 		"\n"
 		"  --shape S        tiny (default), demo (tiny with Gemma 3's 262144-token\n"
-		"                   vocabulary), 1b, 4b, 12b, 27b\n"
+		"                   vocabulary), tiny256 (tiny with hidden 256 and ffn 512:\n"
+		"                   rows K-quant blocks fit), 1b, 4b, 12b, 27b\n"
 		"  --layers N       override the number of layers\n"
-		"  --type T         weight type for matrices and the embedding (default f32);\n"
-		"                   norms are always f32 in GGUF. q8_0/q4_0 need --format gguf\n"
+		"  --type T         weight type for matrices and the embedding (default f32):\n"
+		"                   f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
+		"                   q4_k, q5_k, q6_k, iq4_nl, iq4_xs, or a llama.cpp preset\n"
+		"                   q4_k_m, q5_k_m, q3_k_m (mixed types, as `unicorn quantize\n"
+		"                   --help` describes); rows not a multiple of 256 take\n"
+		"                   llama.cpp's 32-wide fall-back (q4_K->q5_0, ...). Norms are\n"
+		"                   always f32 in GGUF. All but f32/f16/bf16 need --format gguf\n"
 		"  --seed K         random seed (default 1)\n"
 		"  --format F       gguf (default; PATH is a file) or hf (PATH is a directory:\n"
 		"                   config.json + model.safetensors [+ tokenizer.json])\n"
@@ -84,8 +90,8 @@ int main(int argc, char **argv)
 			}
 			o.layers = (uint32_t)n;
 		} else if (!strcmp(a, "--type")) {
-			if (quant_type_parse(v, &o.type)) {
-				fprintf(stderr, "unicorn-mkmodel: --type %s: unknown (f32, f16, bf16, q8_0, q4_0)\n", v);
+			if (quant_preset_parse(v, &o.type, &o.preset)) {
+				fprintf(stderr, "unicorn-mkmodel: --%s\n", err_msg());
 				return 2;
 			}
 		} else if (!strcmp(a, "--seed")) {

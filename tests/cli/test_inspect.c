@@ -116,20 +116,29 @@ Test(inspect, errors_and_usage)
 	free(out);
 }
 
-Test(inspect, file_type_and_counts)
+/* Write a model with `unicorn-mkmodel MK_ARGS` to a new temporary file (its
+ * name into path[64]) and run `unicorn inspect` on it (text) into *out. */
+static void mkmodel_inspect(const char *mk_args, char *path, char **out)
 {
-	/* mkmodel writes general.file_type (2 = Q4_0); the golden files have none. */
 	const char *bin = getenv("UNICORN_BIN");
 	if (!bin)
 		cr_skip_test("UNICORN_BIN not set (run through make test)");
-	char path[] = "/tmp/unicorn-inspect-ft-XXXXXX", cmd[8192], args[4400], *out;
+	char cmd[8192], args[200];
+	snprintf(path, 64, "/tmp/unicorn-inspect-mk-XXXXXX");
 	int fd = mkstemp(path);
 	cr_assert(fd >= 0);
 	close(fd);
-	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --type q4_0 -o '%s' >/dev/null 2>&1", bin, path);
-	cr_assert_eq(system(cmd), 0);
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' %s -o '%s' >/dev/null 2>&1", bin, mk_args, path);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
 	snprintf(args, sizeof args, "'%s'", path);
-	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	cr_assert_eq(run_inspect(args, 0, out), 0);
+}
+
+Test(inspect, file_type_and_counts)
+{
+	/* mkmodel writes general.file_type (2 = Q4_0); the golden files have none. */
+	char path[64], args[4400], *out;
+	mkmodel_inspect("--type q4_0", path, &out);
 	cr_expect(strstr(out, "file type:    Q4_0 (2)\n"), "%.300s", out);
 	cr_expect(strstr(out, "q4_0     2967552 bytes in 43 tensors\n"), "%s", out);
 	free(out);
@@ -142,6 +151,39 @@ Test(inspect, file_type_and_counts)
 	cr_expect_eq(json_integer_value(json_object_get(cnt, "q4_0")), 43);
 	cr_expect_eq(json_integer_value(json_object_get(cnt, "f32")), 37);
 	json_decref(j);
+	free(out);
+	unlink(path);
+}
+
+/* The line of the totals for type name ("  q4_K     N bytes in M tensors"). */
+static const char *totals_line(const char *out, const char *name)
+{
+	char key[32];
+	snprintf(key, sizeof key, "\n  %-8s ", name);
+	const char *tot = strstr(out, "\ntotals:");
+	return tot ? strstr(tot, key) : NULL;
+}
+
+Test(inspect, preset_file_type_and_counts)
+{
+	/* A q4_k_m tiny256 model: llama.cpp's name for file type 15 and the
+	 * preset's mix (6 layers: attn_v and ffn_down Q6_K in layers 2 and 5,
+	 * token_embd Q6_K, attn_output's 128-wide rows Q5_0, the rest Q4_K). */
+	char path[64], *out;
+	mkmodel_inspect("--shape tiny256 --type q4_k_m", path, &out);
+	cr_expect(strstr(out, "file type:    Q4_K - Medium (15)\n"), "%.300s", out);
+	static const struct {
+		const char *type;
+		const char *count;
+	} want[] = { { "q4_K", " in 32 tensors\n" }, { "q6_K", " in 5 tensors\n" }, { "q5_0", " in 6 tensors\n" },
+		     { "f32", " in 37 tensors\n" } };
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		const char *l = totals_line(out, want[i].type);
+		cr_assert(l, "no %s line: %s", want[i].type, out);
+		const char *end = strchr(l + 1, '\n');
+		cr_expect(end && !strncmp(end - strlen(want[i].count) + 1, want[i].count, strlen(want[i].count)),
+			  "%s: %.60s", want[i].type, l + 1);
+	}
 	free(out);
 	unlink(path);
 }
