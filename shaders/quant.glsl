@@ -119,19 +119,32 @@ void dequant32(uint roff, uint c, out float w[32])
 			w[16u + 4u * k + j] = d * (float(q >> 4) - 8.0);
 		}
 	}
-#elif TYPE == TYPE_Q4_K
-	uint b = roff + (c >> 3) * 144u;
+#elif TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K
+	// Q5_K: Q4_K's scales and nibbles plus a fifth bit, bit s of qh[l]
+#if TYPE == TYPE_Q4_K
+	uint b = roff + (c >> 3) * 144u, qs0 = 16u;
+#else
+	uint b = roff + (c >> 3) * 176u, qs0 = 48u;
+#endif
 	uint s = c & 7u;
 	float d = w_f16(b), dmin = w_f16(b + 2u);
 	uint sc, m;
 	k4_scale_min(b + 4u, s, sc, m);
 	float d1 = d * float(sc), m1 = dmin * float(m);
-	uint qb = b + 16u + 32u * (s >> 1);
+	uint qb = b + qs0 + 32u * (s >> 1);
 	uint sh = (s & 1u) * 4u;
 	for (uint k = 0u; k < 8u; k++) {
 		uint v = w_u32_even(qb + 4u * k) >> sh;
-		for (uint j = 0u; j < 4u; j++)
-			w[4u * k + j] = d1 * float((v >> (8u * j)) & 15u) - m1;
+#if TYPE == TYPE_Q5_K
+		uint h = w_u32_even(b + 16u + 4u * k) >> s;
+#endif
+		for (uint j = 0u; j < 4u; j++) {
+			uint q = (v >> (8u * j)) & 15u;
+#if TYPE == TYPE_Q5_K
+			q |= ((h >> (8u * j)) & 1u) << 4;
+#endif
+			w[4u * k + j] = d1 * float(q) - m1;
+		}
 	}
 #elif TYPE == TYPE_Q6_K
 	uint b = roff + (c >> 3) * 210u;
@@ -173,22 +186,6 @@ void dequant32(uint roff, uint c, out float w[32])
 	uint s = c & 7u;
 	uint ls = ((w_u8(b + 4u + (s >> 1)) >> (4u * (s & 1u))) & 15u) | (((w_u16(b + 2u) >> (2u * s)) & 3u) << 4);
 	iq4_32(b + 8u + 16u * s, w_f16(b) * float(int(ls) - 32), w);
-#elif TYPE == TYPE_Q5_K
-	// Q4_K's scales and nibbles plus the fifth bit: bit s of qh[l]
-	uint b = roff + (c >> 3) * 176u;
-	uint s = c & 7u;
-	float d = w_f16(b), dmin = w_f16(b + 2u);
-	uint sc, m;
-	k4_scale_min(b + 4u, s, sc, m);
-	float d1 = d * float(sc), m1 = dmin * float(m);
-	uint qb = b + 48u + 32u * (s >> 1);
-	uint sh = (s & 1u) * 4u;
-	for (uint k = 0u; k < 8u; k++) {
-		uint v = w_u32_even(qb + 4u * k) >> sh;
-		uint h = w_u32_even(b + 16u + 4u * k) >> s;
-		for (uint j = 0u; j < 4u; j++)
-			w[4u * k + j] = d1 * float(((v >> (8u * j)) & 15u) | (((h >> (8u * j)) & 1u) << 4)) - m1;
-	}
 #elif TYPE == TYPE_Q2_K || TYPE == TYPE_Q3_K
 	// elements [32q, 32q + 32) of a block: sub-blocks 2q and 2q + 1 (16 each);
 	// the 2-bit codes of element 32q + i at qs[32 (q / 4) + i] >> 2 (q % 4);

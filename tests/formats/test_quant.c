@@ -179,6 +179,21 @@ static void only_at(const float *y, int e, float v, float rest)
 		cr_assert_eq(y[i], i == e ? v : rest, "element %d: %g (expected %g at %d)", i, y[i], v, e);
 }
 
+/* For each (byte, shift, element) of pos: field (len bytes of the block blk)
+ * all zero but code << shift at byte; element gets v, every other rest. */
+static void check_codes(uint32_t type, const void *blk, uint8_t *field, size_t len, const int (*pos)[3], size_t n,
+			int code, float v, float rest)
+{
+	float y[256];
+	for (size_t k = 0; k < n; k++) {
+		memset(field, 0, len);
+		field[pos[k][0]] = (uint8_t)(code << pos[k][1]);
+		cr_assert_eq(quant_dequantize(type, blk, y, 256), 0);
+		only_at(y, pos[k][2], v, rest);
+	}
+}
+#define NPOS(a) (sizeof(a) / sizeof(a)[0])
+
 Test(quant, known_blocks_q2_k_q3_k)
 {
 	float y[256];
@@ -186,12 +201,7 @@ Test(quant, known_blocks_q2_k_q3_k)
 	memset(&q2, 0, sizeof q2);
 	q2.d = 0x3c00;
 	memset(q2.scales, 1, sizeof q2.scales); /* scale 1, min 0 */
-	for (size_t k = 0; k < sizeof k2_pos / sizeof k2_pos[0]; k++) {
-		memset(q2.qs, 0, sizeof q2.qs);
-		q2.qs[k2_pos[k][0]] = (uint8_t)(2 << k2_pos[k][1]);
-		cr_assert_eq(quant_dequantize(TENSOR_Q2_K, &q2, y, 256), 0);
-		only_at(y, k2_pos[k][2], 2.0f, 0.0f);
-	}
+	check_codes(TENSOR_Q2_K, &q2, q2.qs, sizeof q2.qs, k2_pos, NPOS(k2_pos), 2, 2.0f, 0.0f);
 	/* sub-block s of 16: scale s (low nibble), min s % 3 (high nibble) */
 	q2.dmin = 0x3800;
 	for (int s = 0; s < 16; s++)
@@ -209,21 +219,11 @@ Test(quant, known_blocks_q2_k_q3_k)
 	memset(q3.scales, 0x11, 8);
 	memset(q3.scales + 8, 0xAA, 4);
 	memset(q3.hmask, 0xFF, sizeof q3.hmask); /* high bit set: no -4 */
-	for (size_t k = 0; k < sizeof k2_pos / sizeof k2_pos[0]; k++) {
-		memset(q3.qs, 0, sizeof q3.qs);
-		q3.qs[k2_pos[k][0]] = (uint8_t)(3 << k2_pos[k][1]);
-		cr_assert_eq(quant_dequantize(TENSOR_Q3_K, &q3, y, 256), 0);
-		only_at(y, k2_pos[k][2], 3.0f, 0.0f);
-	}
+	check_codes(TENSOR_Q3_K, &q3, q3.qs, sizeof q3.qs, k2_pos, NPOS(k2_pos), 3, 3.0f, 0.0f);
 	/* the high bit of element e: bit e / 32 of hmask[e % 32]; clear means -4 */
 	static const int hm[][3] = { { 0, 0, 0 }, { 17, 0, 17 }, { 3, 1, 35 }, { 5, 4, 133 }, { 31, 7, 255 } };
 	memset(q3.qs, 0, sizeof q3.qs);
-	for (size_t k = 0; k < sizeof hm / sizeof hm[0]; k++) {
-		memset(q3.hmask, 0, sizeof q3.hmask);
-		q3.hmask[hm[k][0]] = (uint8_t)(1 << hm[k][1]);
-		cr_assert_eq(quant_dequantize(TENSOR_Q3_K, &q3, y, 256), 0);
-		only_at(y, hm[k][2], 0.0f, -4.0f);
-	}
+	check_codes(TENSOR_Q3_K, &q3, q3.hmask, sizeof q3.hmask, hm, NPOS(hm), 1, 0.0f, -4.0f);
 	/* scale i stored as u = 4i + 3: low 4 bits in byte i (i < 8) or the high
 	 * nibble of byte i - 8, high 2 bits in byte 8 + i % 4 at bit 2 (i / 4) */
 	memset(q3.scales, 0, sizeof q3.scales);
@@ -249,20 +249,10 @@ Test(quant, known_blocks_q5_k_iq4_xs)
 	memset(q5.scales + 8, 1, 4); /* 4..7 */
 	/* nibbles: byte b, shift s -> element; the 5th bit: qh[l] bit k -> element 32k + l */
 	static const int nib[][3] = { { 0, 0, 0 }, { 0, 4, 32 }, { 31, 4, 63 }, { 32, 0, 64 }, { 100, 4, 228 }, { 127, 4, 255 } };
-	for (size_t k = 0; k < sizeof nib / sizeof nib[0]; k++) {
-		memset(q5.qs, 0, sizeof q5.qs);
-		q5.qs[nib[k][0]] = (uint8_t)(5 << nib[k][1]);
-		cr_assert_eq(quant_dequantize(TENSOR_Q5_K, &q5, y, 256), 0);
-		only_at(y, nib[k][2], 5.0f, 0.0f);
-	}
+	check_codes(TENSOR_Q5_K, &q5, q5.qs, sizeof q5.qs, nib, NPOS(nib), 5, 5.0f, 0.0f);
 	static const int hb[][3] = { { 0, 0, 0 }, { 5, 3, 101 }, { 31, 7, 255 } };
 	memset(q5.qs, 0, sizeof q5.qs);
-	for (size_t k = 0; k < sizeof hb / sizeof hb[0]; k++) {
-		memset(q5.qh, 0, sizeof q5.qh);
-		q5.qh[hb[k][0]] = (uint8_t)(1 << hb[k][1]);
-		cr_assert_eq(quant_dequantize(TENSOR_Q5_K, &q5, y, 256), 0);
-		only_at(y, hb[k][2], 16.0f, 0.0f);
-	}
+	check_codes(TENSOR_Q5_K, &q5, q5.qh, sizeof q5.qh, hb, NPOS(hb), 1, 16.0f, 0.0f);
 	/* Q4_K's scale packing: sub-block j has scale j+1 and min j; q = 3 + 16 */
 	q5.dmin = 0x3800;
 	for (int j = 0; j < 4; j++) {

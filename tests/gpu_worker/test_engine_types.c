@@ -1,9 +1,8 @@
-/* Whole models whose matrices are one of the 32-element preset types (what a
- * llama-quantize "_M" file holds where rows are not a multiple of 256): the
- * engine's logits against the CPU reference on the same file, through the
- * prefill (mul_mm, 20 tokens) and the decode kernels (mul_mvs). The K types
- * and IQ4_XS need rows that are multiples of 256, which no test-sized shape
- * has; vk_ops checks their kernels. */
+/* Whole models whose matrices are one of the preset types (what a
+ * llama-quantize "_M" file mixes): the engine's logits against the CPU
+ * reference on the same file, through the prefill (mul_mm, 20 tokens) and the
+ * decode kernels (mul_mvs). The K types and IQ4_XS need rows that are
+ * multiples of 256: mkmodel's tiny256 shape. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -42,11 +41,12 @@ static void compare(const float *got, const float *want, size_t V, const char *w
 	cr_assert(ag == aw || want[aw] - second < 0.02f, "%s: argmax %zu vs reference %zu", what, ag, aw);
 }
 
-static const uint32_t types32[] = { TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, TENSOR_IQ4_NL };
+static const uint32_t types[] = { TENSOR_Q4_1, TENSOR_Q5_0, TENSOR_Q5_1, TENSOR_IQ4_NL,
+				   TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, TENSOR_IQ4_XS };
 
 ParameterizedTestParameters(engine_types, model)
 {
-	return cr_make_param_array(uint32_t, (void *)types32, sizeof types32 / sizeof types32[0]);
+	return cr_make_param_array(uint32_t, (void *)types, sizeof types / sizeof types[0]);
 }
 
 ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
@@ -55,7 +55,8 @@ ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
 	char dir[] = "/tmp/unicorn-test-types-XXXXXX", path[64];
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/m.gguf", dir);
-	struct mkmodel_opts mo = { .shape = "tiny", .layers = 2, .type = *type, .seed = 5, .format = MKMODEL_GGUF,
+	const char *shape = quant_type_info(*type)->block_elems == QK_K ? "tiny256" : "tiny";
+	struct mkmodel_opts mo = { .shape = shape, .layers = 2, .type = *type, .seed = 5, .format = MKMODEL_GGUF,
 				   .out = path, .synthetic_vocab = true, .quiet = true, .threads = 2 };
 	cr_assert_eq(mkmodel_run(&mo), 0, "mkmodel %s: %s", tn, err_msg());
 	struct model *m;
