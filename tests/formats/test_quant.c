@@ -7,6 +7,17 @@
 #include "common/err.h"
 #include "formats/quant.h"
 
+/* Q4_K/Q5_K 6-bit scale packing with sub-block j: scale j+1, min j. */
+static void pack_scales_j(uint8_t scales[12])
+{
+	for (int j = 0; j < 4; j++) {
+		scales[j] = (uint8_t)(j + 1);
+		scales[j + 4] = (uint8_t)j;
+	}
+	for (int j = 4; j < 8; j++)
+		scales[j + 4] = (uint8_t)((j + 1) | (j << 4));
+}
+
 Test(quant, half_floats)
 {
 	/* exact values and rounding cases checked by hand against IEEE binary16 */
@@ -115,12 +126,7 @@ Test(quant, known_blocks)
 	memset(&qk, 0, sizeof qk);
 	qk.d = 0x3c00;
 	qk.dmin = 0x3800; /* 0.5 */
-	for (int j = 0; j < 4; j++) {
-		qk.scales[j] = (uint8_t)(j + 1);
-		qk.scales[j + 4] = (uint8_t)j;
-	}
-	for (int j = 4; j < 8; j++)
-		qk.scales[j + 4] = (uint8_t)((j + 1) | (j << 4));
+	pack_scales_j(qk.scales);
 	memset(qk.qs, 0x33, sizeof qk.qs);
 	cr_assert_eq(quant_dequantize(TENSOR_Q4_K, &qk, y, 256), 0);
 	for (int e = 0; e < 256; e++)
@@ -255,12 +261,7 @@ Test(quant, known_blocks_q5_k_iq4_xs)
 	check_codes(TENSOR_Q5_K, &q5, q5.qh, sizeof q5.qh, hb, NPOS(hb), 1, 16.0f, 0.0f);
 	/* Q4_K's scale packing: sub-block j has scale j+1 and min j; q = 3 + 16 */
 	q5.dmin = 0x3800;
-	for (int j = 0; j < 4; j++) {
-		q5.scales[j] = (uint8_t)(j + 1);
-		q5.scales[j + 4] = (uint8_t)j;
-	}
-	for (int j = 4; j < 8; j++)
-		q5.scales[j + 4] = (uint8_t)((j + 1) | (j << 4));
+	pack_scales_j(q5.scales);
 	memset(q5.qs, 0x33, sizeof q5.qs);
 	memset(q5.qh, 0xFF, sizeof q5.qh);
 	cr_assert_eq(quant_dequantize(TENSOR_Q5_K, &q5, y, 256), 0);
