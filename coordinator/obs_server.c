@@ -39,6 +39,12 @@ static char *answer(const char *status, const char *body, size_t n, size_t *len)
 	return a;
 }
 
+/* status line + a sentence */
+static char *answer_msg(const char *status, const char *msg, size_t *len)
+{
+	return answer(status, msg, strlen(msg), len);
+}
+
 static char *serve_one(struct obs_server *s, const char *req, size_t *len)
 {
 	char *body = NULL, *a;
@@ -47,7 +53,7 @@ static char *serve_one(struct obs_server *s, const char *req, size_t *len)
 	char tail;
 	if (!strcmp(req, "metrics") || !strcmp(req, "metrics.json")) {
 		if (!s->m)
-			return answer("503", "metrics are not available", 25, len);
+			return answer_msg("503", "metrics are not available", len);
 		if (req[7] == 0) {
 			if (metrics_render_prom(s->m, &body, &n))
 				return NULL;
@@ -61,11 +67,11 @@ static char *serve_one(struct obs_server *s, const char *req, size_t *len)
 		}
 	} else if (sscanf(req, "trace %" SCNd64 "%c", &since, &tail) == 1) {
 		if (!s->t)
-			return answer("503", "tracing is not available", 24, len);
+			return answer_msg("503", "tracing is not available", len);
 		if (trace_export_json(s->t, since, &body, &n, NULL))
 			return NULL;
 	} else {
-		return answer("400", "ask metrics, metrics.json or trace SINCE_NS", 43, len);
+		return answer_msg("400", "ask metrics, metrics.json or trace SINCE_NS", len);
 	}
 	a = answer("200", body, n, len);
 	free(body);
@@ -97,8 +103,8 @@ static void *serve(void *arg)
 		size_t len = 0;
 		char *a = n < sizeof text ? serve_one(s, text, &len) : NULL;
 		if (!a)
-			a = answer(n < sizeof text ? "503" : "400",
-				   n < sizeof text ? "out of memory" : "request too long", 13, &len);
+			a = n < sizeof text ? answer_msg("503", "out of memory", &len)
+					    : answer_msg("400", "request too long", &len);
 		if (a)
 			bus_reply_bytes(p, a, len);
 		else
