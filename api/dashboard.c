@@ -329,7 +329,7 @@ int dashboard_fetch(const char *name, const char *path, int timeout_s, char **bo
 	int rc = rundir_resolve(name, dir, sizeof dir);
 	if (rc)
 		return rc;
-	if ((rc = rundir_path(dir, "http", file, sizeof file)))
+	if ((rc = rundir_path(dir, RUNDIR_HTTP, file, sizeof file)))
 		return rc;
 	FILE *f = fopen(file, "r");
 	if (!f)

@@ -17,7 +17,7 @@ int obs_client_fetch(void *rundir, const char *what, char **body, size_t *len)
 	*len = 0;
 	char url[BUS_URL_MAX];
 	struct bus *b = NULL;
-	int rc = rundir_url(rundir, OBS_SOCK, url, sizeof url);
+	int rc = rundir_url(rundir, RUNDIR_OBS, url, sizeof url);
 	if (rc || (rc = bus_dial(url, BUS_REQ, &b)) || (rc = bus_set_recv_max(b, OBS_MAX_ANSWER))) {
 		bus_close(b);
 		return rc;

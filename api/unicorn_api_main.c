@@ -43,8 +43,6 @@
 
 #define API_TICK_MS 1000       /* the idle loop's heartbeat */
 #define API_STOP_WAIT_MS 3000  /* running requests get this long to end at shutdown */
-#define API_READY_FILE "api-ready"
-#define API_HTTP_FILE "http"
 
 static volatile sig_atomic_t g_stop;
 static int g_wake_fd = -1;
@@ -168,7 +166,7 @@ static int health(void *arg)
 {
 	struct api *a = arg;
 	char path[RUNDIR_PATH_MAX];
-	if (rundir_path(a->rundir, "status.json", path, sizeof path))
+	if (rundir_path(a->rundir, RUNDIR_STATUS, path, sizeof path))
 		return HTTP_DEGRADED;
 	json_t *root = json_load_file(path, 0, NULL);
 	bool up = root && json_is_true(json_object_get(root, "ready"));
@@ -288,7 +286,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "api: %s\n", err_msg());
 		return 2;
 	}
-	remove_file(a.rundir, API_READY_FILE);
+	remove_file(a.rundir, RUNDIR_API_READY);
 	if (ctl_start(a.rundir, MSG_ROLE_API, fill_status, &a, 0, &a.ctl)) {
 		fprintf(stderr, "api: control link: %s\n", err_msg());
 		return 1;
@@ -327,7 +325,7 @@ int main(int argc, char **argv)
 		snprintf(a.url, sizeof a.url, "%s", http_url(a.http));
 		char line[340];
 		snprintf(line, sizeof line, "%s\n", a.url);
-		write_file(a.rundir, API_HTTP_FILE, line);
+		write_file(a.rundir, RUNDIR_HTTP, line);
 		dashboard_register(obs_client_fetch, (void *)a.rundir);
 		a.relay.h = a.http;
 		/* requests are taken from now on: a relay waits for a coordinator
@@ -335,7 +333,7 @@ int main(int argc, char **argv)
 		http_set_health(a.http, HTTP_READY);
 		fprintf(stderr, "api: HTTP on %s%s\n", a.url, api_key && *api_key ? " (API key required)" : "");
 	}
-	write_file(a.rundir, API_READY_FILE, a.url[0] ? "http\n" : "off\n");
+	write_file(a.rundir, RUNDIR_API_READY, a.url[0] ? "http\n" : "off\n");
 
 	while (!g_stop && !ctl_shutdown_requested(a.ctl)) {
 		ctl_heartbeat(a.ctl);
@@ -349,9 +347,9 @@ int main(int argc, char **argv)
 		}
 	}
 	fprintf(stderr, "api: shutting down (%u requests running)\n", relay_running(&a.relay));
-	remove_file(a.rundir, API_READY_FILE);
+	remove_file(a.rundir, RUNDIR_API_READY);
 	if (a.http) {
-		remove_file(a.rundir, API_HTTP_FILE);
+		remove_file(a.rundir, RUNDIR_HTTP);
 		relay_stop_all(&a.relay, API_STOP_WAIT_MS);
 		if (relay_running(&a.relay)) {
 			/* relays still use the server and the tokenizer: the process

@@ -62,7 +62,7 @@ int cli_status(int argc, char **argv)
 	}
 	char dir[RUNDIR_PATH_MAX], url[BUS_URL_MAX + 1], path[RUNDIR_PATH_MAX];
 	if (rundir_resolve(name, dir, sizeof dir) || rundir_url(dir, RUNDIR_CONTROL, url, sizeof url) ||
-	    rundir_path(dir, "status.json", path, sizeof path)) {
+	    rundir_path(dir, RUNDIR_STATUS, path, sizeof path)) {
 		fprintf(stderr, "unicorn status: %s\n", err_msg());
 		return 2;
 	}

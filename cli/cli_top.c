@@ -235,7 +235,7 @@ static void sample(struct top *t, json_t **snap, json_t **status, char *err, siz
 	err[0] = 0;
 	char dir[RUNDIR_PATH_MAX], path[RUNDIR_PATH_MAX];
 	if (!rundir_resolve(t->name, dir, sizeof dir) &&
-	    !rundir_path(dir, "status.json", path, sizeof path))
+	    !rundir_path(dir, RUNDIR_STATUS, path, sizeof path))
 		*status = json_load_file(path, 0, NULL);
 	char *body = NULL;
 	size_t len = 0;

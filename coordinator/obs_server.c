@@ -118,7 +118,7 @@ int obs_server_start(const char *rundir, struct metrics *m, struct trace *t, str
 {
 	*out = NULL;
 	char url[BUS_URL_MAX];
-	int rc = rundir_url(rundir, OBS_SOCK, url, sizeof url);
+	int rc = rundir_url(rundir, RUNDIR_OBS, url, sizeof url);
 	if (rc)
 		return rc;
 	struct obs_server *s = calloc(1, sizeof *s);

@@ -17,7 +17,6 @@
 #ifndef UNICORN_OBS_SERVER_H
 #define UNICORN_OBS_SERVER_H
 
-#define OBS_SOCK "obs.ipc"
 /* The coordinator's STATUS device while a worker is down (status.json; the
  * API's /health answers 503 then). */
 #define COORD_DEGRADED "coordinator (worker down)"

@@ -1615,7 +1615,7 @@ int main(int argc, char **argv)
 		trace_destroy(c.tr);
 		c.tr = NULL;
 	}
-	if (rundir_path(c.rundir, "status.json", c.status_json, sizeof c.status_json))
+	if (rundir_path(c.rundir, RUNDIR_STATUS, c.status_json, sizeof c.status_json))
 		c.status_json[0] = 0;
 	if (c.met)
 		obs_tick(&c);

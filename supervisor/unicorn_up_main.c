@@ -29,10 +29,7 @@
 
 #define GRACE_MS 5000
 #define READY_FILE "ready"
-#define STATUS_FILE "status.json"
 #define LOG_FILE "unicorn.log"
-#define HTTP_FILE "http"   /* the API process writes its URL here */
-#define API_READY_FILE "api-ready" /* the API process listens (or knows HTTP is off) */
 
 static void usage(FILE *f)
 {
@@ -221,7 +218,7 @@ static int sibling(const char *name, char *out, size_t cap)
 static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
-	"obs.ipc", READY_FILE, API_READY_FILE, STATUS_FILE, HTTP_FILE, DP_FILE, DP_FILE ".new",
+	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
 };
 
 static void remove_run_files(const char *dir)
@@ -244,7 +241,7 @@ static void http_url_read(const char *dir, char *out, size_t cap)
 {
 	char p[RUNDIR_PATH_MAX];
 	out[0] = 0;
-	if (rundir_path(dir, HTTP_FILE, p, sizeof p))
+	if (rundir_path(dir, RUNDIR_HTTP, p, sizeof p))
 		return;
 	FILE *f = fopen(p, "r");
 	if (!f)
@@ -259,7 +256,7 @@ static void write_status(const char *dir, struct supervisor *s, const struct up_
 			 uint64_t start_ns, bool is_ready)
 {
 	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8], coord[RUNDIR_PATH_MAX];
-	if (rundir_path(dir, STATUS_FILE, path, sizeof path) ||
+	if (rundir_path(dir, RUNDIR_STATUS, path, sizeof path) ||
 	    rundir_path(dir, RUNDIR_COORDINATOR, coord, sizeof coord))
 		return;
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -495,7 +492,7 @@ int main(int argc, char **argv)
 
 	char ready_path[RUNDIR_PATH_MAX], api_ready_path[RUNDIR_PATH_MAX];
 	rundir_path(dir, READY_FILE, ready_path, sizeof ready_path);
-	rundir_path(dir, API_READY_FILE, api_ready_path, sizeof api_ready_path);
+	rundir_path(dir, RUNDIR_API_READY, api_ready_path, sizeof api_ready_path);
 	uint64_t start_ns = now_ns(), next_status = 0;
 	bool is_ready = false;
 	static struct msg req, rep; /* large */

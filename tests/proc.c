@@ -1,4 +1,5 @@
 #include "tests/proc.h"
+#include "ipc/rundir.h"
 
 #include <string.h>
 #include "tests/golden.h"
@@ -126,7 +127,7 @@ void proc_cluster_start(struct proc_cluster *c, const char *prefix, const char *
 		http &= strcmp(extra[i], "--no-http") != 0;
 	char ready[256], api_ready[256];
 	snprintf(ready, sizeof ready, "%s/ready", c->dir);
-	snprintf(api_ready, sizeof api_ready, "%s/api-ready", c->dir);
+	snprintf(api_ready, sizeof api_ready, "%s/" RUNDIR_API_READY, c->dir);
 	double end = proc_now_s() + 90;
 	while (access(ready, F_OK) || (http && access(api_ready, F_OK))) {
 		int st;
