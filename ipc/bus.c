@@ -251,11 +251,11 @@ int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply)
 	return bus_recv(b, timeout_ms, reply);
 }
 
-int bus_serve_bytes(struct bus *b, int timeout_ms, void **req, size_t *len, struct bus_pending **pending)
+/* Wait for one request: *nm (the caller frees it) and its pending handle. */
+static int serve_msg(struct bus *b, int timeout_ms, nng_msg **nm, struct bus_pending **pending)
 {
 	*pending = NULL;
-	*req = NULL;
-	*len = 0;
+	*nm = NULL;
 	if (b->kind != BUS_REP)
 		return err_set(ERR_STATE, "bus: %s: serving needs a rep link", b->url);
 	if (timeout_ms < 0)
@@ -270,47 +270,56 @@ int bus_serve_bytes(struct bus *b, int timeout_ms, void **req, size_t *len, stru
 	}
 	if ((rv = nng_aio_alloc(&p->aio, NULL, NULL))) {
 		rc = nng_err(rv, b->url, "allocate aio");
-		goto out_ctx;
+		nng_ctx_close(p->ctx);
+		free(p);
+		return rc;
 	}
 	nng_aio_set_timeout(p->aio, timeout_ms);
 	nng_ctx_recv(p->ctx, p->aio);
 	nng_aio_wait(p->aio);
 	if ((rv = nng_aio_result(p->aio))) {
 		rc = nng_err(rv, b->url, "receive request");
-		goto out_aio;
+		bus_pending_drop(p);
+		return rc;
 	}
-	nng_msg *nm = nng_aio_get_msg(p->aio);
+	*nm = nng_aio_get_msg(p->aio);
+	p->pipe = nng_pipe_id(nng_msg_get_pipe(*nm));
+	*pending = p;
+	return 0;
+}
+
+int bus_serve_bytes(struct bus *b, int timeout_ms, void **req, size_t *len, struct bus_pending **pending)
+{
+	*req = NULL;
+	*len = 0;
+	nng_msg *nm;
+	int rc = serve_msg(b, timeout_ms, &nm, pending);
+	if (rc)
+		return rc;
 	size_t n = nng_msg_len(nm);
 	void *copy = malloc(n ? n : 1);
 	if (!copy) {
 		nng_msg_free(nm);
-		rc = err_set(ERR_NOMEM, "bus: out of memory");
-		goto out_aio;
+		bus_pending_drop(*pending);
+		*pending = NULL;
+		return err_set(ERR_NOMEM, "bus: out of memory");
 	}
 	memcpy(copy, nng_msg_body(nm), n);
-	p->pipe = nng_pipe_id(nng_msg_get_pipe(nm));
 	nng_msg_free(nm);
 	*req = copy;
 	*len = n;
-	*pending = p;
 	return 0;
-out_aio:
-	nng_aio_free(p->aio);
-out_ctx:
-	nng_ctx_close(p->ctx);
-	free(p);
-	return rc;
 }
 
 int bus_serve(struct bus *b, int timeout_ms, struct msg *req, struct bus_pending **pending)
 {
-	void *data;
-	size_t len;
-	int rc = bus_serve_bytes(b, timeout_ms, &data, &len, pending);
+	nng_msg *nm;
+	int rc = serve_msg(b, timeout_ms, &nm, pending);
 	if (rc)
 		return rc;
-	rc = msg_decode(data, len, req);
-	free(data);
+	/* decoded in place: the intake's polls take this path once per token */
+	rc = msg_decode(nng_msg_body(nm), nng_msg_len(nm), req);
+	nng_msg_free(nm);
 	if (rc) {
 		/* The requester gets no answer and times out; we log via err_msg. */
 		bus_pending_drop(*pending);
