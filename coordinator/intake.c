@@ -41,17 +41,15 @@ struct intake {
 	pthread_mutex_t gone_mu;
 	uint32_t gone[INTAKE_MAX_PENDING];
 	uint32_t n_gone;
-	bool gone_overflow;
 };
 
 static void peer_gone(void *arg, uint32_t peer)
 {
 	struct intake *in = arg;
 	pthread_mutex_lock(&in->gone_mu);
+	/* beyond the table, the unpolled-for-5-s rule still cancels them */
 	if (in->n_gone < INTAKE_MAX_PENDING)
 		in->gone[in->n_gone++] = peer;
-	else
-		in->gone_overflow = true; /* the held polls' own timeouts still catch them */
 	pthread_mutex_unlock(&in->gone_mu);
 }
 
@@ -363,7 +361,6 @@ static void cancel_gone(struct intake *in)
 	n = in->n_gone;
 	memcpy(gone, in->gone, n * sizeof *gone);
 	in->n_gone = 0;
-	in->gone_overflow = false;
 	pthread_mutex_unlock(&in->gone_mu);
 	for (uint32_t k = 0; k < n; k++) {
 		for (uint32_t i = 0; i < in->n_pend;) {

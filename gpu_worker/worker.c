@@ -19,7 +19,6 @@
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
 #include "common/err.h"
-#include "common/spin.h"
 #include "ipc/rundir.h"
 
 struct wslot {
@@ -143,7 +142,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	fprintf(stderr, "%s: weights: %llu of %llu matrix bytes used in place (%s)\n",
 		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
-	w->spin_us = spin_us(!strcmp(engine_vk(w->e)->info.type, "cpu"));
+	w->spin_us = engine_vk(w->e)->spin_us; /* the device's bound (vk_create) */
 	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
