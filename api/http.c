@@ -103,6 +103,14 @@ void http_job_fail(struct http *h, struct http_job *j, const struct oai_err *e)
 	pthread_mutex_unlock(&h->mu);
 }
 
+void http_job_refuse(struct http *h, struct http_job *j, int status, const char *type,
+		     const char *param, const char *code, const char *msg)
+{
+	struct oai_err e;
+	oai_err_set(&e, status, type, param, code, "%s", msg);
+	http_job_fail(h, j, &e);
+}
+
 void http_job_result(struct http *h, struct http_job *j, char *json)
 {
 	pthread_mutex_lock(&h->mu);

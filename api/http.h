@@ -87,6 +87,9 @@ const char *http_url(const struct http *h);
 struct http_job *http_take(struct http *h);
 /* Refuse (before accept) with an OpenAI error. */
 void http_job_fail(struct http *h, struct http_job *j, const struct oai_err *e);
+/* The same from its fields (param and code NULL = null). */
+void http_job_refuse(struct http *h, struct http_job *j, int status, const char *type,
+		     const char *param, const char *code, const char *msg);
 /* TOKENIZE/DETOKENIZE answer (json is taken over). */
 void http_job_result(struct http *h, struct http_job *j, char *json);
 /* GENERATE: queued in the scheduler; the answer (or stream) starts. */

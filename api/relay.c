@@ -42,14 +42,6 @@ struct relay {
 	bool failed;                 /* out of memory while streaming */
 };
 
-static void job_fail(struct relay *r, int status, const char *type, const char *param,
-		     const char *code, const char *msg)
-{
-	struct oai_err e;
-	oai_err_set(&e, status, type, param, code, "%s", msg);
-	http_job_fail(r->rc->h, r->j, &e);
-}
-
 /* A token's text for logprobs: its bytes after prev, or, for an alternative
  * (spell) that decodes to nothing (a control token), its spelling. */
 static void lp_text(const struct tok *t, int32_t prev, uint32_t id, bool spell, char **b, size_t *n)
@@ -170,7 +162,7 @@ static bool tokenize(struct relay *r)
 	if (o->kind == OAI_CHAT) {
 		struct chat_msg *cm = calloc(o->n_msgs ? o->n_msgs : 1, sizeof *cm);
 		if (!cm) {
-			job_fail(r, 500, "server_error", NULL, NULL, "out of memory");
+			http_job_refuse(r->rc->h, r->j, 500, "server_error", NULL, NULL, "out of memory");
 			return false;
 		}
 		for (uint32_t i = 0; i < o->n_msgs; i++) {
@@ -183,7 +175,7 @@ static bool tokenize(struct relay *r)
 		rc = chat_encode_plain(r->rc->tok, o->prompt, strlen(o->prompt), &ids);
 	}
 	if (rc) {
-		job_fail(r, 400, "invalid_request_error", param, NULL, err_msg());
+		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", param, NULL, err_msg());
 		tok_ids_free(&ids);
 		return false;
 	}
@@ -192,14 +184,14 @@ static bool tokenize(struct relay *r)
 		snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
 			 "(the prompt must leave room for at least one generated token)", ids.n,
 			 r->rc->n_ctx);
-		job_fail(r, 400, "invalid_request_error", param, "context_length_exceeded", m);
+		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", param, "context_length_exceeded", m);
 		tok_ids_free(&ids);
 		return false;
 	}
 	r->prompt = malloc(ids.n * sizeof *r->prompt);
 	if (!r->prompt) {
 		tok_ids_free(&ids);
-		job_fail(r, 500, "server_error", NULL, NULL, "out of memory");
+		http_job_refuse(r->rc->h, r->j, 500, "server_error", NULL, NULL, "out of memory");
 		return false;
 	}
 	for (size_t i = 0; i < ids.n; i++)
@@ -213,11 +205,11 @@ static bool tokenize(struct relay *r)
 static void refuse(struct relay *r, int rc)
 {
 	if (rc == ERR_RANGE) /* the coordinator's queue is full */
-		job_fail(r, 429, "rate_limit_error", NULL, "queue_full", err_msg());
+		http_job_refuse(r->rc->h, r->j, 429, "rate_limit_error", NULL, "queue_full", err_msg());
 	else if (rc == ERR_INVAL)
-		job_fail(r, 400, "invalid_request_error", NULL, NULL, err_msg());
+		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", NULL, NULL, err_msg());
 	else
-		job_fail(r, 503, "server_error", NULL, "unavailable", err_msg());
+		http_job_refuse(r->rc->h, r->j, 503, "server_error", NULL, "unavailable", err_msg());
 }
 
 static void run(struct relay *r)
@@ -237,7 +229,7 @@ static void run(struct relay *r)
 	if (!o->has_seed && getrandom(&go.sp.seed, sizeof go.sp.seed, 0) != sizeof go.sp.seed)
 		go.sp.seed = (uint64_t)intake_now_ns();
 	if (sampler_check(&go.sp)) {
-		job_fail(r, 400, "invalid_request_error", NULL, NULL, err_msg());
+		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", NULL, NULL, err_msg());
 		return;
 	}
 	if (!tokenize(r))
@@ -339,9 +331,7 @@ int relay_start(struct relay_ctx *rc, struct http_job *j)
 		pthread_mutex_unlock(&rc->mu);
 	}
 	free(r);
-	struct oai_err oe;
-	oai_err_set(&oe, 503, "server_error", NULL, "unavailable", "cannot start a thread for the request");
-	http_job_fail(rc->h, j, &oe);
+	http_job_refuse(rc->h, j, 503, "server_error", NULL, "unavailable", "cannot start a thread for the request");
 	http_job_release(rc->h, j);
 	return err_set(ERR_NOMEM, "relay: cannot start a thread (%s)", strerror(e));
 }

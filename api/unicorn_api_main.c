@@ -82,15 +82,6 @@ static void fill_status(void *arg, struct msg_status *st)
 	st->steps = __atomic_load_n(&a->served, __ATOMIC_RELAXED);
 }
 
-static void job_fail(struct api *a, struct http_job *j, int status, const char *param,
-		     const char *msg)
-{
-	struct oai_err e;
-	oai_err_set(&e, status, status == 400 ? "invalid_request_error" : "server_error", param,
-		    NULL, "%s", msg);
-	http_job_fail(a->http, j, &e);
-}
-
 static void answer_json(struct api *a, struct http_job *j, json_t *o)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -98,7 +89,7 @@ static void answer_json(struct api *a, struct http_job *j, json_t *o)
 	if (s)
 		http_job_result(a->http, j, s);
 	else
-		job_fail(a, j, 500, NULL, "out of memory");
+		http_job_refuse(a->http, j, 500, "server_error", NULL, NULL, "out of memory");
 }
 
 static void tokenize(struct api *a, struct http_job *j)
@@ -108,7 +99,7 @@ static void tokenize(struct api *a, struct http_job *j)
 	int rc = j->add_special ? chat_encode_plain(a->tok, j->text, len, &ids)
 				: tok_encode(a->tok, j->text, len, false, &ids);
 	if (rc) {
-		job_fail(a, j, 400, "text", err_msg());
+		http_job_refuse(a->http, j, 400, "invalid_request_error", "text", NULL, err_msg());
 		return;
 	}
 	json_t *arr = json_array();
@@ -125,13 +116,13 @@ static void detokenize(struct api *a, struct http_job *j)
 			char m[128];
 			snprintf(m, sizeof m, "tokens[%zu] = %d is out of the vocabulary (0..%u)", i,
 				 j->ids[i], tok_n_vocab(a->tok) - 1);
-			job_fail(a, j, 400, "tokens", m);
+			http_job_refuse(a->http, j, 400, "invalid_request_error", "tokens", NULL, m);
 			return;
 		}
 	char *text = NULL;
 	size_t len = 0;
 	if (tok_decode(a->tok, j->ids, j->n_ids, 0, &text, &len)) {
-		job_fail(a, j, 400, "tokens", err_msg());
+		http_job_refuse(a->http, j, 400, "invalid_request_error", "tokens", NULL, err_msg());
 		return;
 	}
 	answer_json(a, j, json_pack("{s:s%}", "text", text ? text : "", text ? len : 0));
