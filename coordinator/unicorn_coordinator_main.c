@@ -101,6 +101,7 @@ struct coord {
 	int64_t op_ema_ns;
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
+	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -163,11 +164,16 @@ static void fill_status(void *arg, struct msg_status *st)
  * coordinator keeps at most one message per micro-batch in a link's ring
  * (16 places), so a full ring means the worker stopped reading: it is
  * treated as gone (replaced, then the ring drains). */
-static int dp_post(struct coord *c, struct wlink *w, struct msg *m)
+static uint32_t dp_next_seq(struct coord *c)
 {
 	if (++c->dp_seq == 0)
 		c->dp_seq = 1;
-	m->seq = c->dp_seq;
+	return c->dp_seq;
+}
+
+static int dp_post(struct coord *c, struct wlink *w, struct msg *m)
+{
+	m->seq = dp_next_seq(c);
 	int rc = dp_send(&c->dp.link[w->dl].req, m);
 	return rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc;
 }
@@ -981,7 +987,8 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
-/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 2..SPLIT_MAX_MBS). More
+/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 1..SPLIT_MAX_MBS; 1 only
+ * with flows). More
  * than two hide the handoffs (a worker finds its next stage queued), but
  * each stage message costs the worker ~0.2-0.4 ms of host time whatever its
  * size, and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
@@ -1212,14 +1219,137 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 	return split_batch_finish(c, sb, &d);
 }
 
+/* A FLOW came back: each side's device and wall time, and every handoff
+ * (hop i was taken by the gpu worker when i is even: EMBED, then FFN l;
+ * by the attention worker when odd). */
+static void obs_flow(struct coord *c, const struct msg_flow *f)
+{
+	int64_t hop_ns[2] = { 0, 0 };
+	for (uint32_t i = 0; i < f->n_hops; i++) {
+		struct wlink *w = i % 2 ? &c->npu : &c->gpu;
+		hop_ns[i % 2] += (int64_t)f->hop_us[i] * 1000;
+		if (c->met)
+			metrics_observe(c->met, c->mid.handoff, w->name, f->hop_us[i] / 1e6);
+	}
+	uint64_t t = intake_now_ns();
+	if (c->met && t > f->t_post_ns)
+		metrics_observe(c->met, c->mid.handoff, c->gpu.name, (double)(t - f->t_post_ns) / 1e9);
+	for (int side = 0; side < 2; side++) {
+		struct wlink *w = side == MSG_FLOW_ATTN ? &c->npu : &c->gpu;
+		int64_t wall = (int64_t)f->wall_us[side] * 1000;
+		uint32_t ops = side == MSG_FLOW_ATTN ? f->n_layer : 1 + f->n_layer + f->head;
+		w->busy_ns += wall + hop_ns[side == MSG_FLOW_ATTN ? 1 : 0];
+		w->work_ns += (int64_t)f->gpu_ns[side];
+		w->wall_ns += wall;
+		w->steps += ops;
+		if (c->met) {
+			metrics_add(c->met, c->mid.worker_steps, w->name, ops);
+			metrics_add(c->met, c->mid.worker_busy, w->name, f->gpu_ns[side] / 1e9);
+			metrics_add(c->met, c->mid.link_busy, w->name, wall / 1e9);
+		}
+	}
+}
+
+/* With the data plane (the default): each micro-batch's whole step is one
+ * FLOW posted to the gpu worker, which embeds and hands the FLOW to the
+ * attention worker, which hands it back for the FFN, and so on through the
+ * layers and the head, worker to worker through their peer rings
+ * (docs/protocol.md "Flows"): the coordinator is on no per-layer path; it
+ * posts the micro-batches and sleeps until each comes back. */
+static int step_split_pass(struct coord *c, struct split_batch *sb)
+{
+	struct wlink *lk[2] = { &c->gpu, &c->npu };
+	uint32_t seq[SPLIT_MAX_MBS] = { 0 }, finished = 0;
+	struct msg_done d = { 0 };
+	uint32_t epoch = dp_epoch(&c->dp);
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
+		const struct split_mb *mb = &sb->mb[w];
+		if (!mb->count) {
+			finished++;
+			continue;
+		}
+		msg_init(&c->m, MSG_FLOW);
+		struct msg_flow *f = &c->m.u.flow;
+		f->op = MSG_OP_EMBED;
+		f->n_layer = c->n_layer;
+		f->head = mb->head;
+		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
+		f->k = mb->head ? mb->k : 1;
+		f->epoch = epoch;
+		f->n = mb->count;
+		for (uint32_t i = 0; i < mb->count; i++) {
+			struct intake_req *q = sb->rs[mb->first + i];
+			uint32_t p = sb->ch[mb->first + i].pos0;
+			f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+		}
+		seq[w] = f->origin_seq = c->m.seq = dp_next_seq(c);
+		f->t_post_ns = (uint64_t)intake_now_ns();
+		int rc = dp_send(&c->dp.link[c->gpu.dl].req, &c->m);
+		if (rc)
+			return err_prefix(rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc, "gpu worker");
+		if (w > 0)
+			c->n_pipelined++;
+	}
+	int64_t last_progress = intake_now_ns();
+	while (finished < sb->n_mb) {
+		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
+		bool progressed = false;
+		for (int j = 0; j < 2; j++) {
+			int rc;
+			while ((rc = dp_recv(&c->dp.link[lk[j]->dl].done, &c->d)) != ERR_AGAIN) {
+				if (rc)
+					return err_prefix(rc, "%s worker", lk[j]->name);
+				if (c->d.type != MSG_FLOW || c->d.u.flow.op != MSG_OP_END)
+					continue; /* an answer to a message given up on */
+				const struct msg_flow *f = &c->d.u.flow;
+				uint32_t w = 0;
+				while (w < sb->n_mb && !(sb->mb[w].count && seq[w] == f->origin_seq))
+					w++;
+				if (w == sb->n_mb)
+					continue; /* a step from before a recovery */
+				if (f->status < 0)
+					return err_set(f->status, "%s worker: a stage of the step failed (%s)", lk[j]->name,
+						       err_name(f->status));
+				obs_flow(c, f);
+				seq[w] = 0;
+				finished++;
+				progressed = true;
+				d.ref_seq = f->origin_seq;
+				d.token = f->token;
+				d.k = f->head ? f->k : 0;
+				d.gpu_ns = f->gpu_ns[0] + f->gpu_ns[1];
+			}
+		}
+		heartbeat(c);
+		if (progressed) {
+			last_progress = intake_now_ns();
+			continue;
+		}
+		if (intake_now_ns() - last_progress > (int64_t)c->step_timeout_ms * 1000000)
+			return err_set(ERR_TIMEOUT, "split: no step back within %d ms", c->step_timeout_ms);
+		ring_bell_wait(c->dp.coord_bell, seen, 50, 0);
+		for (int j = 0; j < 2; j++)
+			if (kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
+				return err_set(ERR_IO, "%s worker: process %u is gone", lk[j]->name, lk[j]->pid);
+	}
+	return split_batch_finish(c, sb, &d);
+}
+
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 {
 	static struct split_batch sb;
-	uint32_t n_mb = c->dp_on ? (c->split_mbs < n ? c->split_mbs : n) : 2;
-	int rc = split_batch_init(c, &sb, rs, n, n_mb < 2 ? 2 : n_mb);
+	uint32_t n_mb = c->split_mbs < n ? c->split_mbs : n;
+	/* lockstep rounds and the coordinator-driven dataflow pair two;
+	 * flows run any number, one included (no overlap: an A/B for one GPU
+	 * that time-slices the two workers' contexts) */
+	if (!c->dp_on || c->split_via_coord || n_mb < 1)
+		n_mb = n_mb < 2 ? 2 : n_mb;
+	int rc = split_batch_init(c, &sb, rs, n, c->dp_on ? n_mb : 2);
 	if (rc)
 		return rc;
-	return c->dp_on ? step_split_flow(c, &sb) : step_split_rounds(c, &sb);
+	if (!c->dp_on)
+		return step_split_rounds(c, &sb);
+	return c->split_via_coord ? step_split_flow(c, &sb) : step_split_pass(c, &sb);
 }
 
 /* A worker failed: handshake again (a new pid = restarted), reset the
@@ -1227,6 +1357,9 @@ static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 {
 	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
+	/* steps still in flight between the workers are dropped from here on */
+	if (c->dp_on)
+		dp_epoch_bump(&c->dp);
 	int64_t deadline = intake_now_ns() + (int64_t)RECOVER_MS * 1000000;
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(c, i);
@@ -1589,8 +1722,9 @@ int main(int argc, char **argv)
 	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
 	c.split_mbs = SPLIT_MBS_DEFAULT;
 	const char *mbs = getenv("UNICORN_SPLIT_MBS");
-	if (mbs && atoi(mbs) >= 2)
+	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
+	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1");
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;

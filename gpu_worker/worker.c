@@ -659,6 +659,26 @@ static int do_reset(struct worker *w, const struct msg_reset_seq *m)
 	return rc;
 }
 
+/* The device time of a step that began at t0 (engine time g0): busy = the
+ * accelerator's own time (timestamp queries); steps the engine does not
+ * time (embed, head) count their wall time. Counted in STATUS when step. */
+static uint64_t count_busy(struct worker *w, uint64_t t0, uint64_t g0, bool step)
+{
+	uint64_t dt = engine_gpu_ns(w->e) - g0;
+	if (!dt)
+		dt = mono_ns() - t0;
+	if (step) {
+		atomic_fetch_add(&w->busy_ns, dt);
+		atomic_fetch_add(&w->steps, 1);
+	}
+	return dt;
+}
+
+static uint32_t sat_u32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 static void answer_error(struct msg *out, uint32_t ref_seq, int code)
 {
 	msg_init(out, MSG_ERROR);
@@ -723,20 +743,10 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 			answer_error(out, in->seq, rc);
 			break;
 		}
-		/* busy = the accelerator's own time (timestamp queries); steps the
-		 * engine does not time (embed, head) count their wall time */
-		uint64_t dt = engine_gpu_ns(w->e) - g0;
-		if (!dt)
-			dt = mono_ns() - t0;
-		if (in->type != MSG_RESET_SEQ) {
-			atomic_fetch_add(&w->busy_ns, dt);
-			atomic_fetch_add(&w->steps, 1);
-		}
+		uint64_t dt = count_busy(w, t0, g0, in->type != MSG_RESET_SEQ);
 		msg_init(out, MSG_DONE);
-		uint64_t wall_us = (mono_ns() - t0) / 1000;
 		out->u.done = (struct msg_done){ .ref_seq = in->seq, .seq_id = seq_id, .status = 0, .token = token,
-						 .k = k, .wall_us = wall_us > UINT32_MAX ? UINT32_MAX : (uint32_t)wall_us,
-						 .gpu_ns = dt };
+						 .k = k, .wall_us = sat_u32((mono_ns() - t0) / 1000), .gpu_ns = dt };
 		break;
 	default:
 		err_set(ERR_UNSUP, "worker: unexpected %s", msg_type_name(in->type));
@@ -789,6 +799,84 @@ static enum dp_link my_link(const struct worker *w)
 	return w->o.role == MSG_ROLE_NPU_WORKER ? DP_NPU : DP_GPU;
 }
 
+/* The op after f's op in a flow (msg.h FLOW): EMBED, (ATTN l, FFN l) per
+ * layer, HEAD when the step samples, then END. */
+static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
+{
+	*layer = 0;
+	switch (f->op) {
+	case MSG_OP_EMBED: return MSG_OP_ATTN;
+	case MSG_OP_ATTN: *layer = f->layer; return MSG_OP_FFN;
+	case MSG_OP_FFN:
+		if (f->layer + 1 < f->n_layer) {
+			*layer = f->layer + 1;
+			return MSG_OP_ATTN;
+		}
+		return f->head ? MSG_OP_HEAD : MSG_OP_END;
+	default: return MSG_OP_END;
+	}
+}
+
+/* Run a FLOW's ops for as long as they are this worker's, then pass it on:
+ * to the other worker's peer ring, or, once it ended (or an op failed), to
+ * the coordinator through this worker's done ring. A FLOW from an older
+ * epoch (a step the coordinator gave up on in a recovery) is dropped. */
+static int worker_flow(struct worker *w, struct msg *m)
+{
+	struct msg_flow *f = &m->u.flow;
+	if (f->epoch != dp_epoch(&w->dp))
+		return 0;
+	uint64_t t_in = mono_ns();
+	if (f->n_hops < MSG_MAX_HOPS)
+		f->hop_us[f->n_hops++] = sat_u32(t_in > f->t_post_ns ? (t_in - f->t_post_ns) / 1000 : 0);
+	if (f->n_layer != w->n_layer) {
+		err_set(ERR_INVAL, "worker: FLOW for a model of %u layers (this one has %u)", f->n_layer, w->n_layer);
+		f->op = MSG_OP_END;
+		f->status = ERR_INVAL;
+	}
+	static struct msg_stage_batch sb;
+	while (f->op != MSG_OP_END && serves(w, MSG_STAGE_BATCH, f->op)) {
+		sb.op = f->op;
+		sb.layer = f->layer;
+		sb.n = f->n;
+		sb.mode = f->op == MSG_OP_HEAD ? f->mode : MSG_HEAD_ARGMAX;
+		sb.k = f->op == MSG_OP_HEAD ? f->k : 1;
+		memcpy(sb.e, f->e, (size_t)f->n * sizeof *f->e);
+		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
+		uint32_t token = 0, k = 0;
+		err_clear();
+		int rc = do_stage_batch(w, &sb, &token, &k);
+		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
+		f->gpu_ns[side] += count_busy(w, t0, g0, true);
+		f->wall_us[side] = sat_u32(f->wall_us[side] + (mono_ns() - t0) / 1000);
+		if (rc) {
+			fprintf(stderr, "worker: flow op %u layer %u: %s\n", f->op, f->layer, err_msg());
+			f->op = MSG_OP_END;
+			f->status = rc < 0 && rc >= -64 ? rc : ERR_INVAL;
+			break;
+		}
+		if (f->op == MSG_OP_HEAD)
+			f->token = token;
+		uint32_t layer;
+		f->op = flow_next(f, &layer);
+		f->layer = layer;
+	}
+	m->type = MSG_FLOW;
+	m->seq = f->origin_seq;
+	f->t_post_ns = mono_ns();
+	struct ring *to = f->op == MSG_OP_END ? &w->dp.link[my_link(w)].done
+					    : &w->dp.link[my_link(w) == DP_GPU ? DP_NPU : DP_GPU].peer;
+	int rc = dp_send(to, m);
+	if (rc && f->op != MSG_OP_END) {
+		/* at most one FLOW per micro-batch is ever in flight: a full peer
+		 * ring means the other side stopped taking them; tell the coordinator */
+		f->op = MSG_OP_END;
+		f->status = ERR_IO;
+		rc = dp_send(&w->dp.link[my_link(w)].done, m);
+	}
+	return rc;
+}
+
 int worker_serve_any(struct worker *w, int timeout_ms)
 {
 	if (!w->dp_on)
@@ -796,14 +884,20 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 	struct dp_link_view *l = &w->dp.link[my_link(w)];
 	uint32_t seen = ring_bell_seq(l->bell);
 	int rc = dp_recv(&l->req, &w->in);
+	if (rc == ERR_AGAIN)
+		rc = dp_recv(&l->peer, &w->in);
 	/* right after a step the next one is usually microseconds away: look
 	 * for it before the nng check and the futex sleep */
 	if (rc == ERR_AGAIN && w->hot && ring_bell_spin(l->bell, seen, w->spin_us)) {
 		seen = ring_bell_seq(l->bell);
 		rc = dp_recv(&l->req, &w->in);
+		if (rc == ERR_AGAIN)
+			rc = dp_recv(&l->peer, &w->in);
 	}
 	w->hot = rc == 0;
 	if (rc == 0) {
+		if (w->in.type == MSG_FLOW)
+			return worker_flow(w, &w->in);
 		if (!worker_handle(w, &w->in, &w->out))
 			return 0;
 		/* the coordinator keeps one message outstanding per link, so the
@@ -815,7 +909,7 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 		dp_send(&l->done, &w->out);
 		return rc;
 	}
-	/* nothing on the ring: a new HELLO (a restarted coordinator) comes over the link */
+	/* nothing on the rings: a new HELLO (a restarted coordinator) comes over the link */
 	rc = worker_serve(w, 0);
 	if (rc != ERR_TIMEOUT)
 		return rc;

@@ -14,8 +14,8 @@
 #include "ipc/rundir.h"
 
 struct dp_header {
-	uint32_t magic, version, n_links, entry_size, capacity, coord_pid;
-	uint32_t pad[RING_LINE / 4 - 6];
+	uint32_t magic, version, n_links, entry_size, capacity, coord_pid, epoch;
+	uint32_t pad[RING_LINE / 4 - 7];
 };
 _Static_assert(sizeof(struct dp_header) == RING_LINE, "header is one line");
 
@@ -26,7 +26,7 @@ static size_t ring_span(void)
 
 static size_t link_span(void)
 {
-	return sizeof(struct ring_bell) + 2 * ring_span();
+	return sizeof(struct ring_bell) + 3 * ring_span();
 }
 
 static size_t dp_size(void)
@@ -38,6 +38,7 @@ static size_t dp_size(void)
 static int carve(struct dataplane *dp, bool format)
 {
 	unsigned char *p = (unsigned char *)dp->base + sizeof(struct dp_header);
+	dp->epoch = &((struct dp_header *)dp->base)->epoch;
 	dp->coord_bell = (struct ring_bell *)p;
 	p += sizeof(struct ring_bell);
 	if (format)
@@ -49,13 +50,14 @@ static int carve(struct dataplane *dp, bool format)
 		if (format)
 			ring_bell_init(l->bell);
 		int rc;
-		if (format && ((rc = ring_format(p, ring_span(), DP_ENTRY_SIZE, DP_CAPACITY)) ||
-			       (rc = ring_format(p + ring_span(), ring_span(), DP_ENTRY_SIZE, DP_CAPACITY))))
-			return rc;
+		for (int r = 0; format && r < 3; r++)
+			if ((rc = ring_format(p + r * ring_span(), ring_span(), DP_ENTRY_SIZE, DP_CAPACITY)))
+				return rc;
 		if ((rc = ring_attach(&l->req, p, ring_span(), l->bell)) ||
-		    (rc = ring_attach(&l->done, p + ring_span(), ring_span(), dp->coord_bell)))
+		    (rc = ring_attach(&l->done, p + ring_span(), ring_span(), dp->coord_bell)) ||
+		    (rc = ring_attach(&l->peer, p + 2 * ring_span(), ring_span(), l->bell)))
 			return rc;
-		p += 2 * ring_span();
+		p += 3 * ring_span();
 	}
 	return 0;
 }
@@ -162,6 +164,16 @@ void dp_close(struct dataplane *dp)
 	if (dp->base)
 		munmap(dp->base, dp->size);
 	memset(dp, 0, sizeof *dp);
+}
+
+uint32_t dp_epoch(const struct dataplane *dp)
+{
+	return __atomic_load_n(dp->epoch, __ATOMIC_ACQUIRE);
+}
+
+void dp_epoch_bump(struct dataplane *dp)
+{
+	__atomic_store_n(dp->epoch, __atomic_load_n(dp->epoch, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
 int dp_send(struct ring *r, const struct msg *m)

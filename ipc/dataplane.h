@@ -7,12 +7,17 @@
  * maps it after each HELLO (fstat: ours, regular, the size its header names).
  * Layout (64-byte lines, offsets only):
  *
- *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid
+ *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid, epoch
  *   coordinator bell  the coordinator sleeps here: every worker's done ring rings it
  *   per link (gpu, npu):
- *     worker bell     the worker sleeps here: its request ring rings it
- *     request ring    coordinator -> worker: step messages (RUN, RUN_BATCH, EMBED, STAGE, HEAD, RESET_SEQ)
- *     done ring       worker -> coordinator: DONE / ERROR answers
+ *     worker bell     the worker sleeps here: its request and peer rings ring it
+ *     request ring    coordinator -> worker: step messages (RUN, RUN_BATCH, EMBED, STAGE, HEAD, RESET_SEQ, FLOW)
+ *     done ring       worker -> coordinator: DONE / ERROR answers, FLOWs that ended
+ *     peer ring       the other worker -> this worker: FLOWs passed on (split placement)
+ *
+ * The epoch counts the coordinator's recoveries: it bumps it before it resets
+ * the workers, and a worker drops a FLOW posted in an older epoch, so a step
+ * that was in flight when a worker died never runs beside its replay.
  *
  * An entry is one encoded message (ipc/msg.h wire format), so the receiver
  * validates it exactly as it validates a message from a socket. */
@@ -26,7 +31,7 @@
 #include "ipc/ring.h"
 
 #define DP_MAGIC 0x4C504455u   /* "UDPL" */
-#define DP_VERSION 2
+#define DP_VERSION 3
 #define DP_FILE "dataplane"
 #define DP_ENTRY_SIZE 4096     /* the largest step message (RUN_CHUNKS of 64 chunks, 512 tokens) is 3372 bytes */
 #define DP_CAPACITY 16
@@ -37,12 +42,13 @@ enum dp_link { DP_GPU = 0, DP_NPU = 1, DP_LINKS = 2 };
 
 struct dp_link_view {
 	struct ring_bell *bell;    /* the worker's doorbell */
-	struct ring req, done;
+	struct ring req, done, peer;
 };
 
 struct dataplane {
 	void *base;
 	size_t size;
+	uint32_t *epoch;           /* in the header; written by the coordinator only */
 	struct ring_bell *coord_bell;
 	struct dp_link_view link[DP_LINKS];
 };
@@ -52,6 +58,10 @@ int dp_create(const char *rundir, struct dataplane *dp);
 /* Worker: map DIR/dataplane and check its header. */
 int dp_open(const char *rundir, struct dataplane *dp);
 void dp_close(struct dataplane *dp);
+
+/* The epoch (acquire), and the coordinator's bump (release). */
+uint32_t dp_epoch(const struct dataplane *dp);
+void dp_epoch_bump(struct dataplane *dp);
 
 /* Encode m into the ring (ERR_AGAIN when full). m->seq is left as the caller set it. */
 int dp_send(struct ring *r, const struct msg *m);

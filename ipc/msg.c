@@ -202,6 +202,21 @@ static void codec(struct cur *c, struct msg *m)
 		c_u32s(c, b->tokens, b->n_tok);
 		break;
 	}
+	case MSG_FLOW: {
+		struct msg_flow *f = &m->u.flow;
+		c_u32(c, &f->op), c_u32(c, &f->layer), c_u32(c, &f->n_layer), c_u32(c, &f->head);
+		c_u32(c, &f->mode), c_u32(c, &f->k), c_u32(c, &f->origin_seq), c_u32(c, &f->epoch);
+		c_i32(c, &f->status), c_u32(c, &f->token), c_u64(c, &f->t_post_ns);
+		c_u64(c, &f->gpu_ns[0]), c_u64(c, &f->gpu_ns[1]), c_u32(c, &f->wall_us[0]), c_u32(c, &f->wall_us[1]);
+		c_count(c, &f->n_hops, MSG_MAX_HOPS, "FLOW: n_hops exceeds MSG_MAX_HOPS");
+		c_u32s(c, f->hop_us, f->n_hops);
+		c_count(c, &f->n, MSG_MAX_SLOTS, "FLOW: n exceeds MSG_MAX_SLOTS");
+		for (uint32_t i = 0; i < f->n && !c->bad; i++) {
+			struct msg_run_batch_entry *e = &f->e[i];
+			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos), c_u32(c, &e->token);
+		}
+		break;
+	}
 	case MSG_DONE: {
 		struct msg_done *d = &m->u.done;
 		c_u32(c, &d->ref_seq), c_u32(c, &d->seq_id), c_i32(c, &d->status), c_u32(c, &d->token);
@@ -276,6 +291,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_STAGE_BATCH: return "STAGE_BATCH";
 	case MSG_RUN_CHUNKS: return "RUN_CHUNKS";
 	case MSG_DONE: return "DONE";
+	case MSG_FLOW: return "FLOW";
 	case MSG_RESET_SEQ: return "RESET_SEQ";
 	case MSG_GEN_REQ: return "GEN_REQ";
 	case MSG_GEN_POLL: return "GEN_POLL";
@@ -457,6 +473,27 @@ int msg_validate(const struct msg *m)
 			return BAD("RUN_CHUNKS: n_tok %u, the entries hold %llu", b->n_tok, (unsigned long long)rows);
 		return check_head(t, b->mode, b->k);
 	}
+	case MSG_FLOW: {
+		const struct msg_flow *f = &m->u.flow;
+		if (f->op < MSG_OP_EMBED || f->op > MSG_OP_END)
+			return BAD("FLOW: op %u unknown", f->op);
+		if (f->n_layer < 1 || f->n_layer > MSG_MAX_LAYERS)
+			return BAD("FLOW: n_layer %u outside [1, %d]", f->n_layer, MSG_MAX_LAYERS);
+		bool layered = f->op == MSG_OP_ATTN || f->op == MSG_OP_FFN;
+		if (layered ? f->layer >= f->n_layer : f->layer != 0)
+			return BAD("FLOW: layer %u (< n_layer %u for attn/ffn, else 0)", f->layer, f->n_layer);
+		if (f->head > 1)
+			return BAD("FLOW: head %u (0 or 1)", f->head);
+		if (f->status > 0 || f->status < -64)
+			return BAD("FLOW: status %d outside [-64, 0]", f->status);
+		if (f->status && f->op != MSG_OP_END)
+			return BAD("FLOW: status %d on op %u (only END carries one)", f->status, f->op);
+		if ((rc = check_entries(t, f->e, f->n)))
+			return rc;
+		if (!f->head && (f->mode != MSG_HEAD_ARGMAX || f->k != 1))
+			return BAD("FLOW: mode %u k %u without a head (must be argmax, 1)", f->mode, f->k);
+		return check_head(t, f->mode, f->k);
+	}
 	case MSG_DONE: {
 		const struct msg_done *d = &m->u.done;
 		if (d->status > 0 || d->status < -64)
@@ -582,6 +619,9 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		    4 * (size_t)m->u.run_chunks.n_tok;
 		break;
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
+	case MSG_FLOW:
+		s = MSG_SIZE_FLOW_BASE + 4 * (size_t)m->u.flow.n_hops + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.flow.n;
+		break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:
 		s = MSG_SIZE_GEN_REQ_BASE + 4 * (size_t)m->u.gen_req.n_resume + m->u.gen_req.n_prompt;

@@ -33,10 +33,10 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 7  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 8  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
-                        * 7: RUN_CHUNKS */
+                        * 7: RUN_CHUNKS; 8: FLOW */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -78,6 +78,7 @@ enum msg_type {
 	MSG_RUN_BATCH = 22, /* fused decode step of several sequences, one token each */
 	MSG_STAGE_BATCH = 23, /* split: one stage (embed, attn, ffn, head) of several sequences */
 	MSG_RUN_CHUNKS = 24, /* fused step of several sequences, a chunk of tokens each */
+	MSG_FLOW = 25,      /* split: a micro-batch's whole step, passed worker to worker */
 	/* CLI <-> coordinator (req/rep, every request idempotent) */
 	MSG_GEN_REQ = 32,
 	MSG_GEN_POLL = 33,
@@ -247,6 +248,37 @@ struct msg_stage_batch {
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
 };
 
+/* FLOW (v8, split placement with the data plane): one micro-batch's whole
+ * step, 80 + 4 n_hops + 16n bytes. The coordinator posts it (op EMBED) to
+ * the gpu worker's request ring; each worker runs op on the entries (as
+ * STAGE_BATCH would) and passes the FLOW on to the worker that runs the next
+ * op (EMBED -> ATTN 0 -> FFN 0 -> ATTN 1 -> ... -> FFN n_layer-1 -> HEAD if
+ * head) through that worker's peer ring, without the coordinator; after the
+ * last op (or a failed one) it goes back to the coordinator's done ring as
+ * op END. Along the way it gathers each side's device and wall time and
+ * every handoff's latency (docs/protocol.md "Flows"). */
+#define MSG_OP_END 5            /* FLOW only: the step is over (worker -> coordinator) */
+#define MSG_MAX_HOPS (2 * MSG_MAX_LAYERS + 2)
+enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
+struct msg_flow {
+	uint32_t op;                    /* EMBED, ATTN, FFN, HEAD: the receiver runs it; END */
+	uint32_t layer;                 /* ATTN/FFN: < n_layer; else 0 */
+	uint32_t n_layer;               /* the model's layers, 1..MSG_MAX_LAYERS */
+	uint32_t head;                  /* 1: HEAD after the last FFN */
+	uint32_t mode, k;               /* the head's (ARGMAX, 1 without a head) */
+	uint32_t origin_seq;            /* the coordinator's seq of the post: END answers it */
+	uint32_t epoch;                 /* the data plane's epoch when posted: a worker drops older ones */
+	int32_t status;                 /* END: 0, or the failed op's negative ERR_* */
+	uint32_t token;                 /* END after a head: entry 0's top token */
+	uint64_t t_post_ns;             /* CLOCK_MONOTONIC when its sender posted it */
+	uint64_t gpu_ns[2];             /* device time so far, per enum msg_flow_side */
+	uint32_t wall_us[2];            /* workers' wall time so far, per side */
+	uint32_t n_hops;                /* handoffs so far, <= MSG_MAX_HOPS */
+	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted -> taken by its receiver, us */
+	uint32_t n;                     /* 1..MSG_MAX_SLOTS */
+	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
+};
+
 /* RUN_CHUNKS (fused placement, batched prefill and decode): 24 + 20n + 4t
  * bytes. A chunk of tokens for each of n sequences (entry i: e[i].n tokens at
  * positions e[i].pos0.., its tokens the next e[i].n of tokens[]), all in one
@@ -380,6 +412,7 @@ struct msg {
 		struct msg_run_batch run_batch;
 		struct msg_stage_batch stage_batch;
 		struct msg_run_chunks run_chunks;
+		struct msg_flow flow;
 		struct msg_done done;
 		struct msg_reset_seq reset_seq;
 		struct msg_gen_req gen_req;
@@ -407,6 +440,7 @@ struct msg {
 #define MSG_SIZE_RUN_CHUNKS_BASE 20
 #define MSG_SIZE_RUN_CHUNK_ENTRY 20
 #define MSG_SIZE_DONE 32
+#define MSG_SIZE_FLOW_BASE 80
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
 #define MSG_SIZE_GEN_POLL 16
@@ -421,6 +455,8 @@ _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN f
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
 _Static_assert(MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS <=
 	       MSG_MAX_PAYLOAD, "RUN_CHUNKS fits");
+_Static_assert(MSG_SIZE_FLOW_BASE + 4 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD,
+	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4, "GEN_REQ fixed wire size");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,

@@ -63,6 +63,12 @@ static void fill(struct msg *m, uint16_t type)
 							   .e = { { 8, 0, 10, 1, 1 }, { 9, 3, 0, 4, 0 }, { 10, 1, 4095, 1, 1 } },
 							   .tokens = { 2, 106, 9, 7, 5, 3 } };
 		break;
+	case MSG_FLOW:
+		m->u.flow = (struct msg_flow){ .op = MSG_OP_FFN, .layer = 3, .n_layer = 26, .head = 1, .mode = MSG_HEAD_TOPK,
+					       .k = 40, .origin_seq = 77, .epoch = 2, .t_post_ns = 123456789012ull,
+					       .gpu_ns = { 1000, 2000 }, .wall_us = { 3, 4 }, .n_hops = 3,
+					       .hop_us = { 11, 12, 13 }, .n = 2, .e = { { 8, 0, 10, 2 }, { 9, 5, 77, 106 } } };
+		break;
 	case MSG_DONE: m->u.done = (struct msg_done){ 12, 8, 0, 262143, 40, 0, 123456789 }; break;
 	case MSG_RESET_SEQ: m->u.reset_seq = (struct msg_reset_seq){ 8, MSG_RESET_ALL }; break;
 	case MSG_GEN_REQ: {
@@ -95,7 +101,7 @@ static void fill(struct msg *m, uint16_t type)
 
 static const uint16_t all_types[] = {
 	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
-	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_RUN_CHUNKS, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
+	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_RUN_CHUNKS, MSG_FLOW, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
 	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
 };
 
@@ -539,6 +545,43 @@ Test(msg, stage_batch_rules)
 	a.u.stage_batch.mode = MSG_HEAD_TOPK;
 	a.u.stage_batch.k = 64;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k on an attention op");
+}
+
+/* FLOW: every field checked against the flow's own layer count; only END
+ * carries a status; hops and entries bounded like any count. */
+Test(msg, flow_rules)
+{
+	fill(&a, MSG_FLOW);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_FLOW_BASE + 3 * 4 + 2 * 16);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.layer, 3u);
+	cr_assert_eq(b.u.flow.hop_us[2], 13u);
+	cr_assert_eq(b.u.flow.gpu_ns[1], 2000u);
+	cr_assert_eq(b.u.flow.e[1].pos, 77u);
+	patch_reject(MSG_FLOW, 0, 0, "op 0");
+	patch_reject(MSG_FLOW, 0, 6, "op 6");
+	patch_reject(MSG_FLOW, 4, 26, "layer = n_layer");
+	patch_reject(MSG_FLOW, 8, 0, "n_layer 0");
+	patch_reject(MSG_FLOW, 8, MSG_MAX_LAYERS + 1, "n_layer cap");
+	patch_reject(MSG_FLOW, 12, 2, "head 2");
+	patch_reject(MSG_FLOW, 20, MSG_MAX_TOPK + 1, "k cap");
+	patch_reject(MSG_FLOW, 32, (uint32_t)ERR_IO, "status on a non-END op");
+	patch_reject(MSG_FLOW, 32, 1, "positive status");
+	patch_reject(MSG_FLOW, 72, MSG_MAX_HOPS + 1, "hop cap");
+	patch_reject(MSG_FLOW, 72, 4, "hops disagree with the length");
+	patch_reject(MSG_FLOW, 76 + 12, 3, "n disagrees with the length");
+	patch_reject(MSG_FLOW, 80 + 12 + 16 + 4, 0, "duplicate slot");
+	/* END carries a status; without a head the mode is argmax, k 1 */
+	fill(&a, MSG_FLOW);
+	a.u.flow.op = MSG_OP_END;
+	a.u.flow.layer = 0;
+	a.u.flow.status = ERR_RANGE;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.status, ERR_RANGE);
+	a.u.flow.head = 0;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k without a head");
 }
 
 /* MSG_GEN_TOKENS: the prompt is whole u32 ids (NUL bytes are fine there),

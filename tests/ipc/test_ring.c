@@ -280,6 +280,17 @@ Test(ring, dataplane_file_carries_validated_messages)
 	cr_assert_eq(dp_send(&a.link[DP_GPU].req, &m), 0);
 	ring_reset(&a.link[DP_GPU].req);
 	cr_assert_eq(dp_recv(&b.link[DP_GPU].req, &got), ERR_AGAIN);
+	/* the peer rings: one worker to the other, the receiver's bell rung */
+	uint32_t seen = ring_bell_seq(b.link[DP_NPU].bell);
+	cr_assert_eq(dp_send(&b.link[DP_NPU].peer, &m), 0, "%s", err_msg());
+	cr_assert_neq(ring_bell_seq(b.link[DP_NPU].bell), seen, "the npu worker's bell was not rung");
+	cr_assert_eq(dp_recv(&a.link[DP_NPU].peer, &got), 0, "%s", err_msg());
+	cr_assert_eq(got.u.run.tokens[1], 3u);
+	cr_assert_eq(dp_recv(&a.link[DP_GPU].peer, &got), ERR_AGAIN);
+	/* the coordinator's epoch bump is seen through the other mapping */
+	cr_assert_eq(dp_epoch(&b), 0u);
+	dp_epoch_bump(&a);
+	cr_assert_eq(dp_epoch(&b), 1u);
 	/* a second coordinator makes a new file: the old mapping is not reused */
 	struct dataplane c;
 	cr_assert_eq(dp_create(dir, &c), 0);
