@@ -1628,12 +1628,13 @@ int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint
 static int hio_run(struct engine *e, VkCommandBuffer cb, uint32_t n, const float *in, float *out)
 {
 	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
-	memcpy(e->hio->map, in, bytes);
+	if (in)
+		memcpy(e->hio->map, in, bytes);
 	e->timed = false;
 	int rc = submit(e, cb);
 	if (!rc && e->vk->timestamps)
 		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
-	if (!rc)
+	if (!rc && out)
 		memcpy(out, e->hio->map, bytes);
 	return rc;
 }
@@ -1710,8 +1711,10 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 		return err_set(ERR_INVAL, "engine: stage_batch: stage %d (attention or FFN)", (int)stage);
 	if (layer >= e->cfg.n_layer)
 		return err_set(ERR_INVAL, "engine: stage_batch: layer %u outside the model's %u", layer, e->cfg.n_layer);
-	if (!seqs || !pos || !in || !out)
-		return err_set(ERR_INVAL, "engine: stage_batch: seqs, pos, in and out are required");
+	if (!seqs || !pos)
+		return err_set(ERR_INVAL, "engine: stage_batch: seqs and pos are required");
+	if (n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: stage_batch: %u rows (1..%u)", n, e->batch_max);
 	int rc = batch_write(e, n, NULL, seqs, pos, 0);
 	if (rc)
 		return rc;
@@ -1736,6 +1739,11 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 		}
 	}
 	return hio_run(e, *slot, n, in, out);
+}
+
+float *engine_stage_rows(struct engine *e)
+{
+	return e->hio->map;
 }
 
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine_batch_mode mode, uint32_t k,

@@ -55,6 +55,8 @@ struct worker {
 	pid_t coord_pid;
 	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
 	bool hot;               /* the last call handled a message */
+	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
+	                         * then when it arrived earlier: queueing is not transport) */
 };
 
 static uint64_t mono_ns(void)
@@ -573,6 +575,10 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 	float *h[MSG_MAX_SLOTS];
 	uint64_t used = 0;
 	size_t row = (size_t)w->n_embd;
+	/* attention and FFN rows go straight into the engine's host-visible rows
+	 * and come back from there (no staging copy) */
+	bool staged = m->op == MSG_OP_ATTN || m->op == MSG_OP_FFN;
+	float *rows = staged ? engine_stage_rows(w->e) : w->rows;
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_batch_entry *e = &m->e[i];
 		int rc = m->op == MSG_OP_ATTN ? check_kv(w, e->seq_id, e->slot, e->pos, 1) : check_rows(w, e->slot, 1);
@@ -589,7 +595,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 		seq[i] = e->slot; /* the slot is the KV slot */
 		pos[i] = e->pos;
 		if (m->op != MSG_OP_EMBED)
-			memcpy(w->rows + i * row, h[i], row * sizeof *w->rows);
+			memcpy(rows + i * row, h[i], row * sizeof *rows);
 	}
 	int rc = 0;
 	*token = 0;
@@ -603,7 +609,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN:
 		rc = engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN, m->n,
-					seq, pos, w->rows, w->rows);
+					seq, pos, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
@@ -631,7 +637,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < m->n; i++) {
-		memcpy(h[i], w->rows + i * row, row * sizeof *w->rows);
+		memcpy(h[i], rows + i * row, row * sizeof *rows);
 		if (m->op == MSG_OP_ATTN)
 			seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos, 1);
 	}
@@ -827,8 +833,9 @@ static int worker_flow(struct worker *w, struct msg *m)
 	if (f->epoch != dp_epoch(&w->dp))
 		return 0;
 	uint64_t t_in = mono_ns();
+	uint64_t from = f->t_post_ns > w->t_free_ns ? f->t_post_ns : w->t_free_ns;
 	if (f->n_hops < MSG_MAX_HOPS)
-		f->hop_us[f->n_hops++] = sat_u32(t_in > f->t_post_ns ? (t_in - f->t_post_ns) / 1000 : 0);
+		f->hop_us[f->n_hops++] = sat_u32(t_in > from ? (t_in - from) / 1000 : 0);
 	if (f->n_layer != w->n_layer) {
 		err_set(ERR_INVAL, "worker: FLOW for a model of %u layers (this one has %u)", f->n_layer, w->n_layer);
 		f->op = MSG_OP_END;
@@ -874,6 +881,7 @@ static int worker_flow(struct worker *w, struct msg *m)
 		f->status = ERR_IO;
 		rc = dp_send(&w->dp.link[my_link(w)].done, m);
 	}
+	w->t_free_ns = mono_ns();
 	return rc;
 }
 
@@ -900,6 +908,7 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 			return worker_flow(w, &w->in);
 		if (!worker_handle(w, &w->in, &w->out))
 			return 0;
+		w->t_free_ns = mono_ns();
 		/* the coordinator keeps one message outstanding per link, so the
 		 * done ring (16 places) has room; full means it stopped reading */
 		return dp_send(&l->done, &w->out);

@@ -274,7 +274,7 @@ struct msg_flow {
 	uint64_t gpu_ns[2];             /* device time so far, per enum msg_flow_side */
 	uint32_t wall_us[2];            /* workers' wall time so far, per side */
 	uint32_t n_hops;                /* handoffs so far, <= MSG_MAX_HOPS */
-	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted -> taken by its receiver, us */
+	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted (or, if later, its receiver free) -> taken, us */
 	uint32_t n;                     /* 1..MSG_MAX_SLOTS */
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
 };
