@@ -610,9 +610,11 @@ int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb)
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 {
 	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
+	int64_t t0 = spin_now_ns();
 	VkResult r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
 	if (r != VK_SUCCESS)
 		return vk_fail(r, "vkQueueSubmit");
+	int64_t t1 = spin_now_ns();
 	r = VK_NOT_READY;
 	if (vk->spin_us) {
 		/* a short submission is done sooner than a sleeping wait wakes up */
@@ -622,6 +624,9 @@ int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 	}
 	if (r == VK_NOT_READY)
 		r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+	vk->n_submits++;
+	vk->submit_ns += (uint64_t)(t1 - t0);
+	vk->wait_ns += (uint64_t)(spin_now_ns() - t1);
 	vkResetFences(vk->dev, 1, &vk->fence);
 	return r == VK_SUCCESS ? 0 : vk_fail(r, "vkWaitForFences");
 }

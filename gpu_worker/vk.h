@@ -47,6 +47,9 @@ struct vk_ctx {
 	VkDescriptorPool desc_pool;
 	VkFence fence;
 	uint32_t spin_us;            /* common/spin.h: poll the fence this long before sleeping */
+	/* vk_submit_wait_n's own time: calls, ns inside vkQueueSubmit, ns from
+	 * then until the fence was seen signalled (`unicorn-*-worker` profile) */
+	uint64_t n_submits, submit_ns, wait_ns;
 	VkQueryPool query_pool;
 	uint32_t n_queries;
 	VkPhysicalDeviceProperties props;

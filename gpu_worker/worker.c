@@ -55,6 +55,10 @@ struct worker {
 	pid_t coord_pid;
 	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
 	bool hot;               /* the last call handled a message */
+	/* UNICORN_WORKER_PROFILE=1: where a FLOW op's wall time goes, printed
+	 * every 256 ops (host work, vkQueueSubmit, the fence wait, device time) */
+	bool profile;
+	uint64_t prof_ops, prof_wall_ns, prof_gpu_ns, prof_submit_ns, prof_wait_ns, prof_hop_ns;
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
 };
@@ -145,6 +149,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		o->role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker", (unsigned long long)imp,
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
 	w->spin_us = engine_vk(w->e)->spin_us; /* the device's bound (vk_create) */
+	w->profile = getenv("UNICORN_WORKER_PROFILE") && !strcmp(getenv("UNICORN_WORKER_PROFILE"), "1");
 	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
@@ -805,6 +810,25 @@ static enum dp_link my_link(const struct worker *w)
 	return w->o.role == MSG_ROLE_NPU_WORKER ? DP_NPU : DP_GPU;
 }
 
+static void profile_op(struct worker *w, uint64_t wall, uint64_t gpu, uint64_t submit, uint64_t wait, uint32_t hop_us)
+{
+	w->prof_ops++;
+	w->prof_wall_ns += wall;
+	w->prof_gpu_ns += gpu;
+	w->prof_submit_ns += submit;
+	w->prof_wait_ns += wait;
+	w->prof_hop_ns += (uint64_t)hop_us * 1000;
+	if (w->prof_ops < 256)
+		return;
+	double n = (double)w->prof_ops * 1000.0;
+	fprintf(stderr, "worker profile: %llu flow ops: wall %.1f us/op = host %.1f (checks, row copies, "
+		"recording) + vkQueueSubmit %.1f + fence wait %.1f (device time %.1f); handoff %.1f us\n",
+		(unsigned long long)w->prof_ops, w->prof_wall_ns / n,
+		(double)(w->prof_wall_ns - w->prof_submit_ns - w->prof_wait_ns) / n, w->prof_submit_ns / n,
+		w->prof_wait_ns / n, w->prof_gpu_ns / n, w->prof_hop_ns / n);
+	w->prof_ops = w->prof_wall_ns = w->prof_gpu_ns = w->prof_submit_ns = w->prof_wait_ns = w->prof_hop_ns = 0;
+}
+
 /* The op after f's op in a flow (msg.h FLOW): EMBED, (ATTN l, FFN l) per
  * layer, HEAD when the step samples, then END. */
 static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
@@ -850,11 +874,17 @@ static int worker_flow(struct worker *w, struct msg *m)
 		sb.k = f->op == MSG_OP_HEAD ? f->k : 1;
 		memcpy(sb.e, f->e, (size_t)f->n * sizeof *f->e);
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
+		struct vk_ctx *vk = engine_vk(w->e);
+		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
 		uint32_t token = 0, k = 0;
 		err_clear();
 		int rc = do_stage_batch(w, &sb, &token, &k);
 		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
-		f->gpu_ns[side] += count_busy(w, t0, g0, true);
+		uint64_t dt = count_busy(w, t0, g0, true);
+		f->gpu_ns[side] += dt;
+		if (w->profile)
+			profile_op(w, mono_ns() - t0, dt, vk->submit_ns - s0, vk->wait_ns - q0,
+				   f->n_hops ? f->hop_us[f->n_hops - 1] : 0);
 		f->wall_us[side] = sat_u32(f->wall_us[side] + (mono_ns() - t0) / 1000);
 		if (rc) {
 			fprintf(stderr, "worker: flow op %u layer %u: %s\n", f->op, f->layer, err_msg());
