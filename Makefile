@@ -25,7 +25,11 @@ MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
 LIB_O    := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
 SHADERS  := $(wildcard shaders/*.comp)
-SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS))
+# mul_mvs/mul_mvb of the quantized types once more with -DMVS_GENERIC (the
+# whole-block dequant32 path; <name>_gen, UNICORN_VK_MVS_GENERIC=1 for A/B)
+MVS_GEN  := $(filter-out %_f32.comp %_f16.comp %_bf16.comp,$(wildcard shaders/mul_mvs_*.comp shaders/mul_mvb_*.comp))
+SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
+	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN))
 SHADER_O := $(BUILD)/obj/shaders_embed.o
 LIB      := $(BUILD)/libunicorn.a
 
@@ -69,6 +73,10 @@ EXTRA_LIBS_npu_worker = $(if $(NPU_CXX_O),-lxrt_coreutil -lstdc++)
 $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLFLAGS) -MD -MF $@.d -o $@ $<
+	spirv-val --target-env vulkan1.2 $@
+$(BUILD)/spv/%_gen.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(GLSLFLAGS) -DMVS_GENERIC=1 -MD -MF $@.d -MT $@ -o $@ $<
 	spirv-val --target-env vulkan1.2 $@
 # Cooperative-matrix shaders (mul_mm_cm_*, mul_mm_cms_*, docs/vulkan.md): glslc without -O
 # (its optimizer rejects capability CooperativeMatrixKHR), then the host tool
