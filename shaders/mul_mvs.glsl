@@ -152,7 +152,7 @@ unit_w unit_load(uint roff, uint u)
 	uint c = u >> 2, q = u & 3u;
 	unit_w w;
 	uint b = roff + c * BLOCK_BYTES;
-#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || TYPE == TYPE_IQ4_NL || TYPE == TYPE_Q5_0
 	// blocks are 2-byte aligned: a block starting on a word has its quants at
 	// 2 mod 4 (each quant word straddles two words), otherwise they are aligned
 	bool al = (b & 2u) == 0u;
@@ -180,14 +180,21 @@ unit_w unit_load(uint roff, uint u)
 	w.a0 = vec4(magic(v0, 0u, 255u), magic(v0, 8u, 255u), magic(h0, 0u, 255u), magic(h0, 8u, 255u)) - bias;
 	w.a1 = vec4(magic(v1, 0u, 255u), magic(v1, 8u, 255u), magic(h1, 0u, 255u), magic(h1, 8u, 255u)) - bias;
 #elif TYPE == TYPE_IQ4_NL
-	w.d = unpackHalf2x16(rd32(b)).x;
-	uint v = rd32(b + 2u + 4u * q);
+	// Q4_0's layout: the codes of quant word q at 2 mod 4 when al
+	uint qi = (b + 2u + 4u * q) >> 2;
+	uint lo = wdata[qi], hi = al ? wdata[qi + 1u] : 0u;
+	uint v = al ? (lo >> 16) | (hi << 16) : lo;
 	w.a0 = iq4v(v);
 	w.a1 = iq4v(v >> 4);
 #elif TYPE == TYPE_Q5_0
-	// d, then qh (bit j: fifth bit of element j), then the nibbles
-	uint dq = rd32(b), qh = rd32(b + 2u), v = rd32(b + 6u + 4u * q);
-	w.d = unpackHalf2x16(dq).x;
+	// d, then qh (bit j: fifth bit of element j), then the nibbles: d and qh
+	// lie in the block's first two words either way; the nibbles at 2 mod 4
+	// when al (two words per quant word), else aligned
+	uint w1 = wdata[(b >> 2) + 1u];
+	uint qh = al ? (w0 >> 16) | (w1 << 16) : w1;
+	uint qi = (b >> 2) + 2u + q;
+	uint hi = wdata[qi], lo = al ? wdata[qi - 1u] : 0u;
+	uint v = al ? (lo >> 16) | (hi << 16) : hi;
 	w.a0 = bytes4((v & 0x0f0f0f0fu) | spread4((qh >> (4u * q)) & 15u), 31u, 16.0);
 	w.a1 = bytes4(((v >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16u + 4u * q)) & 15u), 31u, 16.0);
 #else
