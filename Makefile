@@ -25,9 +25,11 @@ MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
 LIB_O    := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
 SHADERS  := $(wildcard shaders/*.comp)
-# mul_mvs/mul_mvb of the quantized types once more with -DMVS_GENERIC (the
-# whole-block dequant32 path; <name>_gen, UNICORN_VK_MVS_GENERIC=1 for A/B)
-MVS_GEN  := $(filter-out %_f32.comp %_f16.comp %_bf16.comp,$(wildcard shaders/mul_mvs_*.comp shaders/mul_mvb_*.comp))
+# mul_mvs/mul_mvb of the types with fast units (but q4_0/q8_0) once more with
+# -DMVS_GENERIC (the whole-block dequant32 path; <name>_gen,
+# UNICORN_VK_MVS_GENERIC=1 for A/B; engine_mvs_unit says which)
+MVS_GEN_T := q4_1 q5_0 q5_1 iq4_nl iq4_xs q3_k q4_k q5_k q6_k
+MVS_GEN  := $(foreach k,mul_mvs mul_mvs_glu mul_mvb mul_mvb_glu,$(foreach t,$(MVS_GEN_T),shaders/$(k)_$(t).comp))
 SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
 	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN))
 SHADER_O := $(BUILD)/obj/shaders_embed.o

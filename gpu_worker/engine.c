@@ -470,9 +470,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	for (int i = 0; i < N_SLOTS && !rc; i++) {
 		if (!used[i])
 			continue;
-		/* the generic variants exist for the quantized types (Makefile MVS_GEN) */
-		bool quant = slot_type[i] != TENSOR_F32 && slot_type[i] != TENSOR_F16 && slot_type[i] != TENSOR_BF16;
-		const char *gen = e->mvs_generic && quant ? "_gen" : "";
+		/* generic variants exist for the types whose unit they change (Makefile MVS_GEN_T) */
+		bool has_gen = engine_mvs_unit(slot_type[i], false) != engine_mvs_unit(slot_type[i], true);
+		const char *gen = e->mvs_generic && has_gen ? "_gen" : "";
 		if (e->use_mvs) {
 			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
@@ -984,13 +984,13 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt)
 
 uint32_t engine_mvs_unit(uint32_t type, bool generic)
 {
-	if (generic)
-		return 32;
 	switch (type) {
-	case TENSOR_Q4_0: case TENSOR_Q8_0: case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1: case TENSOR_IQ4_NL:
+	case TENSOR_Q4_0: case TENSOR_Q8_0: /* their quarter blocks have no generic variant */
 		return 8;
+	case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1: case TENSOR_IQ4_NL: case TENSOR_IQ4_XS:
+		return generic ? 32 : 8;
 	case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K: case TENSOR_Q3_K:
-		return 16;
+		return generic ? 32 : 16;
 	default:
 		return 32;
 	}

@@ -66,10 +66,13 @@ shared float red[NT * NRW * RPT * WG];
 // A work unit is split into unit_load (the weights of one row: loads and
 // unpacking, no use of x), unit_x (the unit's x of one column: loads only) and
 // unit_apply (every floating-point operation that involves x).
-// MVS_GENERIC (the _gen pipelines, UNICORN_VK_MVS_GENERIC=1 for A/B): every
-// quantized type through quant.glsl's dequant32, whole blocks per unit.
-#if !defined(MVS_GENERIC) && (TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || TYPE == TYPE_Q4_1 || TYPE == TYPE_Q5_0 || \
-			      TYPE == TYPE_Q5_1 || TYPE == TYPE_IQ4_NL)
+// MVS_GENERIC (the _gen pipelines, UNICORN_VK_MVS_GENERIC=1 for A/B): the
+// types with fast units below other than q4_0/q8_0 through quant.glsl's
+// dequant32, whole blocks per unit (the kernels they had before their fast
+// units; q4_0/q8_0 keep theirs, so the knob reproduces the earlier decode).
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || \
+	(!defined(MVS_GENERIC) && (TYPE == TYPE_Q4_1 || TYPE == TYPE_Q5_0 || TYPE == TYPE_Q5_1 || TYPE == TYPE_IQ4_NL || \
+				   TYPE == TYPE_IQ4_XS))
 #define MVS_QUARTER 1
 #elif !defined(MVS_GENERIC) && (TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K || TYPE == TYPE_Q6_K || TYPE == TYPE_Q3_K)
 #define MVS_K16 1
@@ -106,7 +109,8 @@ uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
 #endif
 
 #if defined(MVS_QUARTER)
-// Quarter blocks: the work unit is 8 elements of one 32-element block, so the
+// Quarter blocks: the work unit is 8 elements of one 32-element block (IQ4_XS:
+// of one 32-element sub-block, laid out as an IQ4_NL block), so the
 // threads of a row read x (and the packed weights) contiguously: lane k of a
 // block reads x4 k and k+4 (4- and 5-bit types: the low and high nibbles of
 // quant word k) or 2k, 2k+1 (q8_0). Whole-block lanes instead read x 128
@@ -125,10 +129,12 @@ uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
 #define BLOCK_BYTES 20u
 #elif TYPE == TYPE_Q5_0
 #define BLOCK_BYTES 22u
+#elif TYPE == TYPE_IQ4_XS
+#define BLOCK_BYTES 136u // per 8 sub-blocks (unit_load indexes it itself)
 #else
 #define BLOCK_BYTES 24u
 #endif
-#if TYPE == TYPE_IQ4_NL
+#if TYPE == TYPE_IQ4_NL || TYPE == TYPE_IQ4_XS
 // ggml's kvalues_iq4nl in shared memory (filled at the start of main): a
 // constant array indexed by a run-time code may live in local memory
 const float IQ4NL_T[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
@@ -151,6 +157,18 @@ unit_w unit_load(uint roff, uint u)
 {
 	uint c = u >> 2, q = u & 3u;
 	unit_w w;
+#if TYPE == TYPE_IQ4_XS
+	// 136-byte blocks (word aligned): d and scales_h, scales_l, then 16
+	// code bytes per sub-block s; scale (6 bits: nibble s of scales_l, bits
+	// 2s of scales_h) - 32
+	uint b = (roff >> 2) + (u >> 5) * 34u, s = c & 7u;
+	uint w0 = wdata[b], sl = wdata[b + 1u], v = wdata[b + 2u + (u & 31u)];
+	uint ls = ((sl >> (4u * s)) & 15u) | (((w0 >> (16u + 2u * s)) & 3u) << 4);
+	w.d = unpackHalf2x16(w0).x * float(int(ls) - 32);
+	w.a0 = iq4v(v);
+	w.a1 = iq4v(v >> 4);
+	return w;
+#else
 	uint b = roff + c * BLOCK_BYTES;
 #if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || TYPE == TYPE_IQ4_NL || TYPE == TYPE_Q5_0
 	// blocks are 2-byte aligned: a block starting on a word has its quants at
@@ -214,6 +232,7 @@ unit_w unit_load(uint roff, uint u)
 	w.a1 = bytes4(l1, 31u, 0.0) * dm.x + dm.y;
 #endif
 	return w;
+#endif
 }
 unit_xv unit_x(uint xb4, uint u)
 {

@@ -191,7 +191,7 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 3 : 256, 13, 2, true);
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 7 : 256 * 2, 5, 1, true);
-	if (type == TENSOR_F32 || type == TENSOR_F16 || type == TENSOR_BF16)
+	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
 		return;
 	/* the generic whole-block unit (UNICORN_VK_MVS_GENERIC=1) */
 	char gen[32];
@@ -201,7 +201,7 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 }
 
 /* The per-type fast units of mul_mvs (8-element quarter blocks of q4_1, q5_0,
- * q5_1, iq4_nl; 16-element units of q3_k..q6_k): rows whose byte length is
+ * q5_1, iq4_nl, and of iq4_xs sub-blocks; 16-element units of q3_k..q6_k): rows whose byte length is
  * and is not a multiple of 4 (q5_0, iq4_nl, q3_k, q6_k blocks start on either
  * half of a word), lane-shuffle and shared-memory reductions (tpr up to 128),
  * GLU, 1..3 columns; and mul_mvb with 4 columns bitwise equal to mul_mvs. */
@@ -209,7 +209,8 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 {
 	static const struct { uint32_t type; const char *name; uint32_t blk; } q[] = {
 		{ TENSOR_Q4_1, "q4_1", 32 }, { TENSOR_Q5_0, "q5_0", 32 }, { TENSOR_Q5_1, "q5_1", 32 },
-		{ TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_Q3_K, "q3_k", 256 }, { TENSOR_Q4_K, "q4_k", 256 },
+		{ TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_IQ4_XS, "iq4_xs", 256 }, { TENSOR_Q3_K, "q3_k", 256 },
+		{ TENSOR_Q4_K, "q4_k", 256 },
 		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 },
 	};
 	static const uint32_t shapes[][4] = {
@@ -296,7 +297,7 @@ ParameterizedTest(size_t *i, vk_ops, mvb_type)
 	const char *name = all_types[*i].name;
 	free(check_mv_run(3, type, name, b == 32 ? 32 * 11 : 256 * 2, 37, 7, false, 1, 4, 0));
 	free(check_mv_run(3, type, name, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
-	if (type == TENSOR_F32 || type == TENSOR_F16 || type == TENSOR_BF16)
+	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
 		return;
 	char gen[32];
 	snprintf(gen, sizeof gen, "%s_gen", name);
