@@ -216,6 +216,8 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 	static const uint32_t shapes[][4] = {
 		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
 		{ 37, 37, 1, 0 }, { 9, 13, 3, 4 }, { 33, 9, 2, 128 }, { 5, 70, 1, 64 },
+		/* Gemma 3 1B rows: 1152 (36 blocks of 32), 6912 (27 of 256) */
+		{ 36, 67, 1, 0 }, { 27, 19, 2, 0 },
 	};
 	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
 		for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
