@@ -91,7 +91,7 @@ vec4 bytes4(uint v, uint mask, float z)
 	       (vec4(8388608.0, 32768.0, 128.0, 128.0) + z);
 }
 // The 32-bit little-endian value at an even byte offset: one word, or the
-// halves of two (blocks of 18, 22, 110 or 210 bytes start on either half of a
+// halves of two (Q3_K and Q6_K blocks, 110 and 210 bytes, start on either half of a
 // word); selects rather than a branch, so the lanes of a row never diverge.
 uint rd32(uint off)
 {
