@@ -25,7 +25,13 @@ MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
 LIB_O    := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
 SHADERS  := $(wildcard shaders/*.comp)
-SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS))
+# mul_mvs/mul_mvb of the types with fast units (but q4_0/q8_0) once more with
+# -DMVS_GENERIC (the whole-block dequant32 path; <name>_gen,
+# UNICORN_VK_MVS_GENERIC=1 for A/B; engine_mvs_unit says which)
+MVS_GEN_T := q4_1 q5_0 q5_1 iq4_nl iq4_xs q3_k q4_k q5_k q6_k
+MVS_GEN  := $(foreach k,mul_mvs mul_mvs_glu mul_mvb mul_mvb_glu,$(foreach t,$(MVS_GEN_T),shaders/$(k)_$(t).comp))
+SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
+	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN))
 SHADER_O := $(BUILD)/obj/shaders_embed.o
 LIB      := $(BUILD)/libunicorn.a
 
@@ -69,6 +75,10 @@ EXTRA_LIBS_npu_worker = $(if $(NPU_CXX_O),-lxrt_coreutil -lstdc++)
 $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLFLAGS) -MD -MF $@.d -o $@ $<
+	spirv-val --target-env vulkan1.2 $@
+$(BUILD)/spv/%_gen.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(GLSLFLAGS) -DMVS_GENERIC=1 -MD -MF $@.d -MT $@ -o $@ $<
 	spirv-val --target-env vulkan1.2 $@
 # Cooperative-matrix shaders (mul_mm_cm_*, mul_mm_cms_*, docs/vulkan.md): glslc without -O
 # (its optimizer rejects capability CooperativeMatrixKHR), then the host tool

@@ -96,4 +96,11 @@ int quant_dequantize(uint32_t type, const void *src, float *dst, uint64_t n);
  * importance-weighted searches: good for tests and synthetic models). */
 int quant_quantize(uint32_t type, const float *src, void *dst, uint64_t n);
 
+/* The index of the IQ4_NL/IQ4_XS level (ggml's kvalues_iq4nl) nearest v:
+ * quant_iq4_nearest by binary search over the level midpoints (what the
+ * quantizers use), quant_iq4_nearest_exhaustive by trying all 16 (ties to the
+ * lower level in both). */
+uint8_t quant_iq4_nearest(float v);
+uint8_t quant_iq4_nearest_exhaustive(float v);
+
 #endif

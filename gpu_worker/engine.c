@@ -114,7 +114,8 @@ struct engine {
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
-	uint32_t mvs_bpt;              /* mul_mvs: target work units (blocks; q4_0/q8_0 quarter blocks) per thread */
+	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
+	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
 	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
@@ -448,6 +449,11 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
+	/* UNICORN_VK_MVS_GENERIC=1: every quantized type through the generic
+	 * whole-block unit (the <kernel>_gen pipelines), to compare against the
+	 * per-type fast units in one benchmark run */
+	const char *genv = getenv("UNICORN_VK_MVS_GENERIC");
+	e->mvs_generic = genv && strcmp(genv, "1") == 0;
 	/* rows per thread group (UNICORN_VK_MVS_RPT, 1..4) */
 	const char *renv = getenv("UNICORN_VK_MVS_RPT");
 	uint32_t rpt = renv && atoi(renv) > 0 ? (uint32_t)atoi(renv) : MVS_RPT;
@@ -464,19 +470,22 @@ static int pipes_create(struct engine *e, const struct model *m)
 	for (int i = 0; i < N_SLOTS && !rc; i++) {
 		if (!used[i])
 			continue;
+		/* generic variants exist for the types whose unit they change (Makefile MVS_GEN_T) */
+		bool has_gen = engine_mvs_unit(slot_type[i], false) != engine_mvs_unit(slot_type[i], true);
+		const char *gen = e->mvs_generic && has_gen ? "_gen" : "";
 		if (e->use_mvs) {
 			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
-			snprintf(name, sizeof name, "mul_mvs_%s", slot_name[i]);
+			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
-			snprintf(name, sizeof name, "mul_mvs_glu_%s", slot_name[i]);
+			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs_glu[i]);
 		}
 		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
 			const uint32_t spec_mvb[3] = { WG_MVS, e->mvb_nt, 1 };
-			snprintf(name, sizeof name, "mul_mvb_%s", slot_name[i]);
+			snprintf(name, sizeof name, "mul_mvb_%s%s", slot_name[i], gen);
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb[i]);
-			snprintf(name, sizeof name, "mul_mvb_glu_%s", slot_name[i]);
+			snprintf(name, sizeof name, "mul_mvb_glu_%s%s", slot_name[i], gen);
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
 		}
@@ -973,10 +982,25 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt)
 	return t;
 }
 
-uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt)
+uint32_t engine_mvs_unit(uint32_t type, bool generic)
 {
-	bool quarter = type == TENSOR_Q4_0 || type == TENSOR_Q8_0;
-	return engine_mvs_tpr(quarter && ncols <= UINT32_MAX / 4 ? ncols * 4 : ncols, wg, bpt);
+	switch (type) {
+	case TENSOR_Q4_0: case TENSOR_Q8_0: /* their quarter blocks have no generic variant */
+		return 8;
+	case TENSOR_Q4_1: case TENSOR_Q5_0: case TENSOR_Q5_1: case TENSOR_IQ4_NL: case TENSOR_IQ4_XS:
+		return generic ? 32 : 8;
+	case TENSOR_Q4_K: case TENSOR_Q5_K: case TENSOR_Q6_K: case TENSOR_Q3_K:
+		return generic ? 32 : 16;
+	default:
+		return 32;
+	}
+}
+
+uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt, bool generic)
+{
+	/* engine_mvs_tpr counts 32-element units: scale the row to the type's unit */
+	uint32_t f = 32 / engine_mvs_unit(type, generic);
+	return engine_mvs_tpr(ncols <= UINT32_MAX / f ? ncols * f : ncols, wg, bpt);
 }
 
 /* Which matvec kernel a product of n_tok columns uses: 0 mul_mv, 1 mul_mvs, 2 mul_mm,
@@ -1008,7 +1032,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
-	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt) : engine_mv_tpr(w->ncols, wg);
+	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt, e->mvs_generic)
+			   : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
 		int ts = type_slot(w->type);

@@ -120,9 +120,15 @@ uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg);
 /* Same for the single-token kernel mul_mvs: a power of two giving about bpt
  * 32-element blocks per thread (shaders/mul_mvs.glsl). */
 uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
-/* The same for a weight type: q4_0/q8_0 rows are split into 8-element work
- * units (a quarter block each), so they get four times the threads. */
-uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt);
+/* Elements per mul_mvs work unit of a weight type: 8 (a quarter block:
+ * q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl; iq4_xs: of a sub-block), 16 (K-quants q3_k..q6_k), 32 (a
+ * whole block: the other types, and in the generic _gen kernels,
+ * UNICORN_VK_MVS_GENERIC=1, every type but q4_0/q8_0; a type has _gen kernels
+ * where generic changes its unit). */
+uint32_t engine_mvs_unit(uint32_t type, bool generic);
+/* The same for a weight type: rows are split into engine_mvs_unit work units,
+ * so the smaller units get more threads. */
+uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt, bool generic);
 uint32_t engine_mvs_rows(uint32_t type, uint32_t want);
 
 struct engine_timing {

@@ -66,39 +66,117 @@ shared float red[NT * NRW * RPT * WG];
 // A work unit is split into unit_load (the weights of one row: loads and
 // unpacking, no use of x), unit_x (the unit's x of one column: loads only) and
 // unit_apply (every floating-point operation that involves x).
-#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0
-// Quarter blocks: the work unit is 8 elements of one block, so the threads of a
-// row read x (and the packed weights) contiguously: lane k of a block reads x4
-// k and k+4 (q4_0) or 2k, 2k+1 (q8_0). Whole-block lanes instead read x 128
+// MVS_GENERIC (the _gen pipelines, UNICORN_VK_MVS_GENERIC=1 for A/B): the
+// types with fast units below other than q4_0/q8_0 through quant.glsl's
+// dequant32, whole blocks per unit (the kernels they had before their fast
+// units; q4_0/q8_0 keep theirs, so the knob reproduces the earlier decode).
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || \
+	(!defined(MVS_GENERIC) && (TYPE == TYPE_Q4_1 || TYPE == TYPE_Q5_0 || TYPE == TYPE_Q5_1 || TYPE == TYPE_IQ4_NL || \
+				   TYPE == TYPE_IQ4_XS))
+#define MVS_QUARTER 1
+#elif !defined(MVS_GENERIC) && (TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K || TYPE == TYPE_Q6_K || TYPE == TYPE_Q3_K)
+#define MVS_K16 1
+#endif
+
+#if defined(MVS_QUARTER) || defined(MVS_K16)
+// 2^(23-p) + n, n the bits of v under mask << p (p + width(mask) <= 23): n
+// becomes a float with one logic operation (no integer-to-float conversion)
+float magic(uint v, uint p, uint mask) { return uintBitsToFloat((v & (mask << p)) | ((150u - p) << 23)); }
+// The four bytes of v (each < 2^bits, bits <= 7) as floats minus z: magic()
+// per byte (the top byte from v >> 8, keeping p + bits <= 23), one exact
+// subtraction of the exponents' values and the zero point.
+vec4 bytes4(uint v, uint mask, float z)
+{
+	return vec4(magic(v, 0u, mask), magic(v, 8u, mask), magic(v, 16u, mask), magic(v >> 8, 16u, mask)) -
+	       (vec4(8388608.0, 32768.0, 128.0, 128.0) + z);
+}
+// The 32-bit little-endian value at an even byte offset: one word, or the
+// halves of two (Q3_K and Q6_K blocks, 110 and 210 bytes, start on either half of a
+// word); selects rather than a branch, so the lanes of a row never diverge.
+uint rd32(uint off)
+{
+	uint i = off >> 2;
+	bool odd = (off & 2u) != 0u;
+	uint lo = wdata[i], hi = odd ? wdata[i + 1u] : 0u;
+	return odd ? (lo >> 16) | (hi << 16) : lo;
+}
+// The 16-bit value at an even byte offset (one word).
+uint rd16(uint off) { return (wdata[off >> 2] >> (8u * (off & 2u))) & 0xffffu; }
+// Bit 4 of byte j of the result is bit j of the 4-bit h: the fifth bit of
+// four 5-bit codes (Q5_0, Q5_1) next to their nibbles. h * 0x204081 puts bit j
+// at 8j (and the other copies where the mask drops them).
+uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
+#endif
+
+#if defined(MVS_QUARTER)
+// Quarter blocks: the work unit is 8 elements of one 32-element block (IQ4_XS:
+// of one 32-element sub-block, laid out as an IQ4_NL block), so the
+// threads of a row read x (and the packed weights) contiguously: lane k of a
+// block reads x4 k and k+4 (4- and 5-bit types: the low and high nibbles of
+// quant word k) or 2k, 2k+1 (q8_0). Whole-block lanes instead read x 128
 // bytes apart, which costs several L1 wavefronts per load instruction.
 #define UNIT_ELEMS 8u
-#if TYPE == TYPE_Q4_0
-#define UNIT_X2 4u  // x4 distance of the second vec4 (high nibbles)
-#define BLOCK_BYTES 18u
+#if TYPE == TYPE_Q8_0
+#define UNIT_X2 1u  // x4 distance of the second vec4
 #else
-#define UNIT_X2 1u
+#define UNIT_X2 4u  // (high nibbles)
+#endif
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_IQ4_NL
+#define BLOCK_BYTES 18u
+#elif TYPE == TYPE_Q8_0
 #define BLOCK_BYTES 34u
+#elif TYPE == TYPE_Q4_1
+#define BLOCK_BYTES 20u
+#elif TYPE == TYPE_Q5_0
+#define BLOCK_BYTES 22u
+#elif TYPE == TYPE_IQ4_XS
+#define BLOCK_BYTES 136u // per 8 sub-blocks (unit_load indexes it itself)
+#else
+#define BLOCK_BYTES 24u
+#endif
+#if TYPE == TYPE_IQ4_NL || TYPE == TYPE_IQ4_XS
+// ggml's kvalues_iq4nl in shared memory (filled at the start of main): a
+// constant array indexed by a run-time code may live in local memory
+const float IQ4NL_T[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+				    1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+shared float iq4t[16];
+#define MVS_INIT()                                          \
+	if (gl_LocalInvocationID.x < 16u)                   \
+		iq4t[gl_LocalInvocationID.x] = IQ4NL_T[gl_LocalInvocationID.x]; \
+	barrier()
+vec4 iq4v(uint v) { return vec4(iq4t[v & 15u], iq4t[(v >> 8) & 15u], iq4t[(v >> 16) & 15u], iq4t[(v >> 24) & 15u]); }
 #endif
 struct unit_w {
-	float d;
-	vec4 a0, a1;  // dequantized but unscaled weights of the unit's two vec4s
+	float d;     // the block scale (1 for Q4_1/Q5_1, whose scale and min are in a0, a1)
+	vec4 a0, a1; // the unit's two vec4s of weights, unscaled (scaled: Q4_1, Q5_1)
 };
 struct unit_xv {
 	vec4 x0, x1;
 };
-// 2^(23-p) + n, n the bits of v under mask << p (p + width(mask) <= 23): n
-// becomes a float with one logic operation (no integer-to-float conversion)
-float magic(uint v, uint p, uint mask) { return uintBitsToFloat((v & (mask << p)) | ((150u - p) << 23)); }
 unit_w unit_load(uint roff, uint u)
 {
 	uint c = u >> 2, q = u & 3u;
 	unit_w w;
+#if TYPE == TYPE_IQ4_XS
+	// 136-byte blocks (word aligned): d and scales_h, scales_l, then 16
+	// code bytes per sub-block s; scale (6 bits: nibble s of scales_l, bits
+	// 2s of scales_h) - 32
+	uint b = (roff >> 2) + (u >> 5) * 34u, s = c & 7u;
+	uint w0 = wdata[b], sl = wdata[b + 1u], v = wdata[b + 2u + (u & 31u)];
+	uint ls = ((sl >> (4u * s)) & 15u) | (((w0 >> (16u + 2u * s)) & 3u) << 4);
+	w.d = unpackHalf2x16(w0).x * float(int(ls) - 32);
+	w.a0 = iq4v(v);
+	w.a1 = iq4v(v >> 4);
+	return w;
+#else
+	uint b = roff + c * BLOCK_BYTES;
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || TYPE == TYPE_IQ4_NL || TYPE == TYPE_Q5_0
 	// blocks are 2-byte aligned: a block starting on a word has its quants at
 	// 2 mod 4 (each quant word straddles two words), otherwise they are aligned
-	uint b = roff + c * BLOCK_BYTES;
 	bool al = (b & 2u) == 0u;
 	uint w0 = wdata[b >> 2];
 	w.d = unpackHalf2x16(al ? w0 : w0 >> 16).x;
+#endif
 #if TYPE == TYPE_Q4_0
 	uint qi = (b + 2u + 4u * q) >> 2;
 	uint lo = wdata[qi], hi = al ? wdata[qi + 1u] : 0u;
@@ -109,7 +187,7 @@ unit_w unit_load(uint roff, uint u)
 	       vec4(8388616.0, 32776.0, 136.0, 2056.0);
 	w.a1 = vec4(magic(v, 4u, 15u), magic(v, 12u, 15u), magic(h, 8u, 15u), magic(h, 16u, 15u)) -
 	       vec4(524296.0, 2056.0, 32776.0, 136.0);
-#else
+#elif TYPE == TYPE_Q8_0
 	uint qi = (b + 2u + 8u * q) >> 2;
 	uint m0 = wdata[qi], m1 = wdata[qi + 1u], m2 = al ? wdata[qi + 2u] : 0u;
 	// signed bytes biased to 0..255 (v ^ 0x80), the bias removed with the exponent's value
@@ -119,8 +197,42 @@ unit_w unit_load(uint roff, uint u)
 	const vec4 bias = vec4(8388736.0, 32896.0, 8388736.0, 32896.0);
 	w.a0 = vec4(magic(v0, 0u, 255u), magic(v0, 8u, 255u), magic(h0, 0u, 255u), magic(h0, 8u, 255u)) - bias;
 	w.a1 = vec4(magic(v1, 0u, 255u), magic(v1, 8u, 255u), magic(h1, 0u, 255u), magic(h1, 8u, 255u)) - bias;
+#elif TYPE == TYPE_IQ4_NL
+	// Q4_0's layout: the codes of quant word q at 2 mod 4 when al
+	uint qi = (b + 2u + 4u * q) >> 2;
+	uint lo = wdata[qi], hi = al ? wdata[qi + 1u] : 0u;
+	uint v = al ? (lo >> 16) | (hi << 16) : lo;
+	w.a0 = iq4v(v);
+	w.a1 = iq4v(v >> 4);
+#elif TYPE == TYPE_Q5_0
+	// d, then qh (bit j: fifth bit of element j), then the nibbles: d and qh
+	// lie in the block's first two words either way; the nibbles at 2 mod 4
+	// when al (two words per quant word), else aligned
+	uint w1 = wdata[(b >> 2) + 1u];
+	uint qh = al ? (w0 >> 16) | (w1 << 16) : w1;
+	uint qi = (b >> 2) + 2u + q;
+	uint hi = wdata[qi], lo = al ? wdata[qi - 1u] : 0u;
+	uint v = al ? (lo >> 16) | (hi << 16) : hi;
+	w.a0 = bytes4((v & 0x0f0f0f0fu) | spread4((qh >> (4u * q)) & 15u), 31u, 16.0);
+	w.a1 = bytes4(((v >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16u + 4u * q)) & 15u), 31u, 16.0);
+#else
+	// Q4_1, Q5_1 (4-byte blocks, aligned): d and m, [qh], nibbles; w = d q + m
+	// folded into the weights (once per unit, not per token column)
+	vec2 dm = unpackHalf2x16(wdata[b >> 2]);
+	w.d = 1.0;
+#if TYPE == TYPE_Q4_1
+	uint v = wdata[(b >> 2) + 1u + q];
+	uint l0 = v & 0x0f0f0f0fu, l1 = (v >> 4) & 0x0f0f0f0fu;
+#else
+	uint qh = wdata[(b >> 2) + 1u], v = wdata[(b >> 2) + 2u + q];
+	uint l0 = (v & 0x0f0f0f0fu) | spread4((qh >> (4u * q)) & 15u);
+	uint l1 = ((v >> 4) & 0x0f0f0f0fu) | spread4((qh >> (16u + 4u * q)) & 15u);
+#endif
+	w.a0 = bytes4(l0, 31u, 0.0) * dm.x + dm.y;
+	w.a1 = bytes4(l1, 31u, 0.0) * dm.x + dm.y;
 #endif
 	return w;
+#endif
 }
 unit_xv unit_x(uint xb4, uint u)
 {
@@ -133,6 +245,135 @@ unit_xv unit_x(uint xb4, uint u)
 float unit_apply(unit_w w, unit_xv x)
 {
 	return w.d * (dot(w.a0, x.x0) + dot(w.a1, x.x1));
+}
+#elif defined(MVS_K16)
+// K-quant blocks (256 elements) in units of 16: two consecutive quant words
+// per thread (neighbouring lanes read neighbouring words and x vec4s), the
+// sub-block scales decoded once per unit. Q4_K/Q5_K: words 2p, 2p+1 of the
+// 32-byte chunk k hold elements 64k + 8p.. (low nibbles, sub-block 2k) and
+// 64k + 32 + 8p.. (high nibbles, sub-block 2k+1); scale and min are folded
+// into the weights. Q6_K: in half h, byte l (4i <= l < 4i+4) of ql, ql + 32
+// and qh holds elements l, l+32, l+64, l+96, each row of four with its own
+// scale (applied per row). Q3_K: in chunk k (0..1), byte l (4i..4i+3) of qs
+// holds elements 32q + l of the four q = 4k..4k+3 (2 bits each) whose third
+// bit is bit q of hmask[l]; scale 2q + l / 16 per row of four.
+#define UNIT_ELEMS 16u
+struct unit_w {
+	vec4 s;          // per-row scales (1 for Q4_K/Q5_K: folded into a)
+	vec4 a0, a1, a2, a3;
+};
+struct unit_xv {
+	vec4 x0, x1, x2, x3;
+};
+unit_w unit_load(uint roff, uint u)
+{
+	uint c = u >> 4, r = u & 15u;
+	unit_w w;
+#if TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K
+	uint k = r >> 2, pw = r & 3u;
+#if TYPE == TYPE_Q4_K
+	uint b = (roff >> 2) + c * 36u, qs = b + 4u; // in words; 144-byte blocks stay aligned
+#else
+	uint b = (roff >> 2) + c * 44u, qs = b + 12u;
+#endif
+	uint q0 = wdata[qs + 8u * k + 2u * pw], q1 = wdata[qs + 8u * k + 2u * pw + 1u];
+	vec2 dm = unpackHalf2x16(wdata[b]);
+	// 6-bit scales and mins of sub-blocks 2k, 2k+1 as byte pairs (ggml's
+	// get_scale_min_k4 for both at once): k < 2 plain 6 bits, k >= 2 a
+	// nibble of the last four bytes plus the top 2 bits of the first eight
+	uint s0 = wdata[b + 1u], s1 = wdata[b + 2u], s2 = wdata[b + 3u], sh = 16u * (k & 1u);
+	uint sc = k < 2u ? (s0 >> sh) & 0x3f3fu : ((s2 >> sh) & 0x0f0fu) | (((s0 >> sh) & 0xc0c0u) >> 2);
+	uint mn = k < 2u ? (s1 >> sh) & 0x3f3fu : ((s2 >> (sh + 4u)) & 0x0f0fu) | (((s1 >> sh) & 0xc0c0u) >> 2);
+	vec4 sm = vec4(magic(sc, 0u, 255u), magic(sc >> 8, 0u, 255u), magic(mn, 0u, 255u), magic(mn >> 8, 0u, 255u)) -
+		  8388608.0;
+	vec2 dl = dm.x * sm.xy, ml = dm.y * sm.zw;
+	uint l0 = q0 & 0x0f0f0f0fu, l1 = q1 & 0x0f0f0f0fu, h0 = (q0 >> 4) & 0x0f0f0f0fu, h1 = (q1 >> 4) & 0x0f0f0f0fu;
+#if TYPE == TYPE_Q5_K
+	// fifth bit: bit s of qh[l] for sub-block s (qh words 2p, 2p+1 hold l = 8p..8p+7)
+	uint e0 = wdata[b + 4u + 2u * pw], e1 = wdata[b + 5u + 2u * pw];
+	l0 |= ((e0 >> (2u * k)) & 0x01010101u) << 4;
+	l1 |= ((e1 >> (2u * k)) & 0x01010101u) << 4;
+	h0 |= ((e0 >> (2u * k + 1u)) & 0x01010101u) << 4;
+	h1 |= ((e1 >> (2u * k + 1u)) & 0x01010101u) << 4;
+#endif
+	w.s = vec4(1.0);
+	w.a0 = bytes4(l0, 31u, 0.0) * dl.x - ml.x;
+	w.a1 = bytes4(l1, 31u, 0.0) * dl.x - ml.x;
+	w.a2 = bytes4(h0, 31u, 0.0) * dl.y - ml.y;
+	w.a3 = bytes4(h1, 31u, 0.0) * dl.y - ml.y;
+#elif TYPE == TYPE_Q6_K
+	uint h = r >> 3, i = r & 7u;
+	uint b = roff + c * 210u;
+	uint v0 = rd32(b + 64u * h + 4u * i), v1 = rd32(b + 64u * h + 32u + 4u * i), e = rd32(b + 128u + 32u * h + 4u * i);
+	// int8 scales of rows l, l+32, l+64, l+96: bytes is, is+2, is+4, is+6 at 192 + 8h
+	uint sa = rd32(b + 192u + 8u * h), sb = rd32(b + 196u + 8u * h), ss = 8u * (i >> 2);
+	float d = unpackHalf2x16(rd16(b + 208u)).x; // the last field: no read past the block
+	w.s = d * vec4(bitfieldExtract(int(sa), int(ss), 8), bitfieldExtract(int(sa), int(ss + 16u), 8),
+		       bitfieldExtract(int(sb), int(ss), 8), bitfieldExtract(int(sb), int(ss + 16u), 8));
+	w.a0 = bytes4((v0 & 0x0f0f0f0fu) | ((e & 0x03030303u) << 4), 63u, 32.0);
+	w.a1 = bytes4((v1 & 0x0f0f0f0fu) | (((e >> 2) & 0x03030303u) << 4), 63u, 32.0);
+	w.a2 = bytes4(((v0 >> 4) & 0x0f0f0f0fu) | (((e >> 4) & 0x03030303u) << 4), 63u, 32.0);
+	w.a3 = bytes4(((v1 >> 4) & 0x0f0f0f0fu) | (((e >> 6) & 0x03030303u) << 4), 63u, 32.0);
+#else // Q3_K
+	uint k = r >> 3, i = r & 7u;
+	uint b = roff + c * 110u;
+	uint v = rd32(b + 32u + 32u * k + 4u * i), e = rd32(b + 4u * i) >> (4u * k);
+	float d = unpackHalf2x16(rd16(b + 108u)).x;
+	// scale j (0..15) = 6 bits - 32: low 4 in byte j (j < 8) or the high
+	// nibble of byte j - 8, high 2 at bit 2 (j / 4) of byte 8 + j % 4; this
+	// unit's rows q = 4k..4k+3 take j = 2q + i / 4 = 8k + 2t + i / 4
+	uint s0 = rd32(b + 96u), s1 = rd32(b + 100u), s8 = rd32(b + 104u);
+	vec4 sv;
+	[[unroll]] for (uint t = 0u; t < 4u; t++) {
+		uint j = 8u * k + 2u * t + (i >> 2), bj = j & 7u;
+		uint lo = ((bj < 4u ? s0 : s1) >> (8u * (bj & 3u) + 4u * k)) & 15u;
+		uint hi = (s8 >> (8u * (j & 3u) + 2u * (j >> 2))) & 3u;
+		sv[t] = float(int(lo | (hi << 4)) - 32);
+	}
+	w.s = d * sv;
+	// 3-bit code | (hmask bit << 2) - 4: 2 low bits then the high bit
+	w.a0 = bytes4((v & 0x03030303u) | ((e & 0x01010101u) << 2), 7u, 4.0);
+	w.a1 = bytes4(((v >> 2) & 0x03030303u) | (((e >> 1) & 0x01010101u) << 2), 7u, 4.0);
+	w.a2 = bytes4(((v >> 4) & 0x03030303u) | (((e >> 2) & 0x01010101u) << 2), 7u, 4.0);
+	w.a3 = bytes4(((v >> 6) & 0x03030303u) | (((e >> 3) & 0x01010101u) << 2), 7u, 4.0);
+#endif
+	return w;
+}
+unit_xv unit_x(uint xb4, uint u)
+{
+	uint c = u >> 4, r = u & 15u;
+	unit_xv x;
+#if TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K
+	// elements 64k + 8p (two vec4s), 64k + 32 + 8p (two more)
+	uint xo = xb4 + 64u * c + 16u * (r >> 2) + 2u * (r & 3u);
+	x.x0 = x4[xo];
+	x.x1 = x4[xo + 1u];
+	x.x2 = x4[xo + 8u];
+	x.x3 = x4[xo + 9u];
+#elif TYPE == TYPE_Q6_K
+	// elements 128h + 4i + 32t
+	uint xo = xb4 + 64u * c + 32u * (r >> 3) + (r & 7u);
+	x.x0 = x4[xo];
+	x.x1 = x4[xo + 8u];
+	x.x2 = x4[xo + 16u];
+	x.x3 = x4[xo + 24u];
+#else
+	// elements 32q + 4i, q = 4k + t
+	uint xo = xb4 + 64u * c + 32u * (r >> 3) + (r & 7u);
+	x.x0 = x4[xo];
+	x.x1 = x4[xo + 8u];
+	x.x2 = x4[xo + 16u];
+	x.x3 = x4[xo + 24u];
+#endif
+	return x;
+}
+float unit_apply(unit_w w, unit_xv x)
+{
+#if TYPE == TYPE_Q4_K || TYPE == TYPE_Q5_K
+	return (dot(w.a0, x.x0) + dot(w.a1, x.x1)) + (dot(w.a2, x.x2) + dot(w.a3, x.x3));
+#else
+	return dot(w.s, vec4(dot(w.a0, x.x0), dot(w.a1, x.x1), dot(w.a2, x.x2), dot(w.a3, x.x3)));
+#endif
 }
 #else
 #define UNIT_ELEMS 32u
@@ -160,8 +401,13 @@ float unit_apply(unit_w w, unit_xv x)
 }
 #endif
 
+#ifndef MVS_INIT
+#define MVS_INIT()
+#endif
+
 void main()
 {
+	MVS_INIT();
 	uint tid = gl_LocalInvocationID.x;
 	uint lane = tid % p.tpr;
 	uint row0 = ((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * (WG / p.tpr) + tid / p.tpr) * RPT;

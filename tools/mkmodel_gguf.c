@@ -128,7 +128,8 @@ void mkmodel_tensor_at(const struct gemma3_config *cfg, size_t i, struct mkmodel
 uint32_t mkmodel_tensor_type(const struct gemma3_config *cfg, const struct mkmodel_tensor *t, uint32_t type,
 			     enum quant_preset preset)
 {
-	return quant_preset_tensor_type(type, preset, t->name, t->n_dims, t->ne[0], t->layer, cfg->n_layer);
+	uint32_t gqa = cfg->n_head_kv ? cfg->n_head / cfg->n_head_kv : 1;
+	return quant_preset_tensor_type(type, preset, t->name, t->n_dims, t->ne[0], t->layer, cfg->n_layer, gqa);
 }
 
 int mkmodel_gguf_config(struct gguf_writer *w, const struct gemma3_config *cfg, const char *name,

@@ -1,5 +1,5 @@
 /* quant_preset: per-tensor types for plain --type values and llama.cpp's
- * Q3_K_M / Q4_K_M / Q5_K_M mixes (see quant_preset.h). */
+ * Q3_K_M / Q4_K_M / Q5_K_M / IQ4_XS mixes (see quant_preset.h). */
 #include "tools/quant_preset.h"
 
 #include <stdbool.h>
@@ -18,6 +18,7 @@ static const struct {
 	{ "q3_K_M", QUANT_PRESET_Q3_K_M, TENSOR_Q3_K, 12 },
 	{ "q4_K_M", QUANT_PRESET_Q4_K_M, TENSOR_Q4_K, 15 },
 	{ "q5_K_M", QUANT_PRESET_Q5_K_M, TENSOR_Q5_K, 17 },
+	{ "iq4_xs", QUANT_PRESET_IQ4_XS, TENSOR_IQ4_XS, 30 },
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -25,7 +26,7 @@ static const struct {
 const char *quant_preset_list(void)
 {
 	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, "
-	       "q3_k_m, q4_k_m, q5_k_m";
+	       "q3_k_m, q4_k_m, q5_k_m (iq4_xs is llama-quantize's IQ4_XS mix)";
 }
 
 int quant_preset_parse(const char *s, uint32_t *type, enum quant_preset *preset)
@@ -141,13 +142,23 @@ static bool more_bits(uint32_t layer, uint32_t n_layer)
 
 /* The preset's type for a tensor before the fall-back. */
 static uint32_t preset_choice(uint32_t base, enum quant_preset preset, enum qp_role role, uint64_t ne0,
-			      uint32_t layer, uint32_t n_layer)
+			      uint32_t layer, uint32_t n_layer, uint32_t n_gqa)
 {
 	bool q3 = preset == QUANT_PRESET_Q3_K_M;
-	switch (role) {
-	case QP_EMBD_OUTPUT:
+	if (role == QP_EMBD_OUTPUT)
 		/* Rows the base type cannot hold make it Q8_0 rather than a fall-back. */
 		return ne0 % QK_K ? TENSOR_Q8_0 : TENSOR_Q6_K;
+	if (preset == QUANT_PRESET_IQ4_XS) {
+		/* (llama.cpp without an importance matrix) attn_v takes Q5_K where at
+		 * least 4 query heads share a KV head (Gemma 3 1B: 4/1; 4B-27B: 2),
+		 * ffn_down Q5_K in the first eighth of the layers */
+		if (role == QP_ATTN_V && n_gqa >= 4)
+			return TENSOR_Q5_K;
+		if (role == QP_FFN_DOWN && layer < n_layer / 8)
+			return TENSOR_Q5_K;
+		return base;
+	}
+	switch (role) {
 	case QP_ATTN_V:
 		if (q3)
 			return layer < 2 ? TENSOR_Q5_K : TENSOR_Q4_K;
@@ -164,12 +175,12 @@ static uint32_t preset_choice(uint32_t base, enum quant_preset preset, enum qp_r
 }
 
 uint32_t quant_preset_tensor_type(uint32_t type, enum quant_preset preset, const char *name, uint32_t n_dims,
-				  uint64_t ne0, uint32_t layer, uint32_t n_layer)
+				  uint64_t ne0, uint32_t layer, uint32_t n_layer, uint32_t n_gqa)
 {
 	if (n_dims < 2 || strstr(name, "_norm.weight"))
 		return TENSOR_F32;
 	uint32_t t = type;
 	if (preset != QUANT_PRESET_NONE)
-		t = preset_choice(type, preset, role_of(name), ne0, layer, n_layer);
+		t = preset_choice(type, preset, role_of(name), ne0, layer, n_layer, n_gqa);
 	return quant_preset_fallback(t, ne0);
 }

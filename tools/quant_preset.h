@@ -4,7 +4,10 @@
  * A --type is either a plain tensor type (every 2-D weight matrix and the
  * embedding take it; norms stay f32) or one of llama-quantize's mixed presets
  * Q3_K_M, Q4_K_M, Q5_K_M, which give attn_v, ffn_down in some layers,
- * attn_output (Q3_K_M) and the output matrix a higher type. Gemma 3 ties its
+ * attn_output (Q3_K_M) and the output matrix a higher type, and IQ4_XS
+ * (llama-quantize's IQ4_XS file type without an importance matrix: attn_v
+ * Q5_K where n_head / n_head_kv >= 4, ffn_down Q5_K in the first eighth of
+ * the layers, the output Q6_K; `iq4_xs` names this mix, not the plain type). Gemma 3 ties its
  * output to token_embd, so token_embd takes the output's type, as llama.cpp
  * does for models without output.weight.
  *
@@ -25,11 +28,12 @@ enum quant_preset {
 	QUANT_PRESET_Q3_K_M,
 	QUANT_PRESET_Q4_K_M,
 	QUANT_PRESET_Q5_K_M,
+	QUANT_PRESET_IQ4_XS,
 };
 
 /* A --type value: a tensor type name ("q4_0", "Q5_K", "iq4_xs", ...) or a
- * preset name ("q4_k_m", any case). Sets *type (for a preset, its base type:
- * Q3_K, Q4_K or Q5_K) and *preset. ERR_UNSUP naming the accepted values for
+ * preset name ("q4_k_m", "iq4_xs", any case). Sets *type (for a preset, its
+ * base type: Q3_K, Q4_K, Q5_K or IQ4_XS) and *preset. ERR_UNSUP naming the accepted values for
  * anything else. */
 int quant_preset_parse(const char *s, uint32_t *type, enum quant_preset *preset);
 
@@ -53,10 +57,11 @@ uint32_t quant_preset_fallback(uint32_t type, uint64_t ne0);
 
 /* The type of one tensor: name is its GGUF name ("blk.3.attn_v.weight"),
  * n_dims and ne0 its rank and row length, layer its block index (ignored for
- * tensors outside a block) of n_layer. Tensors of fewer than 2 dims and
+ * tensors outside a block) of n_layer, n_gqa the model's n_head / n_head_kv
+ * (query heads per KV head; the IQ4_XS mix reads it). Tensors of fewer than 2 dims and
  * *_norm.weight stay F32; the rest take the preset's choice, then the
  * fall-back. */
 uint32_t quant_preset_tensor_type(uint32_t type, enum quant_preset preset, const char *name, uint32_t n_dims,
-				  uint64_t ne0, uint32_t layer, uint32_t n_layer);
+				  uint64_t ne0, uint32_t layer, uint32_t n_layer, uint32_t n_gqa);
 
 #endif

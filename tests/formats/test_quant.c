@@ -348,3 +348,32 @@ Test(quant, quantize_zeros)
 			cr_assert_eq(y[i], 0.0f, "%s [%d] = %g", quant_type_info(t)->name, i, y[i]);
 	}
 }
+
+/* The quantizers' binary search for the nearest IQ4 level agrees with trying
+ * every level: on a dense sweep of [-160, 160] and 1/64 apart, on every
+ * midpoint and the floats right beside it (ties go to the lower level in
+ * both), on tiny and large magnitudes and on random values. */
+Test(quant, iq4_nearest_matches_exhaustive)
+{
+	for (int i = -160 * 64; i <= 160 * 64; i++) {
+		float v = i / 64.0f;
+		cr_assert_eq(quant_iq4_nearest(v), quant_iq4_nearest_exhaustive(v), "v=%.9g", v);
+	}
+	for (int k = 0; k < 15; k++) {
+		float m = (iq4nl[k] + iq4nl[k + 1]) / 2.0f;
+		const float vs[3] = { nextafterf(m, -1e9f), m, nextafterf(m, 1e9f) };
+		for (int j = 0; j < 3; j++)
+			cr_assert_eq(quant_iq4_nearest(vs[j]), quant_iq4_nearest_exhaustive(vs[j]), "v=%.9g", vs[j]);
+		cr_assert_eq(quant_iq4_nearest(m), k, "midpoint %g goes to the lower level", m);
+	}
+	/* (not beyond ~1e7: there the exhaustive search's distances round equal
+	 * and it answers level 0; the quantizers only ask about |v| <= 135) */
+	const float edge[] = { 0.0f, -0.0f, 1e-30f, -1e-30f, 1e6f, -1e6f, 127.0f, -127.0f, 113.0f, -200.0f, 200.0f };
+	for (size_t j = 0; j < sizeof edge / sizeof edge[0]; j++)
+		cr_assert_eq(quant_iq4_nearest(edge[j]), quant_iq4_nearest_exhaustive(edge[j]), "v=%.9g", edge[j]);
+	srand(11);
+	for (int i = 0; i < 200000; i++) {
+		float v = ((float)rand() / RAND_MAX - 0.5f) * 300.0f;
+		cr_assert_eq(quant_iq4_nearest(v), quant_iq4_nearest_exhaustive(v), "v=%.9g", v);
+	}
+}

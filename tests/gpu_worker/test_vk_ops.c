@@ -98,7 +98,7 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
 				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
 	if (!tpr)
-		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4) : engine_mv_tpr(ncols, 64);
+		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4, strstr(tname, "_gen") != NULL) : engine_mv_tpr(ncols, 64);
 	if (mvs && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
 		tpr = (uint32_t)atoi(getenv("UNICORN_TEST_TPR"));
 	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
@@ -191,6 +191,52 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 3 : 256, 13, 2, true);
 	check_mv_kernel(1, type, name, b == 32 ? 32 * 7 : 256 * 2, 5, 1, true);
+	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
+		return;
+	/* the generic whole-block unit (UNICORN_VK_MVS_GENERIC=1) */
+	char gen[32];
+	snprintf(gen, sizeof gen, "%s_gen", name);
+	check_mv_kernel(1, type, gen, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
+	check_mv_kernel(1, type, gen, b == 32 ? 32 * 3 : 256, 13, 2, true);
+}
+
+/* The per-type fast units of mul_mvs (8-element quarter blocks of q4_1, q5_0,
+ * q5_1, iq4_nl, and of iq4_xs sub-blocks; 16-element units of q3_k..q6_k): rows whose byte length is
+ * and is not a multiple of 4 (q5_0, iq4_nl, q3_k, q6_k blocks start on either
+ * half of a word), lane-shuffle and shared-memory reductions (tpr up to 128),
+ * GLU, 1..3 columns; and mul_mvb with 4 columns bitwise equal to mul_mvs. */
+Test(vk_ops, mvs_fast_units, .timeout = 240)
+{
+	static const struct { uint32_t type; const char *name; uint32_t blk; } q[] = {
+		{ TENSOR_Q4_1, "q4_1", 32 }, { TENSOR_Q5_0, "q5_0", 32 }, { TENSOR_Q5_1, "q5_1", 32 },
+		{ TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_IQ4_XS, "iq4_xs", 256 }, { TENSOR_Q3_K, "q3_k", 256 },
+		{ TENSOR_Q4_K, "q4_k", 256 },
+		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 },
+	};
+	static const uint32_t shapes[][4] = {
+		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
+		{ 37, 37, 1, 0 }, { 9, 13, 3, 4 }, { 33, 9, 2, 128 }, { 5, 70, 1, 64 },
+		/* Gemma 3 1B rows: 1152 (36 blocks of 32), 6912 (27 of 256) */
+		{ 36, 67, 1, 0 }, { 27, 19, 2, 0 },
+	};
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+		for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+			for (int glu = 0; glu < 2; glu++) {
+				const uint32_t *sh = shapes[k];
+				uint32_t ncols = sh[0] * q[i].blk;
+				uint64_t seed = rng; /* both kernels get the same inputs */
+				float *a = check_mv_run(1, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 1, sh[3]);
+				rng = seed;
+				float *b = check_mv_run(3, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 4, sh[3]);
+				for (uint32_t t = 0; t < sh[2]; t++)
+					for (uint32_t r = 0; r < sh[1]; r++) {
+						size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
+						cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s glu %d t %u row %u: mvs %.9g mvb %.9g",
+							  q[i].name, glu, t, r, a[o], b[o]);
+					}
+				free(a);
+				free(b);
+			}
 }
 
 /* mul_mvs with 1..4 rows per thread group (q4_0/q8_0): row counts that are and
@@ -253,6 +299,11 @@ ParameterizedTest(size_t *i, vk_ops, mvb_type)
 	const char *name = all_types[*i].name;
 	free(check_mv_run(3, type, name, b == 32 ? 32 * 11 : 256 * 2, 37, 7, false, 1, 4, 0));
 	free(check_mv_run(3, type, name, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
+	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
+		return;
+	char gen[32];
+	snprintf(gen, sizeof gen, "%s_gen", name);
+	free(check_mv_run(3, type, gen, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
 }
 
 /* The first-generation matvec (any token count; the fallback) for every type. */

@@ -130,6 +130,30 @@ Test(quant_preset, q3_k_m)
 	check_model("4b", "q3_k_m", more_4b, ex4, 3, TENSOR_Q3_K, TENSOR_Q6_K);
 }
 
+Test(quant_preset, iq4_xs)
+{
+	/* 1B (4 query heads per KV head): attn_v Q5_K -> Q5_1 (1152 rows);
+	 * ffn_down Q5_K in layers below 26/8 = 3; the 1152-wide matrices fall
+	 * back to IQ4_NL, attn_output (1024) and the other ffn_down (6912) keep
+	 * IQ4_XS; the tied output is Q8_0 (1152 rows). */
+	const struct expect ex1[] = {
+		{ "attn_v", TENSOR_Q5_1, TENSOR_Q5_1, 0 },
+		{ "ffn_down", TENSOR_IQ4_XS, TENSOR_Q5_K, 3 },
+		{ "attn_output", TENSOR_IQ4_XS, TENSOR_IQ4_XS, 0 },
+	};
+	check_model("1b", "iq4_xs", more_1b, ex1, 3, TENSOR_IQ4_NL, TENSOR_Q8_0);
+	/* 4B (2 per KV head): attn_v keeps IQ4_XS; ffn_down Q5_K below 34/8 = 4 */
+	const struct expect ex4[] = {
+		{ "ffn_down", TENSOR_IQ4_XS, TENSOR_Q5_K, 4 },
+	};
+	check_model("4b", "IQ4_XS", more_4b, ex4, 1, TENSOR_IQ4_XS, TENSOR_Q6_K);
+	/* the n_gqa threshold itself */
+	cr_expect_eq(quant_preset_tensor_type(TENSOR_IQ4_XS, QUANT_PRESET_IQ4_XS, "blk.5.attn_v.weight", 2, 2560, 5, 34, 4),
+		     TENSOR_Q5_K);
+	cr_expect_eq(quant_preset_tensor_type(TENSOR_IQ4_XS, QUANT_PRESET_IQ4_XS, "blk.5.attn_v.weight", 2, 2560, 5, 34, 3),
+		     TENSOR_IQ4_XS);
+}
+
 Test(quant_preset, plain_types_and_fallback)
 {
 	/* Plain: every matrix and the embedding take the type, then the fall-back. */
@@ -146,12 +170,12 @@ Test(quant_preset, plain_types_and_fallback)
 		uint32_t t = fb[i].type;
 		cr_expect_eq(quant_preset_fallback(t, 2560), t);
 		cr_expect_eq(quant_preset_fallback(t, 1152), fb[i].narrow, "%s", quant_ggml_type_name(t));
-		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "token_embd.weight", 2, 1152, 0, 26),
+		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "token_embd.weight", 2, 1152, 0, 26, 1),
 			     fb[i].narrow);
-		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.attn_v.weight", 2, 2560, 3, 34), t);
-		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.ffn_down.weight", 2, 6912, 3, 26),
+		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.attn_v.weight", 2, 2560, 3, 34, 1), t);
+		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.ffn_down.weight", 2, 6912, 3, 26, 1),
 			     t);
-		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.attn_norm.weight", 1, 2560, 3, 34),
+		cr_expect_eq(quant_preset_tensor_type(t, QUANT_PRESET_NONE, "blk.3.attn_norm.weight", 1, 2560, 3, 34, 1),
 			     TENSOR_F32);
 	}
 	/* Rows not even a multiple of 32: F16, as llama.cpp */
@@ -159,7 +183,7 @@ Test(quant_preset, plain_types_and_fallback)
 	cr_expect_eq(quant_preset_fallback(TENSOR_Q8_0, 100), TENSOR_Q8_0);
 	/* A 2-D *_norm.weight stays f32 too */
 	cr_expect_eq(quant_preset_tensor_type(TENSOR_Q4_K, QUANT_PRESET_Q4_K_M, "blk.0.attn_q_norm.weight", 2, 256, 0,
-					      26),
+					      26, 1),
 		     TENSOR_F32);
 }
 
@@ -189,7 +213,7 @@ Test(quant_preset, parse_names_file_types)
 		{ "q3_k", TENSOR_Q3_K, QUANT_PRESET_NONE, 12, "q3_K" },
 		{ "q5_k", TENSOR_Q5_K, QUANT_PRESET_NONE, 17, "q5_K" },
 		{ "iq4_nl", TENSOR_IQ4_NL, QUANT_PRESET_NONE, 25, "iq4_nl" },
-		{ "IQ4_XS", TENSOR_IQ4_XS, QUANT_PRESET_NONE, 30, "iq4_xs" },
+		{ "IQ4_XS", TENSOR_IQ4_XS, QUANT_PRESET_IQ4_XS, 30, "iq4_xs" },
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
 		uint32_t t = 99;
