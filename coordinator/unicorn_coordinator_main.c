@@ -95,6 +95,7 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	uint64_t n_wide_mb;    /* split micro-batches run wide (mat-mat kernels) */
 	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
 	 * bound: while ops come back faster than the bound, the coordinator looks
 	 * at its bell instead of sleeping (common/spin.h) */
@@ -984,6 +985,7 @@ struct split_mb {
 	uint32_t first, count;   /* its sequences: rs[first, first + count) */
 	uint32_t mode, k;        /* its head */
 	bool head;               /* some entry samples: the head runs */
+	bool wide;               /* its rows run on the mat-mat kernels (wide chunks) */
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
@@ -1006,26 +1008,74 @@ struct split_batch {
 	uint32_t n_mb;
 };
 
-/* n sequences as n_mb micro-batches of near-equal size (some may be empty
- * when n < n_mb). */
+/* Whether the coordinator drives split steps as FLOWs (the default with the
+ * data plane); only they run wide micro-batches. */
+static bool split_flows(const struct coord *c)
+{
+	return c->dp_on && !c->split_via_coord;
+}
+
+/* r's next chunk is a single token recorded wide (a replay): it must run
+ * on the mat-mat kernels again, so it goes through the batched path even
+ * alone. */
+static bool replays_wide_token(const struct intake_req *r)
+{
+	struct sched_chunk ch;
+	return r->seq.replaying && sched_seq_next(&r->seq, &ch) && ch.n == 1 && (ch.flags & SCHED_CHUNK_WIDE);
+}
+
+/* n sequences as micro-batches. Kinds first: a replayed chunk keeps the
+ * kind it was recorded with; a new one runs wide (the mat-mat kernels: the
+ * weights read once per micro-batch instead of once per token column) when
+ * FLOWs run and each micro-batch would hold at least UNICORN_BATCH_MM_MIN
+ * decoders (a mat-mat tile of fewer rows computes mostly padding), else as
+ * a lone token would. Wide sequences go first (rs is reordered); mixed
+ * kinds make two micro-batches, one per kind, else n_mb of near-equal size
+ * (some may be empty when n < n_mb). */
 static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n,
 			    uint32_t n_mb)
 {
+	bool new_wide = split_flows(c) && !c->no_batch && c->batch_mm_min &&
+			n >= (uint64_t)c->batch_mm_min * (n_mb ? n_mb : 1);
+	struct intake_req *narrow[SCHED_MAX_SEQS];
+	struct sched_chunk nch[SCHED_MAX_SEQS];
+	uint32_t nw = 0, nn = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct intake_req *r = rs[i];
+		struct sched_chunk ch;
+		if (!sched_seq_next(&r->seq, &ch) || ch.n != 1)
+			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
+				       (unsigned long long)r->id);
+		if (!r->seq.replaying)
+			ch.flags = new_wide ? SCHED_CHUNK_WIDE : 0;
+		if ((ch.flags & SCHED_CHUNK_WIDE) && !split_flows(c))
+			return err_set(ERR_STATE, "request %016llx: a wide chunk to replay without FLOWs",
+				       (unsigned long long)r->id);
+		if (ch.flags & SCHED_CHUNK_WIDE) {
+			rs[nw] = r;
+			sb->ch[nw++] = ch;
+		} else {
+			narrow[nn] = r;
+			nch[nn++] = ch;
+		}
+	}
+	for (uint32_t i = 0; i < nn; i++) {
+		rs[nw + i] = narrow[i];
+		sb->ch[nw + i] = nch[i];
+	}
 	sb->rs = rs;
 	sb->n = n;
-	sb->n_mb = n_mb;
-	for (uint32_t w = 0, first = 0; w < n_mb; w++) {
-		uint32_t count = n / n_mb + (w < n % n_mb ? 1 : 0);
-		sb->mb[w] = (struct split_mb){ first, count, MSG_HEAD_ARGMAX, 1, false, 0, 0 };
+	bool mixed = nw && nn;
+	sb->n_mb = mixed ? 2 : n_mb;
+	for (uint32_t w = 0, first = 0; w < sb->n_mb; w++) {
+		uint32_t count = mixed ? (w == 0 ? nw : nn) : n / n_mb + (w < n % n_mb ? 1 : 0);
+		sb->mb[w] = (struct split_mb){ first, count, MSG_HEAD_ARGMAX, 1, false, mixed ? w == 0 : nw > 0, 0, 0 };
 		for (uint32_t i = first; i < first + count; i++)
 			sb->mb_of[i] = (uint8_t)w;
 		first += count;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct intake_req *r = rs[i];
-		if (!sched_seq_next(&r->seq, &sb->ch[i]) || sb->ch[i].n != 1)
-			return err_set(ERR_STATE, "request %016llx: no single-token chunk to batch",
-				       (unsigned long long)r->id);
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
 		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
 		uint32_t k = 1;
@@ -1035,7 +1085,7 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 			mb->k = k;
 		}
 	}
-	for (uint32_t w = 0; w < n_mb; w++)
+	for (uint32_t w = 0; w < sb->n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
 	return 0;
 }
@@ -1237,7 +1287,7 @@ static void obs_flow(struct coord *c, const struct msg_flow *f)
 	for (int side = 0; side < 2; side++) {
 		struct wlink *w = side == MSG_FLOW_ATTN ? &c->npu : &c->gpu;
 		int64_t wall = (int64_t)f->wall_us[side] * 1000;
-		uint32_t ops = side == MSG_FLOW_ATTN ? f->n_layer : 1 + f->n_layer + f->head;
+		uint32_t ops = side == MSG_FLOW_ATTN ? f->n_layer : 1 + f->n_layer + (f->flags & MSG_FLOW_HEAD ? 1 : 0);
 		w->busy_ns += wall + hop_ns[side == MSG_FLOW_ATTN ? 1 : 0];
 		w->work_ns += (int64_t)f->gpu_ns[side];
 		w->wall_ns += wall;
@@ -1272,7 +1322,7 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 		struct msg_flow *f = &c->m.u.flow;
 		f->op = MSG_OP_EMBED;
 		f->n_layer = c->n_layer;
-		f->head = mb->head;
+		f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
 		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
 		f->k = mb->head ? mb->k : 1;
 		f->epoch = epoch;
@@ -1289,6 +1339,8 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 			return err_prefix(rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc, "gpu worker");
 		if (w > 0)
 			c->n_pipelined++;
+		if (mb->wide)
+			c->n_wide_mb++;
 	}
 	int64_t last_progress = intake_now_ns();
 	while (finished < sb->n_mb) {
@@ -1316,7 +1368,7 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 				progressed = true;
 				d.ref_seq = f->origin_seq;
 				d.token = f->token;
-				d.k = f->head ? f->k : 0;
+				d.k = f->flags & MSG_FLOW_HEAD ? f->k : 0;
 				d.gpu_ns = f->gpu_ns[0] + f->gpu_ns[1];
 			}
 		}
@@ -1342,7 +1394,7 @@ static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 	/* lockstep rounds and the coordinator-driven dataflow pair two;
 	 * flows run any number, one included (no overlap: an A/B for one GPU
 	 * that time-slices the two workers' contexts) */
-	if (!c->dp_on || c->split_via_coord || n_mb < 1)
+	if (!split_flows(c) || n_mb < 1)
 		n_mb = n_mb < 2 ? 2 : n_mb;
 	int rc = split_batch_init(c, &sb, rs, n, c->dp_on ? n_mb : 2);
 	if (rc)
@@ -1449,9 +1501,9 @@ static void run_live(struct coord *c)
 			else
 				rest[nr++] = live[i];
 		}
-		if (nb == 1)
+		if (nb == 1 && !replays_wide_token(batch[0]))
 			rest[nr++] = batch[--nb];
-		if (nb >= 2) {
+		if (nb >= 1) {
 			rc = step_split_batch(c, batch, nb);
 			heartbeat(c);
 		}
@@ -1527,7 +1579,8 @@ static void report_busy(struct coord *c)
 			(double)(w->wall_ns - w->work_ns) / 1e3 / (double)w->steps);
 	}
 	if (c->split)
-		fprintf(stderr, ", %llu overlapped pairs", (unsigned long long)c->n_pipelined);
+		fprintf(stderr, ", %llu overlapped pairs, %llu wide micro-batches", (unsigned long long)c->n_pipelined,
+			(unsigned long long)c->n_wide_mb);
 	fprintf(stderr, "\n");
 }
 

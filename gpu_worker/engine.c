@@ -1730,7 +1730,7 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 }
 
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
-		       const uint32_t *pos, const float *in, float *out)
+		       const uint32_t *pos, bool wide, const float *in, float *out)
 {
 	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
 		return err_set(ERR_INVAL, "engine: stage_batch: stage %d (attention or FFN)", (int)stage);
@@ -1744,18 +1744,22 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	if (rc)
 		return rc;
 	if (!e->stageb_cbs &&
-	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 2 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
+	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 4 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
 		return err_set(ERR_NOMEM, "engine: out of memory");
-	/* recorded once per (layer, stage, rows) with the batch kernels: every
-	 * row computed as a lone token would be (mul_mvs columns), so a batched
-	 * stage equals the rows' lone stages bit for bit */
-	VkCommandBuffer *slot = &e->stageb_cbs[((size_t)layer * 2 + (uint32_t)stage) * (e->batch_max + 1) + n];
+	/* recorded once per (layer, stage, kind, rows) with the batch kernels:
+	 * every row computed as a lone token would be (mul_mvs columns), so a
+	 * batched stage equals the rows' lone stages bit for bit; or wide, every
+	 * row as a row of a wide step (the tiled kernel accumulates each column
+	 * alike whatever the other columns) */
+	size_t at = (((size_t)layer * 2 + (uint32_t)stage) * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n;
+	VkCommandBuffer *slot = &e->stageb_cbs[at];
 	if (!*slot) {
 		rc = vk_cmd_alloc(e->vk, slot);
 		if (!rc) {
 			e->rec_batch = true;
+			e->rec_wide = wide;
 			rc = rec_stage_io(e, *slot, false, layer, 1, stage, n);
-			e->rec_batch = false;
+			e->rec_batch = e->rec_wide = false;
 		}
 		if (rc) {
 			vk_cmd_free(e->vk, *slot);
@@ -1771,7 +1775,7 @@ float *engine_stage_rows(struct engine *e)
 	return e->hio->map;
 }
 
-int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine_batch_mode mode, uint32_t k,
+int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals)
 {
 	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
@@ -1801,9 +1805,10 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine
 	vk_cmd_barrier(cb);
 	/* the lone head's kernels per row: final norm, logits, argmax/top-k */
 	e->rec_batch = true;
+	e->rec_wide = wide;
 	rec_norm(e, cb, e->s_final, 0, n);
 	rec_logits_to(e, cb, n, n, e->s_logits_d);
-	e->rec_batch = false;
+	e->rec_batch = e->rec_wide = false;
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (mode == ENGINE_BATCH_ARGMAX)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n, 1);

@@ -263,15 +263,17 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 /* Split placement, several sequences: one attention or FFN stage of layer
  * for n rows (in -> out, n x n_embd f32), row t being one token of sequence
  * seqs[t] at pos[t] (attention reads and appends that sequence's KV through
- * its block table). Each row is computed exactly as a lone token's stage.
+ * its block table). Each row is computed exactly as a lone token's stage,
+ * or, wide, as a row of a mat-mat step (engine_forward_chunks' wide kind).
  * in NULL: the rows are already in engine_stage_rows(); out NULL: they stay
  * there (a caller that gathers and scatters rows itself saves two copies). */
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
-		       const uint32_t *pos, const float *in, float *out);
+		       const uint32_t *pos, bool wide, const float *in, float *out);
 /* The host-visible rows engine_stage_batch reads and writes (batch rows x n_embd f32). */
 float *engine_stage_rows(struct engine *e);
-/* Final norm, logits and argmax / top-k (k per row) of n hidden rows. */
-int engine_head_batch(struct engine *e, uint32_t n, const float *in, enum engine_batch_mode mode, uint32_t k,
+/* Final norm, logits and argmax / top-k (k per row) of n hidden rows (wide:
+ * the logits on the mat-mat kernel). */
+int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals);
 int engine_head(struct engine *e, uint32_t n, float *logits);
 

@@ -566,7 +566,8 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 /* Split placement, several sequences: one op for every entry (row 0 of its
  * slot). Rows are gathered from their slots into one engine submission and
  * scattered back; each is computed as a lone token's stage would be. */
-static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uint32_t *token, uint32_t *k_out)
+static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, bool wide, uint32_t *token,
+			  uint32_t *k_out)
 {
 	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e))
 		return err_set(ERR_RANGE, "worker: stage_batch of %u entries (this worker batches up to %u)", m->n,
@@ -614,13 +615,13 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, uin
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN:
 		rc = engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN, m->n,
-					seq, pos, NULL, NULL);
+					seq, pos, wide, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 		static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 		bool tk = m->mode == MSG_HEAD_TOPK;
-		rc = engine_head_batch(w->e, m->n, w->rows, tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
+		rc = engine_head_batch(w->e, m->n, w->rows, wide, tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
 				       tk ? out_vals : NULL);
 		if (!rc && tk)
 			rc = engine_topk_lse(w->e, m->n, out_lse);
@@ -737,7 +738,7 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		if (in->type == MSG_RUN_CHUNKS)
 			seq_id = in->u.run_chunks.e[0].seq_id, rc = do_run_chunks(w, &in->u.run_chunks, &token, &k);
 		else if (in->type == MSG_STAGE_BATCH)
-			seq_id = in->u.stage_batch.e[0].seq_id, rc = do_stage_batch(w, &in->u.stage_batch, &token, &k);
+			seq_id = in->u.stage_batch.e[0].seq_id, rc = do_stage_batch(w, &in->u.stage_batch, false, &token, &k);
 		else if (in->type == MSG_EMBED)
 			seq_id = in->u.embed.seq_id, rc = do_embed(w, &in->u.embed);
 		else if (in->type == MSG_STAGE)
@@ -842,7 +843,7 @@ static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
 			*layer = f->layer + 1;
 			return MSG_OP_ATTN;
 		}
-		return f->head ? MSG_OP_HEAD : MSG_OP_END;
+		return f->flags & MSG_FLOW_HEAD ? MSG_OP_HEAD : MSG_OP_END;
 	default: return MSG_OP_END;
 	}
 }
@@ -878,7 +879,7 @@ static int worker_flow(struct worker *w, struct msg *m)
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
 		uint32_t token = 0, k = 0;
 		err_clear();
-		int rc = do_stage_batch(w, &sb, &token, &k);
+		int rc = do_stage_batch(w, &sb, f->flags & MSG_FLOW_WIDE, &token, &k);
 		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
 		uint64_t dt = count_busy(w, t0, g0, true);
 		f->gpu_ns[side] += dt;

@@ -204,7 +204,7 @@ static void codec(struct cur *c, struct msg *m)
 	}
 	case MSG_FLOW: {
 		struct msg_flow *f = &m->u.flow;
-		c_u32(c, &f->op), c_u32(c, &f->layer), c_u32(c, &f->n_layer), c_u32(c, &f->head);
+		c_u32(c, &f->op), c_u32(c, &f->layer), c_u32(c, &f->n_layer), c_u32(c, &f->flags);
 		c_u32(c, &f->mode), c_u32(c, &f->k), c_u32(c, &f->origin_seq), c_u32(c, &f->epoch);
 		c_i32(c, &f->status), c_u32(c, &f->token), c_u64(c, &f->t_post_ns);
 		c_u64(c, &f->gpu_ns[0]), c_u64(c, &f->gpu_ns[1]), c_u32(c, &f->wall_us[0]), c_u32(c, &f->wall_us[1]);
@@ -482,15 +482,15 @@ int msg_validate(const struct msg *m)
 		bool layered = f->op == MSG_OP_ATTN || f->op == MSG_OP_FFN;
 		if (layered ? f->layer >= f->n_layer : f->layer != 0)
 			return BAD("FLOW: layer %u (< n_layer %u for attn/ffn, else 0)", f->layer, f->n_layer);
-		if (f->head > 1)
-			return BAD("FLOW: head %u (0 or 1)", f->head);
+		if (f->flags & ~(MSG_FLOW_HEAD | MSG_FLOW_WIDE))
+			return BAD("FLOW: flags 0x%x unknown", f->flags);
 		if (f->status > 0 || f->status < -64)
 			return BAD("FLOW: status %d outside [-64, 0]", f->status);
 		if (f->status && f->op != MSG_OP_END)
 			return BAD("FLOW: status %d on op %u (only END carries one)", f->status, f->op);
 		if ((rc = check_entries(t, f->e, f->n)))
 			return rc;
-		if (!f->head && (f->mode != MSG_HEAD_ARGMAX || f->k != 1))
+		if (!(f->flags & MSG_FLOW_HEAD) && (f->mode != MSG_HEAD_ARGMAX || f->k != 1))
 			return BAD("FLOW: mode %u k %u without a head (must be argmax, 1)", f->mode, f->k);
 		return check_head(t, f->mode, f->k);
 	}

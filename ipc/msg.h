@@ -260,12 +260,14 @@ struct msg_stage_batch {
 #define MSG_OP_END 5            /* FLOW only: the step is over (worker -> coordinator) */
 #define MSG_MAX_HOPS (2 * MSG_MAX_LAYERS + 2)
 enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
+#define MSG_FLOW_HEAD 1u        /* the step samples: HEAD after the last FFN */
+#define MSG_FLOW_WIDE 2u        /* every row on the mat-mat kernels (a wide chunk, as RUN_CHUNKS' flag) */
 struct msg_flow {
 	uint32_t op;                    /* EMBED, ATTN, FFN, HEAD: the receiver runs it; END */
 	uint32_t layer;                 /* ATTN/FFN: < n_layer; else 0 */
 	uint32_t n_layer;               /* the model's layers, 1..MSG_MAX_LAYERS */
-	uint32_t head;                  /* 1: HEAD after the last FFN */
-	uint32_t mode, k;               /* the head's (ARGMAX, 1 without a head) */
+	uint32_t flags;                 /* MSG_FLOW_HEAD: HEAD after the last FFN; MSG_FLOW_WIDE: mat-mat kernels */
+	uint32_t mode, k;               /* the head's (ARGMAX, 1 without MSG_FLOW_HEAD) */
 	uint32_t origin_seq;            /* the coordinator's seq of the post: END answers it */
 	uint32_t epoch;                 /* the data plane's epoch when posted: a worker drops older ones */
 	int32_t status;                 /* END: 0, or the failed op's negative ERR_* */

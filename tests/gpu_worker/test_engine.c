@@ -410,16 +410,16 @@ Test(engine, stage_batch_equals_lone_stages, .timeout = 120)
 	cr_assert_eq(engine_embed(x.e, bt, 3), 0, "%s", err_msg());
 	cr_assert_eq(engine_hidden_get(x.e, rows, 3), 0, "%s", err_msg());
 	for (uint32_t l = 0; l < L; l++) {
-		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_ATTN, 3, bs, bp, rows, rows), 0, "%s", err_msg());
-		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_FFN, 3, bs, bp, rows, rows), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_ATTN, 3, bs, bp, false, rows, rows), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_batch(x.e, l, ENGINE_STAGE_FFN, 3, bs, bp, false, rows, rows), 0, "%s", err_msg());
 	}
 	for (uint32_t i = 0; i < 3; i++)
 		cr_assert_eq(memcmp(lone + (size_t)i * E, rows + (size_t)i * E, E * sizeof *rows), 0,
 			     "row %u: batched stages differ from the lone token's", i);
 	uint32_t b_ids[3 * 64], b_am[3];
 	float b_vals[3 * 64];
-	cr_assert_eq(engine_head_batch(x.e, 3, rows, ENGINE_BATCH_TOPK, 64, b_ids, b_vals), 0, "%s", err_msg());
-	cr_assert_eq(engine_head_batch(x.e, 3, rows, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), 0, "%s", err_msg());
+	cr_assert_eq(engine_head_batch(x.e, 3, rows, false, ENGINE_BATCH_TOPK, 64, b_ids, b_vals), 0, "%s", err_msg());
+	cr_assert_eq(engine_head_batch(x.e, 3, rows, false, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), 0, "%s", err_msg());
 	for (uint32_t i = 0; i < 3; i++) {
 		cr_assert_eq(memcmp(a_ids[i], b_ids + i * 64, sizeof a_ids[i]), 0, "row %u: top-k ids differ", i);
 		cr_assert_eq(memcmp(a_vals[i], b_vals + i * 64, sizeof a_vals[i]), 0, "row %u: top-k logits differ", i);
@@ -427,10 +427,10 @@ Test(engine, stage_batch_equals_lone_stages, .timeout = 120)
 	}
 	/* bad input is refused, never run */
 	const uint32_t dup[2] = { 1, 1 };
-	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_ATTN, 2, dup, bp, rows, rows), ERR_INVAL);
-	cr_assert_eq(engine_stage_batch(x.e, L, ENGINE_STAGE_FFN, 1, bs, bp, rows, rows), ERR_INVAL);
-	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_BOTH, 1, bs, bp, rows, rows), ERR_INVAL);
-	cr_assert_eq(engine_head_batch(x.e, 0, rows, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), ERR_INVAL);
+	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_ATTN, 2, dup, bp, false, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_stage_batch(x.e, L, ENGINE_STAGE_FFN, 1, bs, bp, false, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_stage_batch(x.e, 0, ENGINE_STAGE_BOTH, 1, bs, bp, false, rows, rows), ERR_INVAL);
+	cr_assert_eq(engine_head_batch(x.e, 0, rows, false, ENGINE_BATCH_ARGMAX, 1, b_am, NULL), ERR_INVAL);
 	free(lone);
 	free(rows);
 	fx_close(&x);

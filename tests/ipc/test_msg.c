@@ -64,7 +64,7 @@ static void fill(struct msg *m, uint16_t type)
 							   .tokens = { 2, 106, 9, 7, 5, 3 } };
 		break;
 	case MSG_FLOW:
-		m->u.flow = (struct msg_flow){ .op = MSG_OP_FFN, .layer = 3, .n_layer = 26, .head = 1, .mode = MSG_HEAD_TOPK,
+		m->u.flow = (struct msg_flow){ .op = MSG_OP_FFN, .layer = 3, .n_layer = 26, .flags = MSG_FLOW_HEAD | MSG_FLOW_WIDE, .mode = MSG_HEAD_TOPK,
 					       .k = 40, .origin_seq = 77, .epoch = 2, .t_post_ns = 123456789012ull,
 					       .gpu_ns = { 1000, 2000 }, .wall_us = { 3, 4 }, .n_hops = 3,
 					       .hop_us = { 11, 12, 13 }, .n = 2, .e = { { 8, 0, 10, 2 }, { 9, 5, 77, 106 } } };
@@ -564,7 +564,7 @@ Test(msg, flow_rules)
 	patch_reject(MSG_FLOW, 4, 26, "layer = n_layer");
 	patch_reject(MSG_FLOW, 8, 0, "n_layer 0");
 	patch_reject(MSG_FLOW, 8, MSG_MAX_LAYERS + 1, "n_layer cap");
-	patch_reject(MSG_FLOW, 12, 2, "head 2");
+	patch_reject(MSG_FLOW, 12, 4, "unknown flag");
 	patch_reject(MSG_FLOW, 20, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_FLOW, 32, (uint32_t)ERR_IO, "status on a non-END op");
 	patch_reject(MSG_FLOW, 32, 1, "positive status");
@@ -580,7 +580,7 @@ Test(msg, flow_rules)
 	len = enc(&a);
 	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
 	cr_assert_eq(b.u.flow.status, ERR_RANGE);
-	a.u.flow.head = 0;
+	a.u.flow.flags = MSG_FLOW_WIDE;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k without a head");
 }
 

@@ -281,7 +281,12 @@ Test(hotpath, fused_gpu_worker_killed_under_http_streams, .timeout = 240)
 
 Test(hotpath, split_workers_killed_under_http_streams, .timeout = 300)
 {
+	/* the attention worker dies under wide micro-batches (decode rows on
+	 * the mat-mat kernels, UNICORN_BATCH_MM_MIN=2): the replay recomputes
+	 * them wide; the gpu worker under rows run as lone tokens */
+	setenv("UNICORN_BATCH_MM_MIN", "2", 1);
 	kill_under_streams("split", "unicorn-npu-worker", true);
+	unsetenv("UNICORN_BATCH_MM_MIN");
 	kill_under_streams("split", "unicorn-gpu-worker", true);
 }
 
@@ -351,31 +356,40 @@ Test(hotpath, api_killed_under_http_streams, .timeout = 180)
 
 /* Split placement's dataflow (two micro-batches, and four with
  * UNICORN_SPLIT_MBS=4) gives the greedy text of fused placement. */
-Test(hotpath, split_micro_batches_equal_fused, .timeout = 300)
+Test(hotpath, split_micro_batches_equal_fused, .timeout = 400)
 {
-	struct stream s[3][N_STREAMS];
-	const char *placement[3] = { "fused", "split", "split" };
-	for (int k = 0; k < 3; k++) {
+	/* 0: fused; 1, 2: split with 2 and 4 micro-batches (rows as lone
+	 * tokens); 3, 4: fused and split with UNICORN_BATCH_MM_MIN=2, so decode
+	 * rows run wide (the mat-mat kernels) in both, as FLOWs in split */
+	enum { N_RUNS = 5 };
+	static struct stream s[N_RUNS][N_STREAMS];
+	const char *placement[N_RUNS] = { "fused", "split", "split", "fused", "split" };
+	for (int k = 0; k < N_RUNS; k++) {
 		if (k == 2)
 			setenv("UNICORN_SPLIT_MBS", "4", 1);
+		if (k == 3) {
+			unsetenv("UNICORN_SPLIT_MBS");
+			setenv("UNICORN_BATCH_MM_MIN", "2", 1);
+		}
 		struct proc_cluster c;
 		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
 		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
 		proc_cluster_stop(&c);
 	}
-	unsetenv("UNICORN_SPLIT_MBS");
+	unsetenv("UNICORN_BATCH_MM_MIN");
 	for (int i = 0; i < N_STREAMS; i++) {
-		char *a = stream_text(&s[0][i]);
-		cr_assert_gt(strlen(a), 0);
-		for (int k = 1; k < 3; k++) {
-			cr_assert(answer_complete(&s[k][i], true), "split stream %d incomplete", i);
-			char *b = stream_text(&s[k][i]);
-			cr_assert_str_eq(b, a, "stream %d: split (%s micro-batches) and fused differ", i,
-					 k == 1 ? "2" : "4");
-			free(b);
+		char *text[N_RUNS];
+		for (int k = 0; k < N_RUNS; k++) {
+			cr_assert(answer_complete(&s[k][i], true), "run %d stream %d incomplete", k, i);
+			text[k] = stream_text(&s[k][i]);
+		}
+		cr_assert_gt(strlen(text[0]), 0);
+		cr_assert_str_eq(text[1], text[0], "stream %d: split (2 micro-batches) and fused differ", i);
+		cr_assert_str_eq(text[2], text[0], "stream %d: split (4 micro-batches) and fused differ", i);
+		cr_assert_str_eq(text[4], text[3], "stream %d: wide split and wide fused differ", i);
+		for (int k = 0; k < N_RUNS; k++) {
+			free(text[k]);
 			free(s[k][i].body);
 		}
-		free(a);
-		free(s[0][i].body);
 	}
 }
