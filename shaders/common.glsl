@@ -43,6 +43,14 @@
 #define KV_BLOCK 16u
 #define KV_ROW(tab, base, off, mod, p) ((tab)[(base) + (off) + ((p) / KV_BLOCK) % (mod)] * KV_BLOCK + (p) % KV_BLOCK)
 
+// Keys per attention split of a token whose visible range holds len keys
+// (attn.comp, attn_combine.comp): at least min_chunk, so a short range is one
+// split, which attn normalizes and writes itself (attn_combine skips it).
+uint attn_chunk(uint len, uint n_split, uint min_chunk)
+{
+	return max((len + n_split - 1u) / n_split, min_chunk);
+}
+
 float gelu_tanh(float x)
 {
 	const float c = 0.7978845608028654; // sqrt(2/pi)
