@@ -1153,14 +1153,16 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		1.0f / sqrtf(qpas), e->attn_chunk, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
 		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0,
 	};
-	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
-	bar(e, cb);
 	/* attn writes the output of a token whose keys fit one split itself (and
 	 * attn_combine skips it): every token when there is one split, on sliding
 	 * layers whose window fits one, or when the step is short (every token's
-	 * position below attn_chunk; recorded as its own command buffer) */
-	bool one_split = e->n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short;
-	if (!e->fuse_combine && !(e->fuse && one_split)) {
+	 * position below attn_chunk; recorded as its own command buffer). Then
+	 * only split 0 has work: the other workgroups are not launched either. */
+	bool one_split = e->fuse && (e->n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short);
+	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n,
+	     one_split ? 1 : e->n_split);
+	bar(e, cb);
+	if (!e->fuse_combine && !one_split) {
 		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, e->attn_chunk, { 0, 0, 0 } };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
