@@ -43,12 +43,13 @@
 #define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
-/* attention keys per split at least (attn_chunk in shaders/common.glsl;
- * UNICORN_VK_ATTN_CHUNK overrides): a token with at most this many visible keys
- * is one split, written by attn itself, so a decode step whose tokens are all
- * that short needs no attn_combine dispatch. 128 covers tg128 and the
- * 64-position profile step; longer ranges still spread over n_split splits. */
+/* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
+ * with at most this many visible keys is one split, written by attn itself, so
+ * a decode step whose tokens are all that short needs no attn_combine
+ * dispatch. 128 covers tg128 and the 64-position profile step; a longer range
+ * is cut into n_split slices of at least ATTN_MIN_CHUNK keys as before. */
 #define ATTN_CHUNK 128u
+#define ATTN_MIN_CHUNK 32u
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
  * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
@@ -1150,8 +1151,8 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, e->n_split,
-		1.0f / sqrtf(qpas), e->attn_chunk, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
-		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0,
+		1.0f / sqrtf(qpas), ATTN_MIN_CHUNK, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
+		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0, e->attn_chunk,
 	};
 	/* attn writes the output of a token whose keys fit one split itself (and
 	 * attn_combine skips it): every token when there is one split, on sliding
@@ -1163,7 +1164,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	     one_split ? 1 : e->n_split);
 	bar(e, cb);
 	if (!e->fuse_combine && !one_split) {
-		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, e->attn_chunk, { 0, 0, 0 } };
+		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, { 0, 0 } };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}

@@ -63,6 +63,7 @@ layout(push_constant) uniform Push {
 	float freq_scale;
 	uint kv_cap;
 	uint rope;
+	uint one_len;    // attn_chunk: ranges of at most one_len keys are one split
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
@@ -101,7 +102,7 @@ void main()
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
 	uint len = pos + 1u - lo;
-	uint chunk = attn_chunk(len, p.n_split, p.min_chunk);
+	uint chunk = attn_chunk(len, p.n_split, p.min_chunk, p.one_len);
 	bool single = chunk >= len;  // split 0 holds every key and writes out[]
 	if (single && sp > 0u)
 		return;

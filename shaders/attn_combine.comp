@@ -20,7 +20,8 @@ layout(push_constant) uniform Push {
 	uint n_split;
 	uint window;     // as attn.comp's: 0 = global layer
 	uint min_chunk;
-	uint pad0, pad1, pad2;
+	uint one_len;
+	uint pad0, pad1;
 } p;
 
 #define MAX_SPLIT 256u  // engine: n_split <= 256
@@ -32,7 +33,7 @@ void main()
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim, tid = gl_LocalInvocationID.x;
 	uint pos = step[STEP_TPOS(t)];
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
-	if (attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk) >= pos + 1u - lo)
+	if (attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= pos + 1u - lo)
 		return;
 	uint ns = min(p.n_split, MAX_SPLIT);
 	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);

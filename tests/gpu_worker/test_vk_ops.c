@@ -356,12 +356,12 @@ Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm(
  * linear scaling 8, no window). The cache is paged: logical blocks map to
  * scattered physical blocks through a block table; a windowed layer uses a
  * two-entry ring (positions 40..52 span logical blocks 2 and 3, which reuse
- * the entries of blocks 0 and 1). min_chunk: attn's least keys per split (a
- * token with no more keys is one split that attn writes itself; attn_combine
- * skips it). rope_in: one token, whose q/k norm + rope + KV append attn does
- * itself (no rope_kv dispatch), as the engine's decode steps. */
+ * the entries of blocks 0 and 1). one_len: a token with at most that many
+ * keys is one split, which attn writes itself (attn_combine skips it).
+ * rope_in: one token, whose q/k norm + rope + KV append attn does itself (no
+ * rope_kv dispatch), as in the engine's decode steps. */
 static void check_attention_x(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
-			      bool fused, uint32_t min_chunk, bool rope_in)
+			      bool fused, uint32_t one_len, bool rope_in)
 {
 	const uint32_t nh = 4, nkv = 2, T = rope_in ? 1 : 13, pos0 = 40, cap = 64, pool = 6 * 16;
 	/* global entries 0..3, ring entries 4..5 */
@@ -409,8 +409,8 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap, toff, tmod };
 	if (!rope_in)
 		run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs, bt }, &rp, nh + nkv, T, 1);
-	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, min_chunk, T * nh * n_split * (hd + 2), toff, tmod,
-				1e-6f, base, fscale, cap, rope_in };
+	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2), toff, tmod,
+				1e-6f, base, fscale, cap, rope_in, one_len };
 	struct vk_buf *ab[9] = { bq, bk, bv, bp, bs, bo, bt, bqn, bkn };
 	if (fused) {
 		uint32_t *zero = calloc(T * nh, 4);
@@ -428,7 +428,7 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 		/* a second run over the same state must give the same output */
 		run1(&pa, ab, &ap, nh, T, n_split);
 	} else {
-		struct combine_push cp = { hd, nh, n_split, window, min_chunk, { 0, 0, 0 } };
+		struct combine_push cp = { hd, nh, n_split, window, 1, one_len, { 0, 0 } };
 		run1(&pc, (struct vk_buf *[]){ bp, bo, bs }, &cp, nh, T, 1);
 	}
 	float *got = malloc(T * nh * hd * 4);
@@ -512,7 +512,7 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
 			    bool fused)
 {
-	check_attention_x(base, fscale, window, n_split, hd, spec_hd, fused, 1, false);
+	check_attention_x(base, fscale, window, n_split, hd, spec_hd, fused, 0, false);
 }
 
 Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3, 32, false, false); }
@@ -525,20 +525,20 @@ Test(vk_ops, attention_wide_head) { check_attention(1e4f, 1.0f, 7, 2, 288, true,
 /* the merge done by the last split's workgroup instead of attn_combine */
 Test(vk_ops, attention_fused_combine) { check_attention(1e6f, 1.0f / 8, 5, 5, 32, true, true); }
 Test(vk_ops, attention_fused_one_split) { check_attention(1e4f, 1.0f, 0, 1, 32, false, true); }
-/* min_chunk 24: the window-5 layer and the first tokens (up to 48 keys over 2
- * splits) are one split each, written by attn (attn_combine skips them); the
- * later tokens still merge two */
+/* one_len 48: the window-5 layer's tokens and the first 8 tokens (41..48
+ * keys) are one split each, written by attn (attn_combine skips them); the
+ * later ones (49..53 keys) still merge two */
 Test(vk_ops, attention_short_direct) {
-	check_attention_x(1e4f, 1.0f, 5, 2, 32, true, false, 24, false);
-	check_attention_x(1e6f, 1.0f / 8, 0, 2, 32, true, false, 24, false);
-	check_attention_x(1e6f, 1.0f / 8, 0, 2, 34, false, true, 24, false);
+	check_attention_x(1e4f, 1.0f, 5, 2, 32, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 2, 32, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 2, 34, false, true, 48, false);
 }
 /* q/k norm + rope + KV append inside attn (one token): CPU reference */
 Test(vk_ops, attention_rope_in_attn) {
-	check_attention_x(1e4f, 1.0f, 5, 3, 32, true, false, 1, true);
-	check_attention_x(1e6f, 1.0f / 8, 0, 4, 32, true, false, 1, true);
-	check_attention_x(1e4f, 1.0f, 0, 3, 34, false, false, 1, true);
-	check_attention_x(1e4f, 1.0f, 7, 2, 288, true, true, 1, true);
+	check_attention_x(1e4f, 1.0f, 5, 3, 32, true, false, 0, true);
+	check_attention_x(1e6f, 1.0f / 8, 0, 4, 32, true, false, 0, true);
+	check_attention_x(1e4f, 1.0f, 0, 3, 34, false, false, 0, true);
+	check_attention_x(1e4f, 1.0f, 7, 2, 288, true, true, 0, true);
 	check_attention_x(1e6f, 1.0f, 0, 2, 32, true, false, 64, true);
 }
 
