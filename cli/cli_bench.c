@@ -127,8 +127,8 @@ static int profile_one(struct engine *e, const char *what, const uint32_t *token
 		return rc;
 	uint64_t mat_ns = 0, mat_bytes = 0;
 	if (f) {
-		fprintf(f, "\nprofile: %s (%u token%s at position %u): %u dispatches, GPU %.3f ms\n", what, n,
-			n == 1 ? "" : "s", pos0, pr.n_dispatch, pr.total_ns / 1e6);
+		fprintf(f, "\nprofile: %s (%u token%s at position %u): %u dispatches, %u barriers, GPU %.3f ms\n", what, n,
+			n == 1 ? "" : "s", pos0, pr.n_dispatch, pr.n_barrier, pr.total_ns / 1e6);
 		fprintf(f, "  %-18s %6s %10s %6s %10s %7s\n", "kind", "count", "ms", "%", "weight GB/s", "% copy");
 	}
 	json_t *kinds = json_array();
@@ -165,6 +165,7 @@ static int profile_one(struct engine *e, const char *what, const uint32_t *token
 		json_object_set_new(o, "n_tokens", json_integer(n));
 		json_object_set_new(o, "pos0", json_integer(pos0));
 		json_object_set_new(o, "n_dispatch", json_integer(pr.n_dispatch));
+		json_object_set_new(o, "n_barrier", json_integer(pr.n_barrier));
 		json_object_set_new(o, "gpu_ns", json_integer((json_int_t)pr.total_ns));
 		json_object_set_new(o, "matrix_ns", json_integer((json_int_t)mat_ns));
 		json_object_set_new(o, "matrix_bytes", json_integer((json_int_t)mat_bytes));

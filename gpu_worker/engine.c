@@ -2,11 +2,15 @@
  *
  * Per token (decode, fused placement) the recorded command buffer runs:
  *   embed, attn_norm(layer 0),
- *   per layer: qkv matvec, rope_kv, attn, attn_combine, wo matvec,
+ *   per layer: qkv matvec, [rope_kv], attn, [attn_combine], wo matvec,
  *              post_attn_norm+residual+ffn_norm, gate/up GLU matvec, down matvec,
  *              post_ffn_norm+residual+next attn_norm (or the final norm),
  *   logits matvec, [argmax | topk]
- * i.e. 9 dispatches per layer, one queue submission per step. */
+ * i.e. 7 to 9 dispatches per layer, one queue submission per step. rope_kv
+ * runs inside attn when the step's rows are distinct sequences (a decode
+ * step), attn_combine is left out when every token's keys fit one split
+ * (short context; command buffers are recorded per short/long); see
+ * rec_attn. UNICORN_NO_FUSE=1 records both always (A/B, same numbers). */
 #include "gpu_worker/engine.h"
 
 #include <math.h>
@@ -39,6 +43,13 @@
 #define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
+/* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
+ * with at most this many visible keys is one split, written by attn itself, so
+ * a decode step whose tokens are all that short needs no attn_combine
+ * dispatch. 128 covers tg128 and the 64-position profile step; a longer range
+ * is cut into n_split slices of at least ATTN_MIN_CHUNK keys as before. */
+#define ATTN_CHUNK 128u
+#define ATTN_MIN_CHUNK 32u
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
  * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
@@ -113,6 +124,11 @@ struct engine {
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
+	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */
+	uint32_t attn_chunk;            /* ATTN_CHUNK */
+	bool step_short;                /* the step written last: every token's range is one attention split */
+	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
+	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
@@ -123,7 +139,7 @@ struct engine {
 	const char *prof_name[PROF_MAX];
 	uint64_t prof_bytes[PROF_MAX];
 	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_logits_d, s_argmax, s_topk;
-	VkCommandBuffer *cbs[N_MODES]; /* [mode][n], recorded on first use */
+	VkCommandBuffer *cbs[2 * N_MODES]; /* [short * N_MODES + mode][n], recorded on first use */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
 	/* paged KV cache: block tables [max_seqs][tab_len], written by the host
 	 * into tabh and copied to tabd before the next submission that follows a
@@ -134,8 +150,8 @@ struct engine {
 	uint8_t tab_dirty[256];        /* per sequence (max_seqs <= 256) */
 	bool tab_any_dirty;
 	VkCommandBuffer tabcb;
-	VkCommandBuffer *stage_cbs;    /* [layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
-	VkCommandBuffer *stageb_cbs;   /* [layer][ATTN|FFN][n 0..batch_max]: engine_stage_batch (lazily) */
+	VkCommandBuffer *stage_cbs;    /* [short][layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
+	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -357,6 +373,15 @@ static int mkset7(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 	return vk_set_create(e->vk, p, b, s);
 }
 
+/* Nine buffers (attn: the KV kernel's seven + the q/k norm weights). */
+static int mkset9(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *const *bufs)
+{
+	struct vk_bind b[9];
+	for (int i = 0; i < 9; i++)
+		b[i] = (struct vk_bind){ bufs[i], 0, 0 };
+	return vk_set_create(e->vk, p, b, s);
+}
+
 /* Same with a weight matrix at binding 0: its range of its buffer (an
  * imported matrix is a slice of a shared import). */
 static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
@@ -510,8 +535,14 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
-	if (!rc) rc = vk_pipe_create(e->vk, "attn", 7, sizeof(struct attn_push), spec_attn, 3, &e->attn);
-	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &e->combine);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn", 9, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &e->combine);
+	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
+	 * before the fusions (A/B in one benchmark; the numbers are the same) */
+	const char *fenv = getenv("UNICORN_NO_FUSE");
+	e->fuse = !(fenv && *fenv && strcmp(fenv, "0") != 0);
+	const char *chenv = getenv("UNICORN_VK_ATTN_CHUNK");
+	e->attn_chunk = chenv && atoi(chenv) > 0 ? (uint32_t)atoi(chenv) : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 2, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
 	if (!rc) rc = vk_pipe_create(e->vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &e->topk);
@@ -594,8 +625,9 @@ static int sets_create(struct engine *e)
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv, d, d, d);
 		if (!rc) rc = mkset7(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd);
-		if (!rc) rc = mkset7(e, &e->attn, &l->s_attn, e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd);
-		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, d, d, d, d);
+		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
+		if (!rc) rc = mkset9(e, &e->attn, &l->s_attn, ab);
+		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, d, d, d);
 		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
@@ -698,7 +730,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		goto fail;
 	e->L = calloc(c->n_layer, sizeof *e->L);
 	bool cbs_ok = true;
-	for (uint32_t i = 0; i < N_MODES; i++)
+	for (uint32_t i = 0; i < 2 * N_MODES; i++)
 		cbs_ok = (e->cbs[i] = calloc(e->max_batch + 1, sizeof(VkCommandBuffer))) != NULL && cbs_ok;
 	if (!e->L || !cbs_ok) {
 		rc = err_set(ERR_NOMEM, "engine: out of memory");
@@ -770,7 +802,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = sets_create(e);
 	if (!rc)
 		rc = vk_cmd_alloc(e->vk, &e->once);
-	if (!rc && !(e->stage_cbs = calloc((size_t)c->n_layer * 3, sizeof *e->stage_cbs)))
+	if (!rc && !(e->stage_cbs = calloc((size_t)c->n_layer * 6, sizeof *e->stage_cbs)))
 		rc = err_set(ERR_NOMEM, "engine: out of memory");
 	if (rc)
 		goto fail;
@@ -794,15 +826,15 @@ void engine_destroy(struct engine *e)
 		return;
 	if (e->vk) {
 		vkDeviceWaitIdle(e->vk->dev);
-		for (uint32_t m = 0; m < N_MODES; m++)
+		for (uint32_t m = 0; m < 2 * N_MODES; m++)
 			for (uint32_t n = 0; e->cbs[m] && n <= e->max_batch; n++)
 				vk_cmd_free(e->vk, e->cbs[m][n]);
 		vk_cmd_free(e->vk, e->once);
 		vk_cmd_free(e->vk, e->chunkcb);
 		vk_cmd_free(e->vk, e->tabcb);
-		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 3; i++)
+		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 6; i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
-		for (size_t i = 0; e->stageb_cbs && i < (size_t)e->cfg.n_layer * 2 * (e->batch_max + 1); i++)
+		for (size_t i = 0; e->stageb_cbs && i < (size_t)e->cfg.n_layer * 8 * (e->batch_max + 1); i++)
 			vk_cmd_free(e->vk, e->stageb_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
@@ -841,7 +873,7 @@ void engine_destroy(struct engine *e)
 		}
 		vk_destroy(e->vk);
 	}
-	for (uint32_t m = 0; m < N_MODES; m++)
+	for (uint32_t m = 0; m < 2 * N_MODES; m++)
 		free(e->cbs[m]);
 	free(e->stage_cbs);
 	free(e->stageb_cbs);
@@ -966,6 +998,7 @@ static void disp(struct engine *e, VkCommandBuffer cb, const char *name, uint64_
 		 VkDescriptorSet s, const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
 {
 	vk_cmd_dispatch(cb, p, s, push, gx, gy, gz);
+	e->rec_disp++;
 	if (e->prof && e->prof_n + 1 < PROF_MAX && e->prof_n + 1 < e->vk->n_queries) {
 		e->prof_name[e->prof_n] = name;
 		e->prof_bytes[e->prof_n] = bytes;
@@ -1068,8 +1101,9 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 /* Compute -> compute dependency between two dispatches of one submission. The
  * full vk_cmd_barrier (transfer and host stages too) is kept where a transfer or
  * the host reads next (step copy, logits, the end of a stage). */
-static void bar(const struct engine *e, VkCommandBuffer cb)
+static void bar(struct engine *e, VkCommandBuffer cb)
 {
+	e->rec_bars++;
 	if (e->full_barriers) {
 		vk_cmd_barrier(cb);
 		return;
@@ -1083,12 +1117,19 @@ static void bar(const struct engine *e, VkCommandBuffer cb)
 			     NULL, 0, NULL);
 }
 
+/* The full barrier (vk_cmd_barrier), counted for engine_profile. */
+static void fbar(struct engine *e, VkCommandBuffer cb)
+{
+	e->rec_bars++;
+	vk_cmd_barrier(cb);
+}
+
 /* Copy the host-written step buffer into its device twin (kernels read stepd). */
 static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
 	VkBufferCopy r = { 0, 0, sizeof(struct engine_step) + (VkDeviceSize)n * sizeof(struct engine_step_tok) };
 	vkCmdCopyBuffer(cb, e->step->buf, e->stepd->buf, 1, &r);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 }
 
 static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
@@ -1099,7 +1140,7 @@ static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, ui
 	if (mode == 3)
 		bar(e, cb);
 	else
-		vk_cmd_barrier(cb);
+		fbar(e, cb);
 }
 
 static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
@@ -1117,24 +1158,38 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	}
 	bar(e, cb);
 	bool global = c->layer_global[il];
+	uint32_t window = global ? 0 : c->sliding_window;
 	struct rope_push rp = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, c->eps,
 		global ? c->rope_base_global : c->rope_base_local,
 		global && c->rope_scale_global > 0 ? 1.0f / c->rope_scale_global : 1.0f, e->max_ctx,
 		global ? 0 : e->kv.max_blocks, global ? e->kv.max_blocks : e->kv.ring,
 	};
-	disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
-	bar(e, cb);
+	/* rope_kv inside attn when no row reads another row's fresh key: one
+	 * token, or one token per sequence (attn appends k/v while it runs, so a
+	 * sequence's earlier rows of the same step would not be visible) */
+	bool rope_in_attn = e->fuse && (n == 1 || e->rec_distinct);
+	if (!rope_in_attn) {
+		disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
+		bar(e, cb);
+	}
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
 	struct attn_push ap = {
-		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, global ? 0 : c->sliding_window, e->n_split,
-		1.0f / sqrtf(qpas), 32, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
-		global ? 0 : e->kv.max_blocks, global ? e->kv.max_blocks : e->kv.ring,
+		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, e->n_split,
+		1.0f / sqrtf(qpas), ATTN_MIN_CHUNK, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
+		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0, e->attn_chunk,
 	};
-	disp(e, cb, "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n, e->n_split);
+	/* attn writes the output of a token whose keys fit one split itself (and
+	 * attn_combine skips it): every token when there is one split, on sliding
+	 * layers whose window fits one, or when the step is short (every token's
+	 * position below attn_chunk; recorded as its own command buffer). Then
+	 * only split 0 has work: the other workgroups are not launched either. */
+	bool one_split = e->fuse && (e->n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short);
+	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n,
+	     one_split ? 1 : e->n_split);
 	bar(e, cb);
-	if (!e->fuse_combine) {
-		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, 0 };
+	if (!e->fuse_combine && !one_split) {
+		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, { 0, 0 } };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}
@@ -1173,7 +1228,7 @@ static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 	struct rows_push p = { e->embd.ncols, e->embd.nrows, e->embd.row_bytes, sqrtf((float)e->cfg.n_embd) };
 	rec_step_copy(e, cb, n);
 	disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
-	vk_cmd_barrier(cb); /* once per step; engine_embed's caller may read h next */
+	fbar(e, cb); /* once per step; engine_embed's caller may read h next */
 }
 
 /* logits of rows [n - n_out, n) of xb into the buffer of set s (logits or logitsd) */
@@ -1181,7 +1236,7 @@ static void rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint
 {
 	rec_mv(e, cb, "mv logits", &e->embd, s, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
 	       e->n_vocab_text);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 }
 
 /* logits of rows [n - n_out, n) of xb into logits[0..n_out) (host-visible) */
@@ -1227,7 +1282,7 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, uint
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n_out, 1);
 	if (tk && n_out)
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n_out, 1);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
 	VkResult r = vkEndCommandBuffer(cb);
@@ -1249,6 +1304,7 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 	s->n = n;
 	s->k = k;
 	s->kv_base = e->seq * e->tab_len;
+	e->step_short = pos0 + n <= e->attn_chunk;
 	/* the kernels read every token's own record: one sequence, consecutive positions */
 	for (uint32_t i = 0; i < n; i++) {
 		if (tokens)
@@ -1278,8 +1334,9 @@ static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_
 {
 	e->rec_batch = mode >= MODE_B_ALL;
 	e->rec_wide = mode >= MODE_W_ALL;
+	e->rec_short = e->step_short;
 	int rc = record_forward(e, cb, n, n_out, mode);
-	e->rec_batch = e->rec_wide = false;
+	e->rec_batch = e->rec_wide = e->rec_short = false;
 	return rc;
 }
 
@@ -1296,12 +1353,17 @@ static int run_forward(struct engine *e, VkCommandBuffer cb)
 static int replay(struct engine *e, int mode, uint32_t n)
 {
 	int rc;
-	VkCommandBuffer *cb = &e->cbs[mode][n];
+	/* short steps (no attn_combine) have their own command buffers */
+	VkCommandBuffer *cb = &e->cbs[(e->fuse && e->step_short ? N_MODES : 0) + mode][n];
 	if (!*cb) {
 		bool heads = mode == MODE_ALL || mode >= MODE_B_ALL;
 		rc = vk_cmd_alloc(e->vk, cb);
+		/* the batch modes' rows are distinct sequences (batch_write, and
+		 * engine_forward_chunks replays only single-token chunks) */
+		e->rec_distinct = mode >= MODE_B_ALL;
 		if (!rc)
 			rc = record_mode(e, *cb, n, heads ? n : 1, mode);
+		e->rec_distinct = false;
 		if (rc) {
 			vk_cmd_free(e->vk, *cb);
 			*cb = VK_NULL_HANDLE;
@@ -1341,7 +1403,9 @@ static int batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, con
 	s->n = n;
 	s->k = k;
 	s->kv_base = seqs[0] * e->tab_len;
+	e->step_short = true;
 	for (uint32_t t = 0; t < n; t++) {
+		e->step_short = e->step_short && pos[t] < e->attn_chunk;
 		s->tok[t].token = tokens ? tokens[t] : 0;
 		s->tok[t].pos = pos[t];
 		s->tok[t].base = seqs[t] * e->tab_len;
@@ -1446,8 +1510,10 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 	s->k = k;
 	s->kv_base = ch[0].seq * e->tab_len;
 	uint32_t r = 0, h = (uint32_t)total - *m;
+	e->step_short = true;
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t t = 0; t < ch[i].n; t++) {
+			e->step_short = e->step_short && ch[i].pos0 + t < e->attn_chunk;
 			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++;
 			s->tok[at] = (struct engine_step_tok){ ch[i].tokens[t], ch[i].pos0 + t, ch[i].seq * e->tab_len, 0 };
 		}
@@ -1641,10 +1707,12 @@ int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint
 		rc = once_begin(e);
 	if (rc)
 		return rc;
+	e->rec_short = e->step_short;
 	if (stage == ENGINE_STAGE_ATTN)
 		rec_attn(e, e->once, layer, n, true, false);
 	else
 		rec_ffn(e, e->once, layer, n, true, false);
+	e->rec_short = false;
 	return once_submit(e);
 }
 
@@ -1680,15 +1748,17 @@ static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uin
 	}
 	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
 	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
+	e->rec_short = e->step_short; /* the caller keeps short and long recordings apart */
 	for (uint32_t l = layer; l < layer + n_layers; l++) {
 		if (stage != ENGINE_STAGE_FFN)
 			rec_attn(e, cb, l, n, true, false);
 		if (stage != ENGINE_STAGE_ATTN)
 			rec_ffn(e, cb, l, n, true, false);
 	}
+	e->rec_short = false;
 	vkCmdCopyBuffer(cb, e->h->buf, e->hio->buf, 1, &region);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 	if (e->vk->timestamps)
 		vk_cmd_timestamp(cb, e->vk, qs + 1);
 	VkResult r = vkEndCommandBuffer(cb);
@@ -1708,7 +1778,8 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 		return rc;
 	VkCommandBuffer cb = e->once;
 	if (n == 1 && n_layers == 1) { /* decode: replay the recorded buffer of this layer and stage */
-		VkCommandBuffer *slot = &e->stage_cbs[layer * 3 + (uint32_t)stage];
+		uint32_t sh = e->fuse && e->step_short ? 3 * e->cfg.n_layer : 0;
+		VkCommandBuffer *slot = &e->stage_cbs[sh + layer * 3 + (uint32_t)stage];
 		if (!*slot) {
 			rc = vk_cmd_alloc(e->vk, slot);
 			if (!rc)
@@ -1744,22 +1815,23 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	if (rc)
 		return rc;
 	if (!e->stageb_cbs &&
-	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 4 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
+	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 8 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
 		return err_set(ERR_NOMEM, "engine: out of memory");
-	/* recorded once per (layer, stage, kind, rows) with the batch kernels:
-	 * every row computed as a lone token would be (mul_mvs columns), so a
-	 * batched stage equals the rows' lone stages bit for bit; or wide, every
-	 * row as a row of a wide step (the tiled kernel accumulates each column
-	 * alike whatever the other columns) */
-	size_t at = (((size_t)layer * 2 + (uint32_t)stage) * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n;
+	/* recorded once per (short steps, layer, stage, kind, rows) with the
+	 * batch kernels: every row computed as a lone token would be (mul_mvs
+	 * columns), so a batched stage equals the rows' lone stages bit for bit;
+	 * or wide, every row as a row of a wide step (the tiled kernel
+	 * accumulates each column alike whatever the other columns) */
+	size_t sh = e->fuse && e->step_short ? 1 : 0;
+	size_t at = (((sh * e->cfg.n_layer + layer) * 2 + (uint32_t)stage) * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n;
 	VkCommandBuffer *slot = &e->stageb_cbs[at];
 	if (!*slot) {
 		rc = vk_cmd_alloc(e->vk, slot);
 		if (!rc) {
-			e->rec_batch = true;
+			e->rec_batch = e->rec_distinct = true; /* batch_write: distinct sequences */
 			e->rec_wide = wide;
 			rc = rec_stage_io(e, *slot, false, layer, 1, stage, n);
-			e->rec_batch = e->rec_wide = false;
+			e->rec_batch = e->rec_distinct = e->rec_wide = false;
 		}
 		if (rc) {
 			vk_cmd_free(e->vk, *slot);
@@ -1802,7 +1874,7 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 	rec_step_copy(e, cb, n);
 	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
 	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 	/* the lone head's kernels per row: final norm, logits, argmax/top-k */
 	e->rec_batch = true;
 	e->rec_wide = wide;
@@ -1814,7 +1886,7 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n, 1);
 	else
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n, 1);
-	vk_cmd_barrier(cb);
+	fbar(e, cb);
 	if (e->vk->timestamps)
 		vk_cmd_timestamp(cb, e->vk, qs + 1);
 	rc = once_submit(e);
@@ -1872,8 +1944,10 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 		return rc;
 	e->prof = true;
 	e->prof_n = 0;
+	e->rec_disp = e->rec_bars = 0;
+	e->rec_short = e->step_short;
 	rc = record_forward(e, e->once, n, 1, MODE_ARGMAX);
-	e->prof = false;
+	e->prof = e->rec_short = false;
 	if (rc)
 		return rc;
 	rc = submit(e, e->once);
@@ -1899,7 +1973,8 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 		out->kind[k].bytes += e->prof_bytes[i];
 	}
 	if (!rc) {
-		out->n_dispatch = e->prof_n;
+		out->n_dispatch = e->rec_disp;
+		out->n_barrier = e->rec_bars;
 		out->total_ns = ns[nq - 1] - ns[0];
 	}
 	free(ns);

@@ -81,10 +81,16 @@ struct attn_push {
 	uint32_t min_chunk;
 	uint32_t cnt_off;    /* fused combine: first counter (uint index) in the partials buffer */
 	uint32_t tab_off, tab_mod;
+	/* rope = 1: attn normalizes and rotates q and the token's own k itself and
+	 * appends k/v (no rope_kv dispatch); the rest as in struct rope_push */
+	float eps, base, freq_scale;
+	uint32_t kv_cap, rope;
+	uint32_t one_len;    /* attn_chunk in shaders/common.glsl: ranges this short are one split */
 };
-_Static_assert(sizeof(struct attn_push) == 44, "attn_push mirrors shaders/attn.comp");
-struct combine_push { uint32_t head_dim, n_head, n_split, pad; };
-_Static_assert(sizeof(struct combine_push) == 16, "combine_push mirrors shaders/attn_combine.comp");
+_Static_assert(sizeof(struct attn_push) == 68, "attn_push mirrors shaders/attn.comp");
+/* window, min_chunk and one_len as attn's: tokens whose range is one split are skipped */
+struct combine_push { uint32_t head_dim, n_head, n_split, window, min_chunk, one_len, pad[2]; };
+_Static_assert(sizeof(struct combine_push) == 32, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
 _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");
 /* one workgroup per row: row r at off + r * stride; topk.comp also writes the
@@ -240,6 +246,7 @@ struct engine_prof_kind {
 struct engine_prof {
 	struct engine_prof_kind kind[ENGINE_PROF_KINDS];
 	uint32_t n_kind, n_dispatch;
+	uint32_t n_barrier;   /* pipeline barriers the step records (compute and full) */
 	uint64_t total_ns;
 };
 int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out);

@@ -6,6 +6,15 @@
 // the position in the step buffer, so one recorded command buffer serves every
 // position. GQA: query head h reads kv head h / (n_head / n_kv). Keys live in
 // a paged cache: each key's row comes from the sequence's block table (KV_ROW).
+// The token's own key (position pos) is always folded in as a last online-
+// softmax step of the split that holds it, from shared memory: read from the
+// cache (rope_kv ran before), or with p.rope = 1 (decode steps whose rows are
+// distinct sequences) normalized and rotated here from the raw qkv row, as is
+// q, and appended to the cache by one workgroup per (token, kv head): no
+// rope_kv dispatch, and bitwise the same numbers either way (rope.glsl).
+// A token whose range fits one split (attn_chunk) is normalized and written
+// to out[] here: attn_combine skips it, and the host leaves the combine
+// dispatch out of steps whose tokens are all that short.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -22,14 +31,18 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
 layout(binding = 1) readonly buffer KC { float kc[]; };
 layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
+layout(binding = 1) writeonly buffer KCW { float kcw[]; };  // p.rope: the appended key
 layout(binding = 2) readonly buffer VC { float vc[]; };
 layout(binding = 2) readonly buffer VC4 { vec4 vc4[]; };
+layout(binding = 2) writeonly buffer VCW { float vcw[]; };
 // coherent: with FUSE, the merging workgroup reads the other workgroups' partials
 layout(binding = 3) coherent buffer Part { float part[]; };
 layout(binding = 3) coherent buffer PartU { uint partu[]; };
 layout(binding = 4) readonly buffer Step { uint step[]; };
 layout(binding = 5) writeonly buffer Out { float outv[]; };
 layout(binding = 6) readonly buffer Tab { uint tab[]; };
+layout(binding = 7) readonly buffer QN { float qn[]; };
+layout(binding = 8) readonly buffer KN { float kn[]; };
 
 // Mirrors struct attn_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -44,10 +57,21 @@ layout(push_constant) uniform Push {
 	uint cnt_off;    // FUSE: index of the (token, head) counters in part[]
 	uint tab_off;    // paged KV: this layer kind's first table entry (KV_ROW)
 	uint tab_mod;    // and its entry count
+	// p.rope = 1: q/k RMSNorm + RoPE here (rope_kv.comp's push values)
+	float eps;
+	float base;
+	float freq_scale;
+	uint kv_cap;
+	uint rope;
+	uint one_len;    // attn_chunk: ranges of at most one_len keys are one split
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
 shared vec4 q4[128];
+shared vec4 kn4[128], vn4[128];  // the token's own key and value
+shared float rv[512], rw[512];
+shared float rr[WG];
+#include "rope.glsl"
 shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
 shared float red[WG];
@@ -78,14 +102,28 @@ void main()
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
 	uint len = pos + 1u - lo;
-	uint chunk = max((len + p.n_split - 1u) / p.n_split, p.min_chunk);
+	uint chunk = attn_chunk(len, p.n_split, p.min_chunk, p.one_len);
+	bool single = chunk >= len;  // split 0 holds every key and writes out[]
+	if (single && sp > 0u)
+		return;
 	uint k0 = lo + sp * chunk;
 	uint k1 = min(k0 + chunk, pos + 1u);
-	for (uint i = tid; i < (hd + 3u) / 4u; i += WG) {
-		uint b = t * p.qkv_stride + h * hd + 4u * i;
+	bool empty = k0 >= k1, fresh = !empty && k1 == pos + 1u;  // fresh: this split holds key pos
+	uint kend = fresh ? pos : k1;  // keys [k0, kend) from the cache, then key pos
+	uint hd16 = (hd + 15u) / 16u * 4u;  // vec4s of a head, zero padded to a multiple of 4
+	uint qo = t * p.qkv_stride + h * hd;
+	if (p.rope != 0u && !empty) {
+		for (uint i = tid; i < hd; i += WG) {
+			rv[i] = qkv[qo + i];
+			rw[i] = qn[i];
+		}
+		barrier();
+		norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+	}
+	for (uint i = tid; i < hd16; i += WG) {
 		vec4 v;
 		for (uint c = 0u; c < 4u; c++)
-			v[c] = 4u * i + c < hd ? qkv[b + c] * p.scale : 0.0;
+			v[c] = 4u * i + c < hd ? (p.rope != 0u ? rv[4u * i + c] : qkv[qo + 4u * i + c]) * p.scale : 0.0;
 		q4[i] = v;
 	}
 	barrier();
@@ -99,12 +137,12 @@ void main()
 	vec4 o4[2];
 	o4[0] = vec4(0.0);
 	o4[1] = vec4(0.0);
-	for (uint kb = k0; kb < k1; kb += WG) {
+	for (uint kb = k0; kb < kend; kb += WG) {
 		uint j = kb + tid;
 		float s = NEG_INF;
-		uint row = j < k1 ? KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, j) : 0u;
+		uint row = j < kend ? KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, j) : 0u;
 		rowk[tid] = row;  // published to the P.V loop by wg_reduce's barriers
-		if (j < k1) {
+		if (j < kend) {
 			uint ko = row * kvs + kvh * hd;
 			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
 				// four independent vec4 loads per step keep several loads in flight
@@ -124,11 +162,11 @@ void main()
 			}
 		}
 		float mn = max(m, wg_reduce(s, true));
-		float pj = j < k1 ? exp(s - mn) : 0.0;
+		float pj = j < kend ? exp(s - mn) : 0.0;
 		pr[tid] = pj;
 		float corr = exp(m - mn);
 		l = l * corr + wg_reduce(pj, false);
-		uint nk = min(WG, k1 - kb);
+		uint nk = min(WG, kend - kb);
 		if (v4) {
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = tid + di * WG;
@@ -166,6 +204,79 @@ void main()
 		}
 		m = mn;
 		barrier();
+	}
+	if (fresh) {
+		uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+		if (p.rope != 0u) {
+			for (uint i = tid; i < hd; i += WG) {
+				rv[i] = qkv[kvo + i];
+				rw[i] = kn[i];
+			}
+			barrier();
+			norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+			// the first query head of the kv group appends the key and value
+			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap)
+				for (uint i = tid; i < hd; i += WG) {
+					kcw[ko + i] = rv[i];
+					vcw[ko + i] = qkv[vo + i];
+				}
+		}
+		for (uint i = tid; i < hd16; i += WG) {
+			vec4 kv = vec4(0.0), vv = vec4(0.0);
+			for (uint c = 0u; c < 4u; c++)
+				if (4u * i + c < hd) {
+					kv[c] = p.rope != 0u ? rv[4u * i + c] : kc[ko + 4u * i + c];
+					vv[c] = p.rope != 0u ? qkv[vo + 4u * i + c] : vc[ko + 4u * i + c];
+				}
+			kn4[i] = kv;
+			vn4[i] = vv;
+		}
+		barrier();
+		// every thread forms the same score from shared memory
+		vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+		for (uint i = 0u; i < hd16; i += 4u) {
+			a0 += q4[i] * kn4[i];
+			a1 += q4[i + 1u] * kn4[i + 1u];
+			a2 += q4[i + 2u] * kn4[i + 2u];
+			a3 += q4[i + 3u] * kn4[i + 3u];
+		}
+		float s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
+		float mn = max(m, s);
+		float pj = exp(s - mn), corr = exp(m - mn);
+		l = l * corr + pj;
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u)
+					o4[di] = o4[di] * corr + pj * vn4[d4];
+			}
+		} else {
+			for (uint di = 0u; di < MAXD; di++) {
+				uint d = tid + di * WG;
+				if (d < hd)
+					o[di] = o[di] * corr + pj * vn4[d >> 2][d & 3u];
+			}
+		}
+		m = mn;
+	}
+	if (single) {
+		uint oo = t * p.n_head * hd + h * hd;
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u)
+					for (uint c = 0u; c < 4u; c++)
+						outv[oo + 4u * d4 + c] = o4[di][c] / l;
+			}
+		} else {
+			for (uint di = 0u; di < MAXD; di++) {
+				uint d = tid + di * WG;
+				if (d < hd)
+					outv[oo + d] = o[di] / l;
+			}
+		}
+		return;
 	}
 	uint po = ((t * p.n_head + h) * p.n_split + sp) * (hd + 2u);
 	if (tid == 0u) {

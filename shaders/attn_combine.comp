@@ -1,8 +1,9 @@
 #version 450
 // attn_combine: merge the per-split partial softmax results of attn.comp into
 // out[t][h*head_dim + d]. The split weights exp(m_s - M) / L are computed once
-// into shared memory; empty splits (m = -inf, common at short context) are
-// skipped, and the remaining loads of one output are independent.
+// into shared memory; empty splits (m = -inf) are skipped, and the remaining
+// loads of one output are independent. A token whose range fits one split
+// (attn_chunk) was written by attn itself and is skipped here.
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -10,13 +11,17 @@ layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer Part { float part[]; };
 layout(binding = 1) writeonly buffer Out { float outv[]; };
+layout(binding = 2) readonly buffer Step { uint step[]; };
 
 // Mirrors struct combine_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
 	uint head_dim;
 	uint n_head;
 	uint n_split;
-	uint pad;
+	uint window;     // as attn.comp's: 0 = global layer
+	uint min_chunk;
+	uint one_len;
+	uint pad0, pad1;
 } p;
 
 #define MAX_SPLIT 256u  // engine: n_split <= 256
@@ -26,6 +31,10 @@ shared uint act[MAX_SPLIT], n_act;
 void main()
 {
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim, tid = gl_LocalInvocationID.x;
+	uint pos = step[STEP_TPOS(t)];
+	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
+	if (attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= pos + 1u - lo)
+		return;
 	uint ns = min(p.n_split, MAX_SPLIT);
 	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
 	for (uint s = tid; s < ns; s += WG) {

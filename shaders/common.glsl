@@ -43,6 +43,16 @@
 #define KV_BLOCK 16u
 #define KV_ROW(tab, base, off, mod, p) ((tab)[(base) + (off) + ((p) / KV_BLOCK) % (mod)] * KV_BLOCK + (p) % KV_BLOCK)
 
+// Keys per attention split of a token whose visible range holds len keys
+// (attn.comp, attn_combine.comp): a range of at most one_len keys is one split,
+// which attn normalizes and writes itself (attn_combine skips it); a longer
+// one is cut into n_split slices of at least min_chunk keys. A function of
+// len alone, so a token's numbers do not depend on the step it is in.
+uint attn_chunk(uint len, uint n_split, uint min_chunk, uint one_len)
+{
+	return len <= one_len ? len : max((len + n_split - 1u) / n_split, min_chunk);
+}
+
 float gelu_tanh(float x)
 {
 	const float c = 0.7978845608028654; // sqrt(2/pi)

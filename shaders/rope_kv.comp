@@ -3,7 +3,8 @@
 // the q_norm / k_norm weight, NEOX RoPE at token t's own position (from the step
 // buffer), then q is written back in place and k (plus the matching v head) is
 // appended to this layer's KV cache at that position (the row its block table
-// gives: paged cache, see KV_ROW in common.glsl).
+// gives: paged cache, see KV_ROW in common.glsl). Decode steps whose rows are
+// distinct sequences do this inside attn.comp instead (same norm_rope).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -31,54 +32,35 @@ layout(push_constant) uniform Push {
 	uint tab_mod;      // and its entry count (ring size on sliding layers)
 } p;
 
-shared float v[512];
-shared float red[WG];
+shared float rv[512], rw[512];
+shared float rr[WG];
+#include "rope.glsl"
 
 void main()
 {
 	uint hh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
-	uint hd = p.head_dim, half_d = hd / 2u;
+	uint hd = p.head_dim;
 	uint pos = step[STEP_TPOS(t)];
 	bool is_q = hh < p.n_head;
 	uint o = t * p.qkv_stride + hh * hd;
-	float ss = 0.0;
 	for (uint i = tid; i < hd; i += WG) {
-		float a = qkv[o + i];
-		v[i] = a;
-		ss += a * a;
+		rv[i] = qkv[o + i];
+		rw[i] = is_q ? qn[i] : kn[i];
 	}
-	red[tid] = ss;
 	barrier();
-	for (uint s = WG / 2u; s > 0u; s >>= 1) {
-		if (tid < s)
-			red[tid] += red[tid + s];
-		barrier();
+	norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+	if (is_q) {
+		for (uint i = tid; i < hd; i += WG)
+			qkv[o + i] = rv[i];
+		return;
 	}
-	float r = inversesqrt(red[0] / float(hd) + p.eps);
-	for (uint i = tid; i < hd; i += WG)
-		v[i] = v[i] * r * (is_q ? qn[i] : kn[i]);
-	barrier();
 	if (pos >= p.kv_cap)
 		return;
 	uint kvh = hh - p.n_head;
 	uint ko = KV_ROW(tab, step[STEP_TBASE(t)], p.tab_off, p.tab_mod, pos) * (p.n_kv * hd) + kvh * hd;
-	for (uint i = tid; i < half_d; i += WG) {
-		float inv = pow(p.base, -2.0 * float(i) / float(hd)) * p.freq_scale;
-		float th = float(pos) * inv;
-		float c = cos(th), sn = sin(th);
-		float x0 = v[i], x1 = v[i + half_d];
-		float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
-		if (is_q) {
-			qkv[o + i] = y0;
-			qkv[o + i + half_d] = y1;
-		} else {
-			kc[ko + i] = y0;
-			kc[ko + i + half_d] = y1;
-		}
-	}
-	if (!is_q) {
-		uint vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
-		for (uint i = tid; i < hd; i += WG)
-			vc[ko + i] = qkv[vo + i];
+	uint vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+	for (uint i = tid; i < hd; i += WG) {
+		kc[ko + i] = rv[i];
+		vc[ko + i] = qkv[vo + i];
 	}
 }

@@ -463,3 +463,45 @@ Test(engine, prefill_kernel_follows_matrix_cores, .timeout = 120)
 	check_kernels(false);
 	unsetenv("UNICORN_NO_COOPMAT");
 }
+
+/* The decode fusions (rope_kv inside attn when a step's rows are distinct
+ * sequences, no attn_combine dispatch in short steps) change the recorded
+ * dispatches, not the numbers: a prompt and 30 single-token steps, crossing
+ * from short steps to long ones (attention chunk 16), give bitwise the logits
+ * UNICORN_NO_FUSE=1 gives, and a short decode step records 7 dispatches per
+ * layer instead of 9. */
+Test(engine, fused_equals_unfused, .timeout = 120)
+{
+	struct fx x[2];
+	cr_assert_eq(setenv("UNICORN_VK_ATTN_CHUNK", "16", 1), 0);
+	for (int f = 0; f < 2; f++) {
+		/* whatever the caller's environment says: fused, then not */
+		cr_assert_eq(f ? setenv("UNICORN_NO_FUSE", "1", 1) : unsetenv("UNICORN_NO_FUSE"), 0);
+		fx_open(&x[f], "q4_0", 8);
+	}
+	unsetenv("UNICORN_NO_FUSE");
+	unsetenv("UNICORN_VK_ATTN_CHUNK");
+	size_t V = x[0].g.n_vocab;
+	const uint32_t *tok = x[0].g.tokens, prompt = 6;
+	float *lg = malloc(2 * V * sizeof *lg);
+	cr_assert(lg);
+	for (uint32_t i = 0; i <= 30; i++) {
+		for (int f = 0; f < 2; f++)
+			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
+					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
+				     0, "%s", err_msg());
+		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: fused logits differ from unfused", i);
+	}
+	uint32_t L = x[0].m->cfg.n_layer, want[2] = { 7 * L + 4, 9 * L + 4 };
+	for (int f = 0; f < 2; f++) {
+		struct engine_prof pr;
+		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);
+		if (rc == ERR_UNSUP)
+			continue; /* no timestamps */
+		cr_assert_eq(rc, 0, "%s", err_msg());
+		cr_assert_eq(pr.n_dispatch, want[f], "%s: %u dispatches", f ? "unfused" : "fused", pr.n_dispatch);
+	}
+	free(lg);
+	fx_close(&x[0]);
+	fx_close(&x[1]);
+}

@@ -37,7 +37,7 @@ static struct vk_buf *buf_from(const void *data, size_t n)
 
 static void run1(const struct vk_pipe *p, struct vk_buf **bufs, const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-	struct vk_bind b[8] = { 0 };
+	struct vk_bind b[VK_MAX_BINDINGS] = { 0 };
 	for (uint32_t i = 0; i < p->n_bindings; i++)
 		b[i].buf = bufs[i];
 	VkDescriptorSet s;
@@ -407,11 +407,14 @@ Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm(
  * linear scaling 8, no window). The cache is paged: logical blocks map to
  * scattered physical blocks through a block table; a windowed layer uses a
  * two-entry ring (positions 40..52 span logical blocks 2 and 3, which reuse
- * the entries of blocks 0 and 1). */
-static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
-			    bool fused)
+ * the entries of blocks 0 and 1). one_len: a token with at most that many
+ * keys is one split, which attn writes itself (attn_combine skips it).
+ * rope_in: one token, whose q/k norm + rope + KV append attn does itself (no
+ * rope_kv dispatch), as in the engine's decode steps. */
+static void check_attention_x(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
+			      bool fused, uint32_t one_len, bool rope_in)
 {
-	const uint32_t nh = 4, nkv = 2, T = 13, pos0 = 40, cap = 64, pool = 6 * 16;
+	const uint32_t nh = 4, nkv = 2, T = rope_in ? 1 : 13, pos0 = 40, cap = 64, pool = 6 * 16;
 	/* global entries 0..3, ring entries 4..5 */
 	const uint32_t tab[6] = { 3, 0, 5, 1, 4, 2 }, toff = window ? 4 : 0, tmod = window ? 2 : 4;
 #define PROW(p) (tab[toff + ((p) / 16) % tmod] * 16 + (p) % 16)
@@ -447,22 +450,25 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	 * the last split workgroup merges (no combine dispatch) */
 	uint32_t wg[3] = { 64, spec_hd ? hd : 0, fused };
 	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn", 7, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 2, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn", 9, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
 	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
 		      *bk = buf_from(kc, pool * nkv * hd * 4), *bv = buf_from(vc, pool * nkv * hd * 4),
 		      *bt = buf_from(tab, sizeof tab),
 		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4 + T * nh * 4),
 		      *bo = buf_from(NULL, T * nh * hd * 4);
 	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap, toff, tmod };
-	run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs, bt }, &rp, nh + nkv, T, 1);
-	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2), toff, tmod };
+	if (!rope_in)
+		run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs, bt }, &rp, nh + nkv, T, 1);
+	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2), toff, tmod,
+				1e-6f, base, fscale, cap, rope_in, one_len };
+	struct vk_buf *ab[9] = { bq, bk, bv, bp, bs, bo, bt, bqn, bkn };
 	if (fused) {
 		uint32_t *zero = calloc(T * nh, 4);
 		vk_upload(vk, bp, (size_t)ap.cnt_off * 4, zero, T * nh * 4);
 		free(zero);
 	}
-	run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo, bt }, &ap, nh, T, n_split);
+	run1(&pa, ab, &ap, nh, T, n_split);
 	if (fused) {
 		/* counters must be back at zero for the next dispatch */
 		uint32_t *cnt = malloc(T * nh * 4);
@@ -471,10 +477,10 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 			cr_assert_eq(cnt[i], 0u, "counter %u not reset", i);
 		free(cnt);
 		/* a second run over the same state must give the same output */
-		run1(&pa, (struct vk_buf *[]){ bq, bk, bv, bp, bs, bo, bt }, &ap, nh, T, n_split);
+		run1(&pa, ab, &ap, nh, T, n_split);
 	} else {
-		struct combine_push cp = { hd, nh, n_split, 0 };
-		run1(&pc, (struct vk_buf *[]){ bp, bo }, &cp, nh, T, 1);
+		struct combine_push cp = { hd, nh, n_split, window, 1, one_len, { 0, 0 } };
+		run1(&pc, (struct vk_buf *[]){ bp, bo, bs }, &cp, nh, T, 1);
 	}
 	float *got = malloc(T * nh * hd * 4);
 	vk_download(vk, bo, 0, got, T * nh * hd * 4);
@@ -554,6 +560,12 @@ static void check_attention(float base, float fscale, uint32_t window, uint32_t 
 	free(qkv); free(kc); free(vc); free(got); free(q); free(K); free(V); free(want); free(gk); free(gkl); free(K0); free(V0);
 }
 
+static void check_attention(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
+			    bool fused)
+{
+	check_attention_x(base, fscale, window, n_split, hd, spec_hd, fused, 0, false);
+}
+
 Test(vk_ops, attention_local_window) { check_attention(1e4f, 1.0f, 5, 3, 32, false, false); }
 Test(vk_ops, attention_global_scaled) { check_attention(1e6f, 1.0f / 8, 0, 4, 32, true, false); }
 Test(vk_ops, attention_one_split) { check_attention(1e4f, 1.0f, 0, 1, 32, true, false); }
@@ -564,6 +576,22 @@ Test(vk_ops, attention_wide_head) { check_attention(1e4f, 1.0f, 7, 2, 288, true,
 /* the merge done by the last split's workgroup instead of attn_combine */
 Test(vk_ops, attention_fused_combine) { check_attention(1e6f, 1.0f / 8, 5, 5, 32, true, true); }
 Test(vk_ops, attention_fused_one_split) { check_attention(1e4f, 1.0f, 0, 1, 32, false, true); }
+/* one_len 48: the window-5 layer's tokens and the first 8 tokens (41..48
+ * keys) are one split each, written by attn (attn_combine skips them); the
+ * later ones (49..53 keys) still merge two */
+Test(vk_ops, attention_short_direct) {
+	check_attention_x(1e4f, 1.0f, 5, 2, 32, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 2, 32, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 2, 34, false, true, 48, false);
+}
+/* q/k norm + rope + KV append inside attn (one token): CPU reference */
+Test(vk_ops, attention_rope_in_attn) {
+	check_attention_x(1e4f, 1.0f, 5, 3, 32, true, false, 0, true);
+	check_attention_x(1e6f, 1.0f / 8, 0, 4, 32, true, false, 0, true);
+	check_attention_x(1e4f, 1.0f, 0, 3, 34, false, false, 0, true);
+	check_attention_x(1e4f, 1.0f, 7, 2, 288, true, true, 0, true);
+	check_attention_x(1e6f, 1.0f, 0, 2, 32, true, false, 64, true);
+}
 
 /* The embedding gather of rows 2 and 0 of a 3-row matrix, scaled. */
 static void check_get_rows(uint32_t type, const char *tname, uint32_t cols)
