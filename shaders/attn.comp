@@ -67,9 +67,15 @@ layout(push_constant) uniform Push {
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
-shared vec4 q4[128];
-shared vec4 kn4[128], vn4[128];  // the token's own key and value
-shared float rv[512], rw[512];
+// Shared arrays sized by head_dim when the host gives it at pipeline creation
+// (the engine does): at their 512-element caps they took ~11 KB per
+// workgroup, which held the H100 to ~20 resident workgroups of 64 threads
+// per SM and made prefill attention 35% slower; at head_dim 256 they take 5 KB.
+const uint SH4 = HD > 0u ? (HD + 3u) / 4u : 128u;
+const uint SH = SH4 * 4u;
+shared vec4 q4[SH4];
+shared vec4 kn4[SH4], vn4[SH4];  // the token's own key and value
+shared float rv[SH], rw[SH];
 shared float rr[WG];
 #include "rope.glsl"
 shared float pr[WG];

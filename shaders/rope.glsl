@@ -3,8 +3,8 @@
 // and rotated inside attn (fused decode) is bitwise the head rope_kv writes
 // (prefill chunks): the batched, chunked and lone paths must agree exactly.
 // `precise` keeps the driver from contracting differently in the two shaders.
-// The includer declares WG and: shared float rv[512] (the head in, the result
-// out), shared float rw[512] (the norm weight), shared float rr[WG].
+// The includer declares WG and: shared float rv[] (the head in, the result
+// out) and rw[] (the norm weight), each of at least head_dim, and rr[WG].
 #ifndef ROPE_GLSL
 #define ROPE_GLSL
 
