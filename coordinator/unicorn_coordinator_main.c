@@ -1300,50 +1300,31 @@ static void obs_flow(struct coord *c, const struct msg_flow *f)
 	}
 }
 
-/* With the data plane (the default): each micro-batch's whole step is one
- * FLOW posted to the gpu worker, which embeds and hands the FLOW to the
- * attention worker, which hands it back for the FFN, and so on through the
- * layers and the head, worker to worker through their peer rings
- * (docs/protocol.md "Flows"): the coordinator is on no per-layer path; it
- * posts the micro-batches and sleeps until each comes back. */
-static int step_split_pass(struct coord *c, struct split_batch *sb)
+/* Post a FLOW (c->m, its fields set but epoch, origin_seq and t_post_ns) to
+ * the gpu worker's request ring; its origin seq in *seq. */
+static int flow_post_gpu(struct coord *c, uint32_t *seq)
+{
+	struct msg_flow *f = &c->m.u.flow;
+	f->epoch = dp_epoch(&c->dp);
+	*seq = f->origin_seq = c->m.seq = dp_next_seq(c);
+	f->t_post_ns = (uint64_t)intake_now_ns();
+	int rc = dp_send(&c->dp.link[c->gpu.dl].req, &c->m);
+	if (rc)
+		return err_prefix(rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc, "gpu worker");
+	return 0;
+}
+
+/* Sleep until every FLOW posted as seq[i] (0: none) came back; its END in
+ * ends[i]. A failed op, a worker process that is gone (checked every 50
+ * ms) or no progress within the step timeout end the wait with an error. */
+static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends)
 {
 	struct wlink *lk[2] = { &c->gpu, &c->npu };
-	uint32_t seq[SPLIT_MAX_MBS] = { 0 }, finished = 0;
-	struct msg_done d = { 0 };
-	uint32_t epoch = dp_epoch(&c->dp);
-	for (uint32_t w = 0; w < sb->n_mb; w++) {
-		const struct split_mb *mb = &sb->mb[w];
-		if (!mb->count) {
-			finished++;
-			continue;
-		}
-		msg_init(&c->m, MSG_FLOW);
-		struct msg_flow *f = &c->m.u.flow;
-		f->op = MSG_OP_EMBED;
-		f->n_layer = c->n_layer;
-		f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
-		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
-		f->k = mb->head ? mb->k : 1;
-		f->epoch = epoch;
-		f->n = mb->count;
-		for (uint32_t i = 0; i < mb->count; i++) {
-			struct intake_req *q = sb->rs[mb->first + i];
-			uint32_t p = sb->ch[mb->first + i].pos0;
-			f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
-		}
-		seq[w] = f->origin_seq = c->m.seq = dp_next_seq(c);
-		f->t_post_ns = (uint64_t)intake_now_ns();
-		int rc = dp_send(&c->dp.link[c->gpu.dl].req, &c->m);
-		if (rc)
-			return err_prefix(rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc, "gpu worker");
-		if (w > 0)
-			c->n_pipelined++;
-		if (mb->wide)
-			c->n_wide_mb++;
-	}
+	uint32_t left = 0;
+	for (uint32_t i = 0; i < n; i++)
+		left += seq[i] != 0;
 	int64_t last_progress = intake_now_ns();
-	while (finished < sb->n_mb) {
+	while (left) {
 		uint32_t seen = ring_bell_seq(c->dp.coord_bell);
 		bool progressed = false;
 		for (int j = 0; j < 2; j++) {
@@ -1354,22 +1335,19 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 				if (c->d.type != MSG_FLOW || c->d.u.flow.op != MSG_OP_END)
 					continue; /* an answer to a message given up on */
 				const struct msg_flow *f = &c->d.u.flow;
-				uint32_t w = 0;
-				while (w < sb->n_mb && !(sb->mb[w].count && seq[w] == f->origin_seq))
-					w++;
-				if (w == sb->n_mb)
+				uint32_t i = 0;
+				while (i < n && !(seq[i] && seq[i] == f->origin_seq))
+					i++;
+				if (i == n)
 					continue; /* a step from before a recovery */
 				if (f->status < 0)
 					return err_set(f->status, "%s worker: a stage of the step failed (%s)", lk[j]->name,
 						       err_name(f->status));
 				obs_flow(c, f);
-				seq[w] = 0;
-				finished++;
+				ends[i] = *f;
+				seq[i] = 0;
+				left--;
 				progressed = true;
-				d.ref_seq = f->origin_seq;
-				d.token = f->token;
-				d.k = f->flags & MSG_FLOW_HEAD ? f->k : 0;
-				d.gpu_ns = f->gpu_ns[0] + f->gpu_ns[1];
 			}
 		}
 		heartbeat(c);
@@ -1384,7 +1362,106 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 			if (kill((pid_t)lk[j]->pid, 0) < 0 && errno == ESRCH)
 				return err_set(ERR_IO, "%s worker: process %u is gone", lk[j]->name, lk[j]->pid);
 	}
+	return 0;
+}
+
+/* With the data plane (the default): each micro-batch's whole step is one
+ * FLOW posted to the gpu worker, which embeds and hands the FLOW to the
+ * attention worker, which hands it back for the FFN, and so on through the
+ * layers and the head, worker to worker through their peer rings
+ * (docs/protocol.md "Flows"): the coordinator is on no per-layer path; it
+ * posts the micro-batches and sleeps until each comes back. */
+static int step_split_pass(struct coord *c, struct split_batch *sb)
+{
+	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
+	static struct msg_flow ends[SPLIT_MAX_MBS];
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
+		const struct split_mb *mb = &sb->mb[w];
+		if (!mb->count)
+			continue;
+		msg_init(&c->m, MSG_FLOW);
+		struct msg_flow *f = &c->m.u.flow;
+		f->op = MSG_OP_EMBED;
+		f->n_layer = c->n_layer;
+		f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
+		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
+		f->k = mb->head ? mb->k : 1;
+		f->n = mb->count;
+		for (uint32_t i = 0; i < mb->count; i++) {
+			struct intake_req *q = sb->rs[mb->first + i];
+			uint32_t p = sb->ch[mb->first + i].pos0;
+			f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+		}
+		int rc = flow_post_gpu(c, &seq[w]);
+		if (rc)
+			return rc;
+		if (w > 0)
+			c->n_pipelined++;
+		if (mb->wide)
+			c->n_wide_mb++;
+	}
+	int rc = flow_wait(c, seq, sb->n_mb, ends);
+	if (rc)
+		return rc;
+	struct msg_done d = { 0 };
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
+		if (!sb->mb[w].count)
+			continue;
+		d.ref_seq = ends[w].origin_seq;
+		d.token = ends[w].token;
+		d.k = ends[w].flags & MSG_FLOW_HEAD ? ends[w].k : 0;
+		d.gpu_ns = ends[w].gpu_ns[0] + ends[w].gpu_ns[1];
+	}
 	return split_batch_finish(c, sb, &d);
+}
+
+/* Prompt chunks (and lone decoders) with the data plane: one chunk FLOW per
+ * sequence, all posted at once, so one sequence's attention runs beside
+ * another's FFN with no coordinator between the layers; at most
+ * SPLIT_MAX_MBS in flight. */
+static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n)
+{
+	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
+	static struct msg_flow ends[SPLIT_MAX_MBS];
+	struct sched_chunk ch[SPLIT_MAX_MBS];
+	bool head[SPLIT_MAX_MBS];
+	if (n > SPLIT_MAX_MBS)
+		return err_set(ERR_INVAL, "split: %u chunk flows at once (at most %d)", n, SPLIT_MAX_MBS);
+	for (uint32_t i = 0; i < n; i++) {
+		struct intake_req *r = rs[i];
+		if (!sched_seq_next(&r->seq, &ch[i]))
+			return err_set(ERR_STATE, "nothing to feed");
+		head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+		msg_init(&c->m, MSG_FLOW);
+		struct msg_flow *f = &c->m.u.flow;
+		f->op = MSG_OP_EMBED;
+		f->n_layer = c->n_layer;
+		f->flags = MSG_FLOW_CHUNK | (head[i] ? MSG_FLOW_HEAD : 0);
+		f->mode = MSG_HEAD_ARGMAX;
+		f->k = 1;
+		if (head[i])
+			f->mode = head_mode(r, &f->k);
+		f->n = 1;
+		f->e[0] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0, 0 };
+		f->n_tok = ch[i].n;
+		memcpy(f->tokens, r->seq.tokens + ch[i].pos0, ch[i].n * sizeof *f->tokens);
+		int rc = flow_post_gpu(c, &seq[i]);
+		if (rc)
+			return rc;
+		if (i > 0)
+			c->n_pipelined++;
+	}
+	int rc = flow_wait(c, seq, n, ends);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		if ((rc = sched_seq_advance(&rs[i]->seq, &ch[i])))
+			break;
+		if (head[i] && !rs[i]->seq.replaying) {
+			struct msg_done d = { .ref_seq = ends[i].origin_seq, .seq_id = rs[i]->slot, .token = ends[i].token,
+					      .k = ends[i].k, .gpu_ns = ends[i].gpu_ns[0] + ends[i].gpu_ns[1] };
+			rc = take_token(c, rs[i], &d);
+		}
+	}
+	return rc;
 }
 
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
@@ -1507,7 +1584,13 @@ static void run_live(struct coord *c)
 			rc = step_split_batch(c, batch, nb);
 			heartbeat(c);
 		}
-		for (uint32_t i = 0; i < nr && !rc; i += 2) {
+		if (split_flows(c)) {
+			for (uint32_t i = 0; i < nr && !rc; i += SPLIT_MAX_MBS) {
+				rc = step_split_chunks(c, rest + i, nr - i < SPLIT_MAX_MBS ? nr - i : SPLIT_MAX_MBS);
+				heartbeat(c);
+			}
+		}
+		for (uint32_t i = 0; !split_flows(c) && i < nr && !rc; i += 2) {
 			rc = step_split(c, rest + i, nr - i >= 2 ? 2 : 1);
 			heartbeat(c);
 		}

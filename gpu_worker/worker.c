@@ -848,6 +848,33 @@ static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
 	}
 }
 
+/* A chunk FLOW's op (one sequence's prompt chunk): what the EMBED, STAGE and
+ * HEAD messages of the per-sequence path run, with their checks. */
+static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+{
+	const struct msg_run_batch_entry *e = &f->e[0];
+	switch (f->op) {
+	case MSG_OP_EMBED: {
+		static struct msg_embed m;
+		m.seq_id = e->seq_id;
+		m.slot = e->slot;
+		m.n = f->n_tok;
+		memcpy(m.tokens, f->tokens, (size_t)f->n_tok * sizeof *m.tokens);
+		return do_embed(w, &m);
+	}
+	case MSG_OP_ATTN:
+	case MSG_OP_FFN: {
+		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
+				       f->n_tok, e->pos };
+		return do_stage(w, &m);
+	}
+	default: {
+		struct msg_head m = { e->seq_id, e->slot, f->n_tok, f->mode, f->k };
+		return do_head(w, &m, token, k);
+	}
+	}
+}
+
 /* Run a FLOW's ops for as long as they are this worker's, then pass it on:
  * to the other worker's peer ring, or, once it ended (or an op failed), to
  * the coordinator through this worker's done ring. A FLOW from an older
@@ -879,7 +906,8 @@ static int worker_flow(struct worker *w, struct msg *m)
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
 		uint32_t token = 0, k = 0;
 		err_clear();
-		int rc = do_stage_batch(w, &sb, f->flags & MSG_FLOW_WIDE, &token, &k);
+		int rc = f->flags & MSG_FLOW_CHUNK ? flow_chunk_op(w, f, &token, &k)
+						   : do_stage_batch(w, &sb, f->flags & MSG_FLOW_WIDE, &token, &k);
 		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
 		uint64_t dt = count_busy(w, t0, g0, true);
 		f->gpu_ns[side] += dt;

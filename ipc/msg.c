@@ -215,6 +215,8 @@ static void codec(struct cur *c, struct msg *m)
 			struct msg_run_batch_entry *e = &f->e[i];
 			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos), c_u32(c, &e->token);
 		}
+		c_count(c, &f->n_tok, MSG_MAX_TOKENS, "FLOW: n_tok exceeds MSG_MAX_TOKENS");
+		c_u32s(c, f->tokens, f->n_tok);
 		break;
 	}
 	case MSG_DONE: {
@@ -482,8 +484,17 @@ int msg_validate(const struct msg *m)
 		bool layered = f->op == MSG_OP_ATTN || f->op == MSG_OP_FFN;
 		if (layered ? f->layer >= f->n_layer : f->layer != 0)
 			return BAD("FLOW: layer %u (< n_layer %u for attn/ffn, else 0)", f->layer, f->n_layer);
-		if (f->flags & ~(MSG_FLOW_HEAD | MSG_FLOW_WIDE))
+		if (f->flags & ~(MSG_FLOW_HEAD | MSG_FLOW_WIDE | MSG_FLOW_CHUNK))
 			return BAD("FLOW: flags 0x%x unknown", f->flags);
+		if (f->flags & MSG_FLOW_CHUNK) {
+			if (f->n != 1 || f->n_tok < 1 || (f->flags & MSG_FLOW_WIDE))
+				return BAD("FLOW: a chunk is one entry of 1..%d tokens, no wide flag (n %u, n_tok %u)",
+					   MSG_MAX_TOKENS, f->n, f->n_tok);
+			if ((rc = check_pos(t, f->e[0].pos, f->n_tok)))
+				return rc;
+		} else if (f->n_tok) {
+			return BAD("FLOW: n_tok %u without the chunk flag", f->n_tok);
+		}
 		if (f->status > 0 || f->status < -64)
 			return BAD("FLOW: status %d outside [-64, 0]", f->status);
 		if (f->status && f->op != MSG_OP_END)
@@ -620,7 +631,8 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		break;
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
 	case MSG_FLOW:
-		s = MSG_SIZE_FLOW_BASE + 4 * (size_t)m->u.flow.n_hops + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.flow.n;
+		s = MSG_SIZE_FLOW_BASE + 4 * (size_t)m->u.flow.n_hops + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.flow.n +
+		    4 * (size_t)m->u.flow.n_tok;
 		break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:

@@ -249,7 +249,8 @@ struct msg_stage_batch {
 };
 
 /* FLOW (v8, split placement with the data plane): one micro-batch's whole
- * step, 80 + 4 n_hops + 16n bytes. The coordinator posts it (op EMBED) to
+ * step, 84 + 4 n_hops + 16n + 4 n_tok bytes (or, MSG_FLOW_CHUNK, one
+ * sequence's prompt chunk). The coordinator posts it (op EMBED) to
  * the gpu worker's request ring; each worker runs op on the entries (as
  * STAGE_BATCH would) and passes the FLOW on to the worker that runs the next
  * op (EMBED -> ATTN 0 -> FFN 0 -> ATTN 1 -> ... -> FFN n_layer-1 -> HEAD if
@@ -262,6 +263,8 @@ struct msg_stage_batch {
 enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
 #define MSG_FLOW_HEAD 1u        /* the step samples: HEAD after the last FFN */
 #define MSG_FLOW_WIDE 2u        /* every row on the mat-mat kernels (a wide chunk, as RUN_CHUNKS' flag) */
+#define MSG_FLOW_CHUNK 4u       /* one sequence's chunk of n_tok tokens at e[0].pos (a prompt chunk: the
+                                 * ops of EMBED/STAGE/HEAD for it; e[0].token unused) */
 struct msg_flow {
 	uint32_t op;                    /* EMBED, ATTN, FFN, HEAD: the receiver runs it; END */
 	uint32_t layer;                 /* ATTN/FFN: < n_layer; else 0 */
@@ -277,8 +280,10 @@ struct msg_flow {
 	uint32_t wall_us[2];            /* workers' wall time so far, per side */
 	uint32_t n_hops;                /* handoffs so far, <= MSG_MAX_HOPS */
 	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted (or, if later, its receiver free) -> taken, us */
-	uint32_t n;                     /* 1..MSG_MAX_SLOTS */
+	uint32_t n;                     /* 1..MSG_MAX_SLOTS (1 with MSG_FLOW_CHUNK) */
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
+	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_TOKENS; else 0 */
+	uint32_t tokens[MSG_MAX_TOKENS];
 };
 
 /* RUN_CHUNKS (fused placement, batched prefill and decode): 24 + 20n + 4t
@@ -442,7 +447,7 @@ struct msg {
 #define MSG_SIZE_RUN_CHUNKS_BASE 20
 #define MSG_SIZE_RUN_CHUNK_ENTRY 20
 #define MSG_SIZE_DONE 32
-#define MSG_SIZE_FLOW_BASE 80
+#define MSG_SIZE_FLOW_BASE 84
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
 #define MSG_SIZE_GEN_POLL 16
@@ -457,7 +462,8 @@ _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN f
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
 _Static_assert(MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS <=
 	       MSG_MAX_PAYLOAD, "RUN_CHUNKS fits");
-_Static_assert(MSG_SIZE_FLOW_BASE + 4 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD,
+_Static_assert(MSG_SIZE_FLOW_BASE + 4 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_TOKENS <=
+	       MSG_MAX_PAYLOAD,
 	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4, "GEN_REQ fixed wire size");

@@ -572,6 +572,7 @@ Test(msg, flow_rules)
 	patch_reject(MSG_FLOW, 72, 4, "hops disagree with the length");
 	patch_reject(MSG_FLOW, 76 + 12, 3, "n disagrees with the length");
 	patch_reject(MSG_FLOW, 80 + 12 + 16 + 4, 0, "duplicate slot");
+	patch_reject(MSG_FLOW, 80 + 12 + 32, 1, "n_tok without the chunk flag");
 	/* END carries a status; without a head the mode is argmax, k 1 */
 	fill(&a, MSG_FLOW);
 	a.u.flow.op = MSG_OP_END;
@@ -582,6 +583,29 @@ Test(msg, flow_rules)
 	cr_assert_eq(b.u.flow.status, ERR_RANGE);
 	a.u.flow.flags = MSG_FLOW_WIDE;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "top-k without a head");
+	/* a chunk: one entry, its tokens after the entries, positions in range */
+	fill(&a, MSG_FLOW);
+	struct msg_flow *f = &a.u.flow;
+	f->flags = MSG_FLOW_CHUNK | MSG_FLOW_HEAD;
+	f->n = 1;
+	f->n_tok = 3;
+	f->tokens[0] = 2, f->tokens[1] = 106, f->tokens[2] = 7;
+	len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_FLOW_BASE + 3 * 4 + 16 + 3 * 4);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.n_tok, 3u);
+	cr_assert_eq(b.u.flow.tokens[1], 106u);
+	size_t at = 80 + 12 + 16; /* n_tok */
+	put32(buf + MSG_HDR_SIZE + at, 0);
+	expect_reject(len, "chunk of 0 tokens");
+	len = enc(&a);
+	put32(buf + MSG_HDR_SIZE + 80 + 12 + 8, MSG_MAX_POS - 1); /* e[0].pos */
+	expect_reject(len, "chunk past the position cap");
+	f->flags |= MSG_FLOW_WIDE;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "wide chunk");
+	f->flags &= ~MSG_FLOW_WIDE;
+	f->n = 2;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "chunk of two entries");
 }
 
 /* MSG_GEN_TOKENS: the prompt is whole u32 ids (NUL bytes are fine there),
