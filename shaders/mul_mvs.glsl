@@ -350,15 +350,8 @@ unit_xv unit_x(uint xb4, uint u)
 	x.x1 = x4[xo + 1u];
 	x.x2 = x4[xo + 8u];
 	x.x3 = x4[xo + 9u];
-#elif TYPE == TYPE_Q6_K
-	// elements 128h + 4i + 32t
-	uint xo = xb4 + 64u * c + 32u * (r >> 3) + (r & 7u);
-	x.x0 = x4[xo];
-	x.x1 = x4[xo + 8u];
-	x.x2 = x4[xo + 16u];
-	x.x3 = x4[xo + 24u];
 #else
-	// elements 32q + 4i, q = 4k + t
+	// elements 32q + 4i, q = 4k + t (Q6_K: 128h + 4i + 32t, the same words)
 	uint xo = xb4 + 64u * c + 32u * (r >> 3) + (r & 7u);
 	x.x0 = x4[xo];
 	x.x1 = x4[xo + 8u];
