@@ -1269,6 +1269,28 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
 	return split_batch_finish(c, sb, &d);
 }
 
+/* A FLOW's per-op times as trace spans: op 0 EMBED, then ATTN l and FFN l
+ * per layer, then HEAD. */
+static void trace_flow(struct coord *c, const struct msg_flow *f)
+{
+	for (uint32_t i = 0; c->tr && i < f->n_ops; i++) {
+		bool head = i == 2 * f->n_layer + 1, attn = i > 0 && !head && i % 2 == 1;
+		struct trace_span sp = {
+			.t_start_ns = (int64_t)f->t_origin_ns + (int64_t)f->op_us[2 * i] * 1000,
+			.msg_type = i == 0 ? MSG_EMBED : head ? MSG_HEAD : MSG_STAGE,
+			.worker = (uint8_t)(attn ? c->npu.idx : c->gpu.idx),
+			.stage = (uint8_t)(i == 0 || head ? 0 : attn ? MSG_STAGE_ATTN : MSG_STAGE_FFN),
+			.layer = (uint16_t)(i == 0 || head ? 0 : (i - 1) / 2),
+			.slot = (uint16_t)f->e[0].slot,
+			.n = f->flags & MSG_FLOW_CHUNK ? f->n_tok : f->n,
+			.pos0 = f->e[0].pos,
+		};
+		sp.t_end_ns = sp.t_start_ns + (int64_t)f->op_us[2 * i + 1] * 1000;
+		sp.work_ns = sp.t_end_ns - sp.t_start_ns;
+		trace_record(c->tr, &sp);
+	}
+}
+
 /* A FLOW came back: each side's device and wall time, and every handoff
  * (hop i was taken by the gpu worker when i is even: EMBED, then FFN l;
  * by the attention worker when odd). */
@@ -1307,7 +1329,13 @@ static int flow_post_gpu(struct coord *c, uint32_t *seq)
 	struct msg_flow *f = &c->m.u.flow;
 	f->epoch = dp_epoch(&c->dp);
 	*seq = f->origin_seq = c->m.seq = dp_next_seq(c);
-	f->t_post_ns = (uint64_t)intake_now_ns();
+	f->t_origin_ns = f->t_post_ns = (uint64_t)intake_now_ns();
+	/* the trace's per-layer spans: each op's times, when they fit a ring
+	 * entry with the FLOW's other parts at their largest */
+	size_t most = MSG_HDR_SIZE + MSG_SIZE_FLOW_BASE + 12 * (2 * (size_t)f->n_layer + 2) +
+		      MSG_SIZE_RUN_BATCH_ENTRY * (size_t)f->n + 4 * (size_t)f->n_tok;
+	if (c->tr && most <= DP_ENTRY_SIZE - 4)
+		f->flags |= MSG_FLOW_TIMES;
 	int rc = dp_send(&c->dp.link[c->gpu.dl].req, &c->m);
 	if (rc)
 		return err_prefix(rc == ERR_AGAIN ? err_set(ERR_IO, "request ring full") : rc, "gpu worker");
@@ -1344,6 +1372,7 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
 					return err_set(f->status, "%s worker: a stage of the step failed (%s)", lk[j]->name,
 						       err_name(f->status));
 				obs_flow(c, f);
+				trace_flow(c, f);
 				ends[i] = *f;
 				seq[i] = 0;
 				left--;

@@ -911,6 +911,12 @@ static int worker_flow(struct worker *w, struct msg *m)
 		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
 		uint64_t dt = count_busy(w, t0, g0, true);
 		f->gpu_ns[side] += dt;
+		if ((f->flags & MSG_FLOW_TIMES) && f->n_ops < MSG_MAX_HOPS) {
+			uint64_t t1 = mono_ns();
+			f->op_us[2 * f->n_ops] = sat_u32(t0 > f->t_origin_ns ? (t0 - f->t_origin_ns) / 1000 : 0);
+			f->op_us[2 * f->n_ops + 1] = sat_u32((t1 - t0) / 1000);
+			f->n_ops++;
+		}
 		if (w->profile)
 			profile_op(w, mono_ns() - t0, dt, vk->submit_ns - s0, vk->wait_ns - q0,
 				   f->n_hops ? f->hop_us[f->n_hops - 1] : 0);

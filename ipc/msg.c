@@ -217,6 +217,10 @@ static void codec(struct cur *c, struct msg *m)
 		}
 		c_count(c, &f->n_tok, MSG_MAX_TOKENS, "FLOW: n_tok exceeds MSG_MAX_TOKENS");
 		c_u32s(c, f->tokens, f->n_tok);
+		c_u64(c, &f->t_origin_ns);
+		c_count(c, &f->n_ops, MSG_MAX_HOPS, "FLOW: n_ops exceeds MSG_MAX_HOPS");
+		if (!c->bad)
+			c_u32s(c, f->op_us, 2 * f->n_ops);
 		break;
 	}
 	case MSG_DONE: {
@@ -484,8 +488,10 @@ int msg_validate(const struct msg *m)
 		bool layered = f->op == MSG_OP_ATTN || f->op == MSG_OP_FFN;
 		if (layered ? f->layer >= f->n_layer : f->layer != 0)
 			return BAD("FLOW: layer %u (< n_layer %u for attn/ffn, else 0)", f->layer, f->n_layer);
-		if (f->flags & ~(MSG_FLOW_HEAD | MSG_FLOW_WIDE | MSG_FLOW_CHUNK))
+		if (f->flags & ~(MSG_FLOW_HEAD | MSG_FLOW_WIDE | MSG_FLOW_CHUNK | MSG_FLOW_TIMES))
 			return BAD("FLOW: flags 0x%x unknown", f->flags);
+		if (f->n_ops && !(f->flags & MSG_FLOW_TIMES))
+			return BAD("FLOW: %u op times without the times flag", f->n_ops);
 		if (f->flags & MSG_FLOW_CHUNK) {
 			if (f->n != 1 || f->n_tok < 1 || (f->flags & MSG_FLOW_WIDE))
 				return BAD("FLOW: a chunk is one entry of 1..%d tokens, no wide flag (n %u, n_tok %u)",
@@ -632,7 +638,7 @@ int msg_payload_size(const struct msg *m, size_t *size)
 	case MSG_DONE: s = MSG_SIZE_DONE; break;
 	case MSG_FLOW:
 		s = MSG_SIZE_FLOW_BASE + 4 * (size_t)m->u.flow.n_hops + MSG_SIZE_RUN_BATCH_ENTRY * (size_t)m->u.flow.n +
-		    4 * (size_t)m->u.flow.n_tok;
+		    4 * (size_t)m->u.flow.n_tok + 8 * (size_t)m->u.flow.n_ops;
 		break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:

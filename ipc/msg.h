@@ -249,7 +249,7 @@ struct msg_stage_batch {
 };
 
 /* FLOW (v8, split placement with the data plane): one micro-batch's whole
- * step, 84 + 4 n_hops + 16n + 4 n_tok bytes (or, MSG_FLOW_CHUNK, one
+ * step, 96 + 4 n_hops + 16n + 4 n_tok + 8 n_ops bytes (or, MSG_FLOW_CHUNK, one
  * sequence's prompt chunk). The coordinator posts it (op EMBED) to
  * the gpu worker's request ring; each worker runs op on the entries (as
  * STAGE_BATCH would) and passes the FLOW on to the worker that runs the next
@@ -263,6 +263,7 @@ struct msg_stage_batch {
 enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
 #define MSG_FLOW_HEAD 1u        /* the step samples: HEAD after the last FFN */
 #define MSG_FLOW_WIDE 2u        /* every row on the mat-mat kernels (a wide chunk, as RUN_CHUNKS' flag) */
+#define MSG_FLOW_TIMES 8u       /* workers record each op's start and duration in op_us (the trace) */
 #define MSG_FLOW_CHUNK 4u       /* one sequence's chunk of n_tok tokens at e[0].pos (a prompt chunk: the
                                  * ops of EMBED/STAGE/HEAD for it; e[0].token unused) */
 struct msg_flow {
@@ -284,6 +285,9 @@ struct msg_flow {
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
 	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_TOKENS; else 0 */
 	uint32_t tokens[MSG_MAX_TOKENS];
+	uint64_t t_origin_ns;           /* CLOCK_MONOTONIC when the coordinator posted it */
+	uint32_t n_ops;                 /* MSG_FLOW_TIMES: ops recorded, <= MSG_MAX_HOPS; else 0 */
+	uint32_t op_us[2 * MSG_MAX_HOPS]; /* op i: start (us after t_origin_ns), duration (us) */
 };
 
 /* RUN_CHUNKS (fused placement, batched prefill and decode): 24 + 20n + 4t
@@ -447,7 +451,7 @@ struct msg {
 #define MSG_SIZE_RUN_CHUNKS_BASE 20
 #define MSG_SIZE_RUN_CHUNK_ENTRY 20
 #define MSG_SIZE_DONE 32
-#define MSG_SIZE_FLOW_BASE 84
+#define MSG_SIZE_FLOW_BASE 96
 #define MSG_SIZE_RESET_SEQ 8
 #define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
 #define MSG_SIZE_GEN_POLL 16
@@ -462,7 +466,7 @@ _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN f
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
 _Static_assert(MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS <=
 	       MSG_MAX_PAYLOAD, "RUN_CHUNKS fits");
-_Static_assert(MSG_SIZE_FLOW_BASE + 4 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_TOKENS <=
+_Static_assert(MSG_SIZE_FLOW_BASE + 12 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_TOKENS <=
 	       MSG_MAX_PAYLOAD,
 	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");

@@ -573,6 +573,16 @@ Test(msg, flow_rules)
 	patch_reject(MSG_FLOW, 76 + 12, 3, "n disagrees with the length");
 	patch_reject(MSG_FLOW, 80 + 12 + 16 + 4, 0, "duplicate slot");
 	patch_reject(MSG_FLOW, 80 + 12 + 32, 1, "n_tok without the chunk flag");
+	patch_reject(MSG_FLOW, 80 + 12 + 32 + 4 + 8, 1, "op times without the times flag");
+	/* op times travel with the flag */
+	fill(&a, MSG_FLOW);
+	a.u.flow.flags |= MSG_FLOW_TIMES;
+	a.u.flow.n_ops = 2;
+	a.u.flow.op_us[3] = 77;
+	len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_FLOW_BASE + 3 * 4 + 2 * 16 + 2 * 8);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.op_us[3], 77u);
 	/* END carries a status; without a head the mode is argmax, k 1 */
 	fill(&a, MSG_FLOW);
 	a.u.flow.op = MSG_OP_END;
