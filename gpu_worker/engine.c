@@ -358,28 +358,33 @@ static int norm_upload(struct engine *e, const struct model_tensor *t, uint32_t 
 	return rc ? err_prefix(rc, "engine: %s", t->name) : 0;
 }
 
+/* A set binding whole buffers bufs[0..n) (n <= VK_MAX_BINDINGS). */
+/* Entries of the stage command-buffer tables (their index formulas are in
+ * engine_stage_io and engine_stage_batch): [short][layer][ATTN|FFN|BOTH],
+ * and [short][layer][ATTN|FFN][narrow|wide][rows 0..batch_max]. */
+static size_t stage_cbs_len(const struct engine *e)
+{
+	return (size_t)e->cfg.n_layer * 2 * 3;
+}
+
+static size_t stageb_cbs_len(const struct engine *e)
+{
+	return (size_t)e->cfg.n_layer * 2 * 2 * 2 * (e->batch_max + 1);
+}
+
+static int mksetv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *const *bufs, int n)
+{
+	struct vk_bind b[VK_MAX_BINDINGS];
+	for (int i = 0; i < n; i++)
+		b[i] = (struct vk_bind){ bufs[i], 0, 0 };
+	return vk_set_create(e->vk, p, b, s);
+}
+
 static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *b0, struct vk_buf *b1,
 		 struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
 {
-	struct vk_bind b[6] = { { b0, 0, 0 }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 } };
-	return vk_set_create(e->vk, p, b, s);
-}
-
-/* Seven buffers (the KV kernels: ... + the block tables). */
-static int mkset7(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *b0, struct vk_buf *b1,
-		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5, struct vk_buf *b6)
-{
-	struct vk_bind b[7] = { { b0, 0, 0 }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 }, { b6, 0, 0 } };
-	return vk_set_create(e->vk, p, b, s);
-}
-
-/* Nine buffers (attn: the KV kernel's seven + the q/k norm weights). */
-static int mkset9(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *const *bufs)
-{
-	struct vk_bind b[9];
-	for (int i = 0; i < 9; i++)
-		b[i] = (struct vk_bind){ bufs[i], 0, 0 };
-	return vk_set_create(e->vk, p, b, s);
+	struct vk_buf *b[6] = { b0, b1, b2, b3, b4, b5 };
+	return mksetv(e, p, s, b, 6);
 }
 
 /* Same with a weight matrix at binding 0: its range of its buffer (an
@@ -624,9 +629,10 @@ static int sets_create(struct engine *e)
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv, d, d, d);
-		if (!rc) rc = mkset7(e, &e->rope, &l->s_rope, e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd);
+		struct vk_buf *rb[7] = { e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd };
+		if (!rc) rc = mksetv(e, &e->rope, &l->s_rope, rb, 7);
 		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
-		if (!rc) rc = mkset9(e, &e->attn, &l->s_attn, ab);
+		if (!rc) rc = mksetv(e, &e->attn, &l->s_attn, ab, 9);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, d, d, d);
 		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, e->att, e->o, d, d, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
@@ -802,7 +808,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = sets_create(e);
 	if (!rc)
 		rc = vk_cmd_alloc(e->vk, &e->once);
-	if (!rc && !(e->stage_cbs = calloc((size_t)c->n_layer * 6, sizeof *e->stage_cbs)))
+	if (!rc && !(e->stage_cbs = calloc(stage_cbs_len(e), sizeof *e->stage_cbs)))
 		rc = err_set(ERR_NOMEM, "engine: out of memory");
 	if (rc)
 		goto fail;
@@ -832,9 +838,9 @@ void engine_destroy(struct engine *e)
 		vk_cmd_free(e->vk, e->once);
 		vk_cmd_free(e->vk, e->chunkcb);
 		vk_cmd_free(e->vk, e->tabcb);
-		for (uint32_t i = 0; e->stage_cbs && i < e->cfg.n_layer * 6; i++)
+		for (size_t i = 0; e->stage_cbs && i < stage_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
-		for (size_t i = 0; e->stageb_cbs && i < (size_t)e->cfg.n_layer * 8 * (e->batch_max + 1); i++)
+		for (size_t i = 0; e->stageb_cbs && i < stageb_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stageb_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
@@ -1815,7 +1821,7 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	if (rc)
 		return rc;
 	if (!e->stageb_cbs &&
-	    !(e->stageb_cbs = calloc((size_t)e->cfg.n_layer * 8 * (e->batch_max + 1), sizeof *e->stageb_cbs)))
+	    !(e->stageb_cbs = calloc(stageb_cbs_len(e), sizeof *e->stageb_cbs)))
 		return err_set(ERR_NOMEM, "engine: out of memory");
 	/* recorded once per (short steps, layer, stage, kind, rows) with the
 	 * batch kernels: every row computed as a lone token would be (mul_mvs
