@@ -1343,7 +1343,7 @@ static int flow_post_gpu(struct coord *c, uint32_t *seq)
 }
 
 /* Sleep until every FLOW posted as seq[i] (0: none) came back; its END in
- * ends[i]. A failed op, a worker process that is gone (checked every 50
+ * ends[i] (ends may be NULL). A failed op, a worker process that is gone (checked every 50
  * ms) or no progress within the step timeout end the wait with an error. */
 static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends)
 {
@@ -1373,7 +1373,8 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
 						       err_name(f->status));
 				obs_flow(c, f);
 				trace_flow(c, f);
-				ends[i] = *f;
+				if (ends)
+					ends[i] = *f;
 				seq[i] = 0;
 				left--;
 				progressed = true;
@@ -1403,7 +1404,6 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
 static int step_split_pass(struct coord *c, struct split_batch *sb)
 {
 	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
-	static struct msg_flow ends[SPLIT_MAX_MBS];
 	for (uint32_t w = 0; w < sb->n_mb; w++) {
 		const struct split_mb *mb = &sb->mb[w];
 		if (!mb->count)
@@ -1429,18 +1429,12 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 		if (mb->wide)
 			c->n_wide_mb++;
 	}
-	int rc = flow_wait(c, seq, sb->n_mb, ends);
+	int rc = flow_wait(c, seq, sb->n_mb, NULL);
 	if (rc)
 		return rc;
+	/* every sampled token comes from its slot's head area (take_from_head
+	 * fills in token and k), so the template answer carries nothing */
 	struct msg_done d = { 0 };
-	for (uint32_t w = 0; w < sb->n_mb; w++) {
-		if (!sb->mb[w].count)
-			continue;
-		d.ref_seq = ends[w].origin_seq;
-		d.token = ends[w].token;
-		d.k = ends[w].flags & MSG_FLOW_HEAD ? ends[w].k : 0;
-		d.gpu_ns = ends[w].gpu_ns[0] + ends[w].gpu_ns[1];
-	}
 	return split_batch_finish(c, sb, &d);
 }
 
@@ -1496,13 +1490,13 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 {
 	static struct split_batch sb;
-	uint32_t n_mb = c->split_mbs < n ? c->split_mbs : n;
-	/* lockstep rounds and the coordinator-driven dataflow pair two;
-	 * flows run any number, one included (no overlap: an A/B for one GPU
-	 * that time-slices the two workers' contexts) */
-	if (!split_flows(c) || n_mb < 1)
-		n_mb = n_mb < 2 ? 2 : n_mb;
-	int rc = split_batch_init(c, &sb, rs, n, c->dp_on ? n_mb : 2);
+	/* flows run any number of micro-batches, one included (no overlap: an
+	 * A/B for one GPU that time-slices the two workers' contexts); the
+	 * coordinator-driven dataflow pairs at least two, lockstep rounds two */
+	uint32_t n_mb = !c->dp_on ? 2 : c->split_mbs < n ? c->split_mbs : n;
+	if (!split_flows(c) && n_mb < 2)
+		n_mb = 2;
+	int rc = split_batch_init(c, &sb, rs, n, n_mb);
 	if (rc)
 		return rc;
 	if (!c->dp_on)

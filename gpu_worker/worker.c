@@ -875,6 +875,21 @@ static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *t
 	}
 }
 
+/* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH. */
+static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+{
+	if (f->flags & MSG_FLOW_CHUNK)
+		return flow_chunk_op(w, f, token, k);
+	static struct msg_stage_batch sb;
+	sb.op = f->op;
+	sb.layer = f->layer;
+	sb.n = f->n;
+	sb.mode = f->op == MSG_OP_HEAD ? f->mode : MSG_HEAD_ARGMAX;
+	sb.k = f->op == MSG_OP_HEAD ? f->k : 1;
+	memcpy(sb.e, f->e, (size_t)f->n * sizeof *f->e);
+	return do_stage_batch(w, &sb, f->flags & MSG_FLOW_WIDE, token, k);
+}
+
 /* Run a FLOW's ops for as long as they are this worker's, then pass it on:
  * to the other worker's peer ring, or, once it ended (or an op failed), to
  * the coordinator through this worker's done ring. A FLOW from an older
@@ -893,34 +908,25 @@ static int worker_flow(struct worker *w, struct msg *m)
 		f->op = MSG_OP_END;
 		f->status = ERR_INVAL;
 	}
-	static struct msg_stage_batch sb;
 	while (f->op != MSG_OP_END && serves(w, MSG_STAGE_BATCH, f->op)) {
-		sb.op = f->op;
-		sb.layer = f->layer;
-		sb.n = f->n;
-		sb.mode = f->op == MSG_OP_HEAD ? f->mode : MSG_HEAD_ARGMAX;
-		sb.k = f->op == MSG_OP_HEAD ? f->k : 1;
-		memcpy(sb.e, f->e, (size_t)f->n * sizeof *f->e);
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
 		uint32_t token = 0, k = 0;
 		err_clear();
-		int rc = f->flags & MSG_FLOW_CHUNK ? flow_chunk_op(w, f, &token, &k)
-						   : do_stage_batch(w, &sb, f->flags & MSG_FLOW_WIDE, &token, &k);
+		int rc = flow_op(w, f, &token, &k);
 		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
-		uint64_t dt = count_busy(w, t0, g0, true);
+		uint64_t dt = count_busy(w, t0, g0, true), t1 = mono_ns();
 		f->gpu_ns[side] += dt;
+		f->wall_us[side] = sat_u32(f->wall_us[side] + (t1 - t0) / 1000);
 		if ((f->flags & MSG_FLOW_TIMES) && f->n_ops < MSG_MAX_HOPS) {
-			uint64_t t1 = mono_ns();
 			f->op_us[2 * f->n_ops] = sat_u32(t0 > f->t_origin_ns ? (t0 - f->t_origin_ns) / 1000 : 0);
 			f->op_us[2 * f->n_ops + 1] = sat_u32((t1 - t0) / 1000);
 			f->n_ops++;
 		}
 		if (w->profile)
-			profile_op(w, mono_ns() - t0, dt, vk->submit_ns - s0, vk->wait_ns - q0,
+			profile_op(w, t1 - t0, dt, vk->submit_ns - s0, vk->wait_ns - q0,
 				   f->n_hops ? f->hop_us[f->n_hops - 1] : 0);
-		f->wall_us[side] = sat_u32(f->wall_us[side] + (mono_ns() - t0) / 1000);
 		if (rc) {
 			fprintf(stderr, "worker: flow op %u layer %u: %s\n", f->op, f->layer, err_msg());
 			f->op = MSG_OP_END;
