@@ -36,7 +36,6 @@
  * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
  * not measured yet */
 #define MVS_RPT 1u
-#define MVS_UPI 2u      /* mul_mvs/mul_mvb units per thread per iteration (UNICORN_VK_MVS_UPI overrides) */
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
@@ -132,7 +131,6 @@ struct engine {
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
-	uint32_t mvs_upi;              /* mul_mvs/mul_mvb: work units per thread per loop iteration (loads in flight) */
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
 	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
@@ -481,12 +479,6 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
-	/* units whose loads one thread issues before using any (UNICORN_VK_MVS_UPI:
-	 * 1, 2, 4 or 8); mul_mvs and mul_mvb take the same, so a batch column stays
-	 * bitwise its lone token */
-	const char *uenv = getenv("UNICORN_VK_MVS_UPI");
-	uint32_t upi = uenv ? (uint32_t)atoi(uenv) : MVS_UPI;
-	e->mvs_upi = upi == 1 || upi == 2 || upi == 4 || upi == 8 ? upi : MVS_UPI;
 	/* UNICORN_VK_MVS_GENERIC=1: every quantized type through the generic
 	 * whole-block unit (the <kernel>_gen pipelines), to compare against the
 	 * per-type fast units in one benchmark run */
@@ -512,20 +504,20 @@ static int pipes_create(struct engine *e, const struct model *m)
 		bool has_gen = engine_mvs_unit(slot_type[i], false) != engine_mvs_unit(slot_type[i], true);
 		const char *gen = e->mvs_generic && has_gen ? "_gen" : "";
 		if (e->use_mvs) {
-			const uint32_t spec_mvs[4] = { WG_MVS, 1, e->mvs_rpt[i], e->mvs_upi };
+			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 4, &e->mvs[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 4, &e->mvs_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs_glu[i]);
 		}
 		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
-			const uint32_t spec_mvb[4] = { WG_MVS, e->mvb_nt, 1, e->mvs_upi };
+			const uint32_t spec_mvb[3] = { WG_MVS, e->mvb_nt, 1 };
 			snprintf(name, sizeof name, "mul_mvb_%s%s", slot_name[i], gen);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 4, &e->mvb[i]);
+			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb[i]);
 			snprintf(name, sizeof name, "mul_mvb_glu_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 4, &e->mvb_glu[i]);
+				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
 		for (uint32_t v = 0; v < 3 && !rc && e->use_mm; v++) {

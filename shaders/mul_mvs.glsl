@@ -29,8 +29,8 @@
 // differently (a*b+c contracted into an FMA in one kernel and not the other).
 // Per (column, row) the kernel performs the same operations in the same order
 // for every NT and RPT: the host passes the same tpr, so lanes and units per
-// thread match; units are taken UPI per iteration (the host passes the same
-// UPI too) and summed in the same tree; the reduction is the same. The float work on x is one
+// thread match; units are taken two per iteration in the same c/c2 order and
+// added as acc += a + b; the reduction is the same. The float work on x is one
 // function, unit_apply; unit_load and unit_x hold only loads, integer work and
 // the x-independent conversions, so neither NT nor RPT can change a column's
 // expression tree. Columns past n_tok in the last group compute on the last
@@ -48,7 +48,6 @@ layout(constant_id = 0) const uint WG = 128;
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NT = 1;  // token columns per workgroup
 layout(constant_id = 2) const uint RPT = 1; // rows per thread group
-layout(constant_id = 3) const uint UPI = 2; // work units per thread per iteration (power of two)
 
 #include "mv_io.glsl"
 
@@ -422,38 +421,34 @@ void main()
 			roff[h * RPT + r] = live ? (min(row0 + r, p.nrows - 1u) + h * p.nrows) * p.row_bytes : 0u;
 	[[unroll]] for (uint s = 0u; s < NT * NRW * RPT; s++)
 		acc[s] = 0.0;
-	// UPI units per iteration (a specialization constant, 2 by default): every
-	// unit's loads are issued before any is used, so each thread keeps UPI units
-	// of bytes in flight (decode matvecs are latency-bound: the whole matrix is
-	// only a few memory round trips deep, and on large matrices (27B) two units
-	// per thread do not cover the latency). A unit's product is summed into
-	// the iteration's pairwise tree ((a0 + a1) + (a2 + a3)) ... then added to
-	// acc; the last, partial iteration gives its missing units 0.0, so UPI = 2
-	// is exactly the previous acc += a + b followed by a lone acc += a. The
-	// order depends on tpr, UPI and the row length only, never on NT or RPT.
+	// Two units per iteration: both units' loads are issued before either is
+	// used, so each thread keeps twice the bytes in flight (decode matvecs are
+	// latency-bound: the whole matrix is only a few memory round trips deep).
 	uint c = lane;
-	for (; c < nb; c += UPI * p.tpr) {
-		unit_w wu[UPI * NRW * RPT];
-		[[unroll]] for (uint i = 0u; i < UPI; i++) {
-			// a unit past the row reloads the row's last unit (in bounds) and
-			// contributes 0.0 below
-			uint ci = min(c + i * p.tpr, nb - 1u);
-			[[unroll]] for (uint k = 0u; k < NRW * RPT; k++)
-				wu[i * NRW * RPT + k] = unit_load(roff[k], ci);
+	for (; c + p.tpr < nb; c += 2u * p.tpr) {
+		uint c2 = c + p.tpr;
+		unit_w wa[NRW * RPT], wb[NRW * RPT];
+		[[unroll]] for (uint k = 0u; k < NRW * RPT; k++) {
+			wa[k] = unit_load(roff[k], c);
+			wb[k] = unit_load(roff[k], c2);
 		}
 		[[unroll]] for (uint j = 0u; j < NT; j++) {
-			unit_xv xu[UPI];
-			[[unroll]] for (uint i = 0u; i < UPI; i++)
-				xu[i] = unit_x(xb4[j], min(c + i * p.tpr, nb - 1u));
+			unit_xv xa = unit_x(xb4[j], c), xb = unit_x(xb4[j], c2);
 			[[unroll]] for (uint k = 0u; k < NRW * RPT; k++) {
-				float s[UPI];
-				[[unroll]] for (uint i = 0u; i < UPI; i++)
-					s[i] = c + i * p.tpr < nb ? unit_apply(wu[i * NRW * RPT + k], xu[i]) : 0.0;
-				[[unroll]] for (uint w = 1u; w < UPI; w *= 2u)
-					[[unroll]] for (uint i = 0u; i + w < UPI; i += 2u * w)
-						s[i] += s[i + w];
-				acc[j * NRW * RPT + k] += s[0];
+				float a = unit_apply(wa[k], xa);
+				float b = unit_apply(wb[k], xb);
+				acc[j * NRW * RPT + k] += a + b;
 			}
+		}
+	}
+	if (c < nb) {
+		unit_w wa[NRW * RPT];
+		[[unroll]] for (uint k = 0u; k < NRW * RPT; k++)
+			wa[k] = unit_load(roff[k], c);
+		[[unroll]] for (uint j = 0u; j < NT; j++) {
+			unit_xv xa = unit_x(xb4[j], c);
+			[[unroll]] for (uint k = 0u; k < NRW * RPT; k++)
+				acc[j * NRW * RPT + k] += unit_apply(wa[k], xa);
 		}
 	}
 	// Sum every slot over the tpr threads of its row group; valid in lane 0.
