@@ -8,6 +8,7 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #endif
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -59,10 +60,63 @@ float block_sum(float v)
 }
 #endif
 
+// Rows of up to WG * MAXE floats take the register path: each thread loads
+// all of its elements of x (then of h and w) before using any, so a pass costs
+// one memory round trip. The loop below keeps one load in flight per thread: h
+// is written between the reads of one pass, and the compiler cannot move a
+// read of one binding above a write to another (they may alias), so every
+// element cost a round trip (27B's 5376-wide rows: 15 us per dispatch, 124
+// dispatches per token). Both paths add each thread's elements in the same
+// order and reduce alike; elements past n add 0.0, which changes no sum.
+#define MAXE 16u
+
 void main()
 {
 	uint o = gl_WorkGroupID.x * p.n;
 	uint tid = gl_LocalInvocationID.x;
+	if (p.n <= WG * MAXE) {
+		float xv[MAXE], hv[MAXE], wv[MAXE];
+		float ss = 0.0;
+		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
+			uint i = tid + k * WG;
+			xv[k] = i < p.n ? x[o + i] : 0.0;
+		}
+		[[unroll]] for (uint k = 0u; k < MAXE; k++)
+			ss += xv[k] * xv[k];
+		float r = inversesqrt(block_sum(ss) / float(p.n) + p.eps);
+		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
+			uint i = tid + k * WG;
+			hv[k] = i < p.n && p.mode != 0u ? h[o + i] : 0.0;
+			wv[k] = i < p.n ? w[i] : 0.0;
+		}
+		if (p.mode == 0u) {
+			[[unroll]] for (uint k = 0u; k < MAXE; k++) {
+				uint i = tid + k * WG;
+				if (i < p.n)
+					h[o + i] = xv[k] * r * wv[k];
+			}
+			return;
+		}
+		float ss2 = 0.0;
+		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
+			uint i = tid + k * WG;
+			float v = hv[k] + xv[k] * r * wv[k];
+			hv[k] = v;
+			if (i < p.n) {
+				h[o + i] = v;
+				ss2 += v * v;
+			}
+		}
+		if (p.mode != 3u)
+			return;
+		float r2 = inversesqrt(block_sum(ss2) / float(p.n) + p.eps);
+		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
+			uint i = tid + k * WG;
+			if (i < p.n)
+				out2[o + i] = hv[k] * r2 * w2[i];
+		}
+		return;
+	}
 	float ss = 0.0;
 	for (uint i = tid; i < p.n; i += WG)
 		ss += x[o + i] * x[o + i];

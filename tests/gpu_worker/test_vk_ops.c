@@ -68,9 +68,6 @@ static void check_close(const float *got, const double *want, const double *mag,
  * and mul_mvb run rpt rows per thread group and tpr threads per row (0: the
  * engine's choice). Returns y (n_tok columns of y_stride = nrows + 3 floats,
  * the outputs at offset 2) for the caller to free. */
-/* mul_mvs/mul_mvb: work units per thread per iteration (the engine's default 2) */
-static uint32_t mv_upi = 2;
-
 static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_t ncols, uint32_t nrows, uint32_t n_tok,
 			   bool glu, uint32_t rpt, uint32_t nt, uint32_t tpr)
 {
@@ -94,8 +91,8 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	/* mul_mm_cm(s): tile rows x tokens; the workgroup is NSG subgroups */
 	uint32_t cm_bm = kernel == 4 ? ENGINE_CM_BM : ENGINE_CMS_BM, cm_bn = kernel == 4 ? ENGINE_CM_BN : ENGINE_CMS_BN;
 	uint32_t cm_wg = (kernel == 4 ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
-	uint32_t spec[4] = { mvs ? 128 : cm ? cm_wg : 64, kernel == 3 ? nt : 1, rpt, mv_upi };
-	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), spec, kernel == 2 ? 0 : mvs ? 4 : 1, &p), 0, "%s",
+	uint32_t spec[3] = { mvs ? 128 : cm ? cm_wg : 64, kernel == 3 ? nt : 1, rpt };
+	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), spec, kernel == 2 ? 0 : mvs ? 3 : 1, &p), 0, "%s",
 		     err_msg());
 	uint32_t y_stride = nrows + 3, y_off = 2;
 	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
@@ -276,45 +273,6 @@ Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 				}
 }
 
-/* mul_mvs with 1, 4 and 8 work units per thread per iteration (the loads a
- * thread keeps in flight, UNICORN_VK_MVS_UPI): rows of fewer units than one
- * iteration, whole iterations and a partial last one (units past the row add
- * 0.0), for a quarter-block type, a 16-element K unit and the generic
- * whole-block unit, GLU, lane-shuffle and shared-memory reductions; mul_mvb
- * with the same units per iteration bitwise equal to it, and 2 (the default)
- * against the CPU as every other test does. */
-Test(vk_ops, mvs_units_per_iteration, .timeout = 240)
-{
-	static const struct { uint32_t type; const char *name; uint32_t blk; } q[] = {
-		{ TENSOR_Q4_0, "q4_0", 32 }, { TENSOR_Q4_K, "q4_k", 256 }, { TENSOR_F16, "f16", 32 } };
-	static const uint32_t shapes[][4] = {
-		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
-		{ 3, 9, 1, 0 }, { 37, 21, 2, 4 }, { 40, 5, 1, 32 }, { 9, 7, 3, 64 }, { 64, 3, 1, 128 },
-	};
-	static const uint32_t upis[] = { 1, 4, 8 };
-	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
-		for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-			for (size_t u = 0; u < sizeof upis / sizeof upis[0]; u++) {
-				const uint32_t *sh = shapes[k];
-				uint32_t ncols = sh[0] * q[i].blk, tpr = sh[3];
-				bool glu = k % 2 == 1;
-				mv_upi = upis[u];
-				uint64_t seed = rng; /* both kernels get the same inputs */
-				float *a = check_mv_run(1, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 1, tpr);
-				rng = seed;
-				float *b = check_mv_run(3, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 4, tpr);
-				for (uint32_t t = 0; t < sh[2]; t++)
-					for (uint32_t r = 0; r < sh[1]; r++) {
-						size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
-						cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s upi %u t %u row %u: mvs %.9g mvb %.9g",
-							  q[i].name, mv_upi, t, r, a[o], b[o]);
-					}
-				free(a);
-				free(b);
-			}
-	mv_upi = 2;
-}
-
 Test(vk_ops, mvs_wide_rows)
 {
 	/* long rows: tpr above the subgroup size (subgroupAdd + shared-memory path) */
@@ -392,10 +350,11 @@ Test(vk_ops, mv_glu)
 	check_mv(TENSOR_Q4_K, "q4_k", 256, 11, 1, true);
 }
 
-/* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm). */
-static void check_rmsnorm(const char *pipe, uint32_t wgs)
+/* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm), rows of
+ * n floats: up to 16 per thread take the register path, longer ones the loop. */
+static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n)
 {
-	const uint32_t n = 131, T = 3;
+	const uint32_t T = 3;
 	float x[T * n], w[n], w2[n], h[T * n];
 	for (uint32_t i = 0; i < T * n; i++) {
 		x[i] = frand() * 3;
@@ -437,6 +396,14 @@ static void check_rmsnorm(const char *pipe, uint32_t wgs)
 			vk_buf_destroy(vk, b[i]);
 	}
 	vk_pipe_destroy(vk, &p);
+}
+
+static void check_rmsnorm(const char *pipe, uint32_t wgs)
+{
+	/* odd, exactly 16 per thread (the register path's last row length), one past it */
+	check_rmsnorm_n(pipe, wgs, 131);
+	check_rmsnorm_n(pipe, wgs, 16 * wgs);
+	check_rmsnorm_n(pipe, wgs, 16 * wgs + 37);
 }
 
 Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
