@@ -7,6 +7,7 @@
 #             except the C library's own and the Vulkan loader
 #   .devdata/ the golden files (../shared/golden)
 #   .devtest/ the criterion test binary
+#   .devold/  with OLD_UNICORN=PATH: that `unicorn` binary (an earlier build for device_ab.sh)
 # Usage: tools/device_prep.sh [BIN_DIR [TEST_BINARY]]  (defaults: bin, build/tests/unicorn-tests)
 # The run then carries .gl .devbin .devlibs .devdata .devtest and starts with
 # `rm -rf bin && mv .devbin bin && bash tools/device_....sh`.
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 BIN=${1:-bin}
 TESTBIN=${2:-build/tests/unicorn-tests}
 mkdir -p "$(git rev-parse --git-path info)"
-for d in .gl .devbin .devlibs .devdata .devtest; do
+for d in .gl .devbin .devlibs .devdata .devtest .devold; do
 	grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude
 done
 if ! ls .gl/*.deb >/dev/null 2>&1; then
@@ -24,8 +25,12 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
 	apt-get $o update -qq
 	(cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 fi
-rm -rf .devbin .devlibs .devdata .devtest
+rm -rf .devbin .devlibs .devdata .devtest .devold
 mkdir -p .devbin .devlibs .devdata .devtest
+if [ -n "${OLD_UNICORN:-}" ]; then
+	mkdir -p .devold
+	strip -o .devold/unicorn "$OLD_UNICORN"
+fi
 for f in "$BIN"/unicorn*; do
 	case $f in *.gguf) continue ;; esac
 	strip -o ".devbin/$(basename "$f")" "$f"
@@ -38,4 +43,4 @@ ldd .devbin/* .devtest/* 2>/dev/null | awk '/=> \// { print $3 }' | sort -u |
 	while read -r lib; do cp -L "$lib" .devlibs/; done
 # q4_0 only: the f32 goldens would take the call past its 64 MiB
 cp ../shared/golden/gemma3-tiny-q4_0.* ../shared/golden/gemma3-tiny.json .devdata/
-du -sh .gl .devbin .devlibs .devdata .devtest
+du -sh .gl .devbin .devlibs .devdata .devtest .devold 2>/dev/null
