@@ -61,8 +61,8 @@ float block_sum(float v)
 #endif
 
 // Rows of up to WG * MAXE floats take the register path: each thread loads
-// all of its elements of x (then of h and w) before using any, so a pass costs
-// one memory round trip. The loop below keeps one load in flight per thread: h
+// all of its elements of x, h, w and w2 before using any, so the kernel waits
+// for memory once. The loop below keeps one load in flight per thread: h
 // is written between the reads of one pass, and the compiler cannot move a
 // read of one binding above a write to another (they may alias), so every
 // element cost a round trip (27B's 5376-wide rows: 15 us per dispatch, 124
@@ -75,20 +75,21 @@ void main()
 	uint o = gl_WorkGroupID.x * p.n;
 	uint tid = gl_LocalInvocationID.x;
 	if (p.n <= WG * MAXE) {
-		float xv[MAXE], hv[MAXE], wv[MAXE];
-		float ss = 0.0;
+		// every element this thread will use (x, and h, w, w2 as the mode
+		// reads them), loaded before the first reduction
+		float xv[MAXE], hv[MAXE], wv[MAXE], w2v[MAXE];
 		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
 			uint i = tid + k * WG;
-			xv[k] = i < p.n ? x[o + i] : 0.0;
+			bool in_row = i < p.n;
+			xv[k] = in_row ? x[o + i] : 0.0;
+			hv[k] = in_row && p.mode != 0u ? h[o + i] : 0.0;
+			wv[k] = in_row ? w[i] : 0.0;
+			w2v[k] = in_row && p.mode == 3u ? w2[i] : 0.0;
 		}
+		float ss = 0.0;
 		[[unroll]] for (uint k = 0u; k < MAXE; k++)
 			ss += xv[k] * xv[k];
 		float r = inversesqrt(block_sum(ss) / float(p.n) + p.eps);
-		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
-			uint i = tid + k * WG;
-			hv[k] = i < p.n && p.mode != 0u ? h[o + i] : 0.0;
-			wv[k] = i < p.n ? w[i] : 0.0;
-		}
 		if (p.mode == 0u) {
 			[[unroll]] for (uint k = 0u; k < MAXE; k++) {
 				uint i = tid + k * WG;
@@ -113,7 +114,7 @@ void main()
 		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
 			uint i = tid + k * WG;
 			if (i < p.n)
-				out2[o + i] = hv[k] * r2 * w2[i];
+				out2[o + i] = hv[k] * r2 * w2v[k];
 		}
 		return;
 	}
