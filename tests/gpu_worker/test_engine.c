@@ -505,3 +505,42 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 	fx_close(&x[0]);
 	fx_close(&x[1]);
 }
+
+/* Replayed submissions wait by their last duration (vk_submit_wait_replay:
+ * a timer sleep until the poll window, UNICORN_SPIN_US wide, opens around
+ * it). Lavapipe polls nothing by default: here it polls, the window is
+ * learned from the decode steps (the duration table fills), and every step's
+ * logits equal those of the plain vkWaitForFences wait bit for bit. */
+Test(engine, replay_wait_by_last_duration, .timeout = 120)
+{
+	struct fx x[2];
+	for (int f = 0; f < 2; f++) {
+		cr_assert_eq(setenv("UNICORN_SPIN_US", "300", 1), 0);
+		cr_assert_eq(f ? setenv("UNICORN_VK_WAIT", "block", 1) : unsetenv("UNICORN_VK_WAIT"), 0);
+		fx_open(&x[f], "q4_0", 8);
+	}
+	unsetenv("UNICORN_SPIN_US");
+	unsetenv("UNICORN_VK_WAIT");
+	struct vk_ctx *vk[2] = { engine_vk(x[0].e), engine_vk(x[1].e) };
+	cr_assert(vk[0]->wait_predict && !vk[1]->wait_predict);
+	size_t V = x[0].g.n_vocab;
+	const uint32_t *tok = x[0].g.tokens, prompt = 6;
+	float *lg = malloc(2 * V * sizeof *lg);
+	cr_assert(lg);
+	for (uint32_t i = 0; i <= 12; i++) {
+		for (int f = 0; f < 2; f++)
+			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
+					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
+				     0, "%s", err_msg());
+		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: logits differ between the waits", i);
+	}
+	uint32_t learned[2] = { 0, 0 };
+	for (int f = 0; f < 2; f++)
+		for (size_t i = 0; i < sizeof vk[f]->dur / sizeof vk[f]->dur[0]; i++)
+			learned[f] += vk[f]->dur[i].cb != VK_NULL_HANDLE && vk[f]->dur[i].ns > 0;
+	cr_assert_gt(learned[0], 0, "no replayed submission's duration was learned");
+	cr_assert_eq(learned[1], 0, "UNICORN_VK_WAIT=block learned durations");
+	free(lg);
+	fx_close(&x[0]);
+	fx_close(&x[1]);
+}
