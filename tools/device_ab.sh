@@ -3,7 +3,9 @@
 # files (BENCHMARKS.md): golden q4_0 logits with the new build, then for each
 # model of AB_MODELS (mkmodel SHAPE:TYPE) `unicorn bench -p 512 -n 128` with
 # the old build (AB_OLD, a `unicorn` binary: tools/device_prep.sh puts the one
-# it is given in .devold/) and the new one (bin/), alternating.
+# it is given in .devold/) and the new one (bin/), alternating; the new one
+# once per environment of AB_NEW_ENVS (assignments joined by commas, "-" for
+# none; default "-"), e.g. AB_NEW_ENVS="- UNICORN_VK_WAIT=block".
 # Carried: as device_bench.sh, plus .devold/. Writes $OUT/ab.tgz and prints
 # the table.
 set -u
@@ -32,11 +34,13 @@ for spec in ${AB_MODELS:-1b:q4_0 4b:q4_0}; do
 	f=$M/$shape-$type.gguf
 	/usr/bin/time -f "mkmodel $spec %e s" bin/unicorn-mkmodel --shape $shape --type $type --seed 1 -q -o $f \
 		2>> "$ROOT/log.txt" || { status=1; continue; }
-	for which in old new; do
-		b=bin/unicorn
+	for which in old ${AB_NEW_ENVS:--}; do
+		b=bin/unicorn env=()
 		[ $which = old ] && b=$OLD
-		echo "== $spec $which" >> "$ROOT/table.md"
-		$b bench $f -p ${AB_P:-512} -n ${AB_N:-128} -r ${REPS:-3} 2>>"$ROOT/log.txt" | grep '^| gemma' >> "$ROOT/table.md" || status=1
+		[ $which != old ] && [ $which != - ] && env=(${which//,/ })
+		echo "== $spec ${which/-/new}" >> "$ROOT/table.md"
+		env "${env[@]}" $b bench $f -p ${AB_P:-512} -n ${AB_N:-128} -r ${REPS:-3} 2>>"$ROOT/log.txt" |
+			grep '^| gemma' >> "$ROOT/table.md" || status=1
 	done
 	rm -f $f
 done
