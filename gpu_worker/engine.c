@@ -954,17 +954,14 @@ static int tab_record(struct engine *e, bool *recorded)
 }
 
 /* Every submission goes through here: the tables first when they changed. */
-/* replayed: cb was recorded once and runs the same work each time (its
- * last duration predicts this one: vk_submit_wait_replay) */
-static int submit(struct engine *e, VkCommandBuffer cb, bool replayed)
+static int submit(struct engine *e, VkCommandBuffer cb)
 {
 	bool tab;
 	int rc = tab_record(e, &tab);
 	if (rc)
 		return rc;
 	VkCommandBuffer cbs[2] = { e->tabcb, cb };
-	rc = replayed ? vk_submit_wait_replay(e->vk, tab ? cbs : cbs + 1, tab ? 2 : 1)
-		      : vk_submit_wait_n(e->vk, tab ? cbs : cbs + 1, tab ? 2 : 1);
+	rc = tab ? vk_submit_wait_n(e->vk, cbs, 2) : vk_submit_wait(e->vk, cb);
 	if (!rc && tab) {
 		memset(e->tab_dirty, 0, sizeof e->tab_dirty);
 		e->tab_any_dirty = false;
@@ -1350,9 +1347,9 @@ static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_
 }
 
 /* Submit a recorded forward and count its GPU time. */
-static int run_forward(struct engine *e, VkCommandBuffer cb, bool replayed)
+static int run_forward(struct engine *e, VkCommandBuffer cb)
 {
-	int rc = submit(e, cb, replayed);
+	int rc = submit(e, cb);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
 		gpu_ns_add(e, 0, e->n_ts - 1);
@@ -1379,7 +1376,7 @@ static int replay(struct engine *e, int mode, uint32_t n)
 			return rc;
 		}
 	}
-	return run_forward(e, *cb, true);
+	return run_forward(e, *cb);
 }
 
 uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
@@ -1552,7 +1549,7 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		vkResetCommandBuffer(e->chunkcb, 0);
 		rc = record_mode(e, e->chunkcb, rows, m, md);
 		if (!rc)
-			rc = run_forward(e, e->chunkcb, false);
+			rc = run_forward(e, e->chunkcb);
 	}
 	if (rc || !m)
 		return rc;
@@ -1679,7 +1676,7 @@ static int once_submit(struct engine *e)
 	if (r != VK_SUCCESS)
 		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
 	e->timed = false;
-	return submit(e, e->once, false);
+	return submit(e, e->once);
 }
 
 int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
@@ -1727,13 +1724,13 @@ int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint
 
 /* Run a stage command buffer recorded by rec_stage_io over n hidden rows:
  * in -> hio, submit (its GPU time from the last two queries), hio -> out. */
-static int hio_run(struct engine *e, VkCommandBuffer cb, bool replayed, uint32_t n, const float *in, float *out)
+static int hio_run(struct engine *e, VkCommandBuffer cb, uint32_t n, const float *in, float *out)
 {
 	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
 	if (in)
 		memcpy(e->hio->map, in, bytes);
 	e->timed = false;
-	int rc = submit(e, cb, replayed);
+	int rc = submit(e, cb);
 	if (!rc && e->vk->timestamps)
 		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
 	if (!rc && out)
@@ -1806,7 +1803,7 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 		if (rc)
 			return rc;
 	}
-	return hio_run(e, cb, cb != e->once, n, in, out);
+	return hio_run(e, cb, n, in, out);
 }
 
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
@@ -1848,7 +1845,7 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 			return rc;
 		}
 	}
-	return hio_run(e, *slot, true, n, in, out);
+	return hio_run(e, *slot, n, in, out);
 }
 
 float *engine_stage_rows(struct engine *e)
@@ -1959,7 +1956,7 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 	e->prof = e->rec_short = false;
 	if (rc)
 		return rc;
-	rc = submit(e, e->once, false);
+	rc = submit(e, e->once);
 	e->timed = false;
 	if (rc)
 		return rc;

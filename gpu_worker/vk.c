@@ -2,11 +2,9 @@
 #include "gpu_worker/vk.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu_worker/coopmat.h"
 #include "gpu_worker/shaders.h"
@@ -337,8 +335,6 @@ int vk_create(const char *select, struct vk_ctx **out)
 		goto fail;
 	}
 	vk->spin_us = spin_us(vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
-	const char *wenv = getenv("UNICORN_VK_WAIT");
-	vk->wait_predict = !(wenv && strcmp(wenv, "block") == 0);
 	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 	if ((r = vkCreateFence(vk->dev, &fci, NULL, &vk->fence)) != VK_SUCCESS) {
 		rc = vk_fail(r, "vkCreateFence");
@@ -592,13 +588,8 @@ int vk_cmd_alloc(struct vk_ctx *vk, VkCommandBuffer *out)
 
 void vk_cmd_free(struct vk_ctx *vk, VkCommandBuffer cb)
 {
-	if (!cb)
-		return;
-	/* a later buffer may get this handle: its own work, not this one's duration */
-	for (size_t i = 0; i < sizeof vk->dur / sizeof vk->dur[0]; i++)
-		if (vk->dur[i].cb == cb)
-			vk->dur[i].cb = VK_NULL_HANDLE;
-	vkFreeCommandBuffers(vk->dev, vk->cmd_pool, 1, &cb);
+	if (cb)
+		vkFreeCommandBuffers(vk->dev, vk->cmd_pool, 1, &cb);
 }
 
 int vk_cmd_begin(VkCommandBuffer cb, bool one_time)
@@ -616,12 +607,7 @@ int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb)
 	return vk_submit_wait_n(vk, &cb, 1);
 }
 
-/* Submit, then wait for the fence: polled from t1 + poll_from until t1 +
- * poll_until (ns after the submission; the thread sleeps until poll_from),
- * then in vkWaitForFences. *took: ns from the submission until the fence was
- * seen signalled; *first_poll: it was at the first look. */
-static int submit_wait(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n, int64_t poll_from, int64_t poll_until,
-		       int64_t *took, bool *first_poll)
+int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 {
 	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
 	int64_t t0 = spin_now_ns();
@@ -629,70 +615,20 @@ static int submit_wait(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n
 	if (r != VK_SUCCESS)
 		return vk_fail(r, "vkQueueSubmit");
 	int64_t t1 = spin_now_ns();
-	if (poll_from > 0) {
-		struct timespec ts = { (time_t)((t1 + poll_from) / 1000000000), (long)((t1 + poll_from) % 1000000000) };
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-			;
-	}
 	r = VK_NOT_READY;
-	*first_poll = false;
-	for (bool first = true; poll_until > 0; first = false) {
-		if ((r = vkGetFenceStatus(vk->dev, vk->fence)) != VK_NOT_READY || spin_now_ns() >= t1 + poll_until) {
-			*first_poll = first && r == VK_SUCCESS;
-			break;
-		}
-		spin_pause();
+	if (vk->spin_us) {
+		/* a short submission is done sooner than a sleeping wait wakes up */
+		int64_t until = spin_now_ns() + (int64_t)vk->spin_us * 1000;
+		while ((r = vkGetFenceStatus(vk->dev, vk->fence)) == VK_NOT_READY && spin_now_ns() < until)
+			spin_pause();
 	}
 	if (r == VK_NOT_READY)
 		r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-	int64_t t2 = spin_now_ns();
-	*took = t2 - t1;
 	vk->n_submits++;
 	vk->submit_ns += (uint64_t)(t1 - t0);
-	vk->wait_ns += (uint64_t)(t2 - t1);
+	vk->wait_ns += (uint64_t)(spin_now_ns() - t1);
 	vkResetFences(vk->dev, 1, &vk->fence);
 	return r == VK_SUCCESS ? 0 : vk_fail(r, "vkWaitForFences");
-}
-
-int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
-{
-	/* a short submission is done sooner than a sleeping wait wakes up */
-	int64_t took;
-	bool first;
-	return submit_wait(vk, cbs, n, 0, (int64_t)vk->spin_us * 1000, &took, &first);
-}
-
-static uint32_t dur_slot(VkCommandBuffer cb, uint32_t n)
-{
-	uint64_t h = ((uint64_t)(uintptr_t)cb * 0x9e3779b97f4a7c15ull) ^ n;
-	return (uint32_t)(h >> 58); /* 64 slots */
-}
-
-int vk_submit_wait_replay(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
-{
-	if (!vk->wait_predict || !vk->spin_us || n == 0)
-		return vk_submit_wait_n(vk, cbs, n);
-	/* the poll window (spin_us wide) is centred on the last duration: the
-	 * thread sleeps on a timer until it opens, so a long submission costs no
-	 * CPU and is still seen done within microseconds (a vkWaitForFences
-	 * wake-up costs tens to hundreds) */
-	VkCommandBuffer key = cbs[n - 1];
-	uint32_t i = dur_slot(key, n);
-	int64_t w = (int64_t)vk->spin_us * 1000, last = vk->dur[i].cb == key && vk->dur[i].n == n ? (int64_t)vk->dur[i].ns : 0;
-	int64_t from = last > w ? last - w / 2 : 0, until = last > w ? last + w / 2 : w;
-	int64_t took;
-	bool first;
-	int rc = submit_wait(vk, cbs, n, from, until, &took, &first);
-	if (rc)
-		return rc;
-	/* done at the first look: it may have ended well before the window
-	 * opened, so the next window opens a little earlier */
-	if (first && from > 0)
-		took = took - w / 4 > 0 ? took - w / 4 : 0;
-	vk->dur[i].cb = key;
-	vk->dur[i].n = n;
-	vk->dur[i].ns = (uint64_t)took;
-	return 0;
 }
 
 void vk_cmd_barrier(VkCommandBuffer cb)

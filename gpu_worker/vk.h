@@ -50,12 +50,6 @@ struct vk_ctx {
 	/* vk_submit_wait_n's own time: calls, ns inside vkQueueSubmit, ns from
 	 * then until the fence was seen signalled (`unicorn-*-worker` profile) */
 	uint64_t n_submits, submit_ns, wait_ns;
-	/* vk_submit_wait_replay: how long each replayed command buffer last took
-	 * (direct-mapped by handle), so the wait can sleep until just before it
-	 * ends and poll from there; wait_predict false (UNICORN_VK_WAIT=block):
-	 * poll spin_us, then sleep in vkWaitForFences, as for other submissions */
-	struct { VkCommandBuffer cb; uint32_t n; uint64_t ns; } dur[64];
-	bool wait_predict;
 	VkQueryPool query_pool;
 	uint32_t n_queries;
 	VkPhysicalDeviceProperties props;
@@ -143,11 +137,6 @@ void vk_cmd_barrier(VkCommandBuffer cb);
 int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb);
 /* Several command buffers in one submission (in order), one fence wait. */
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n);
-/* vk_submit_wait_n for command buffers recorded once and replayed (the same
- * work each time): the wait sleeps until shortly before the buffer's last
- * duration, polls the fence around it, and sleeps in vkWaitForFences only
- * past that window. */
-int vk_submit_wait_replay(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n);
 void vk_cmd_free(struct vk_ctx *vk, VkCommandBuffer cb);
 
 /* Timestamps: vk_cmd_timestamp writes query i; vk_query_ns reads n values as ns. */
