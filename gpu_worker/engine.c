@@ -527,12 +527,14 @@ static int pipes_create(struct engine *e, const struct model *m)
 	}
 	if (!rc && e->use_mm)
 		cm_pipes_create(e, used);
-	/* rmsnorm_sg needs subgroup arithmetic, which use_mvs has checked;
-	 * UNICORN_VK_NORM=tree keeps the shared-memory tree (A/B) */
+	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
+	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
+	 * of all three (A/B). rope_kv and attn always take the same kind: they
+	 * share the q/k norm, which must round alike in both */
 	const char *nenv = getenv("UNICORN_VK_NORM");
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
-	if (!rc) rc = vk_pipe_create(e->vk, "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
 	 * coherent partial traffic and the serial merge cost more than a dispatch),
@@ -540,7 +542,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
-	if (!rc) rc = vk_pipe_create(e->vk, "attn", 9, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg" : "attn", 9, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &e->combine);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */

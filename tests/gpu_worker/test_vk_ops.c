@@ -420,6 +420,10 @@ Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm(
  * keys is one split, which attn writes itself (attn_combine skips it).
  * rope_in: one token, whose q/k norm + rope + KV append attn does itself (no
  * rope_kv dispatch), as in the engine's decode steps. */
+/* "" or "_sg": the tree-reduction kernels or the subgroup ones (rope_kv and
+ * attn always of one kind, as the engine takes them) */
+static const char *attn_sfx = "";
+
 static void check_attention_x(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
 			      bool fused, uint32_t one_len, bool rope_in)
 {
@@ -458,8 +462,11 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 	/* spec_hd: head_dim as a specialization constant, as the engine does; fused:
 	 * the last split workgroup merges (no combine dispatch) */
 	uint32_t wg[3] = { 64, spec_hd ? hd : 0, fused };
-	cr_assert_eq(vk_pipe_create(vk, "rope_kv", 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn", 9, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
+	char rname[32], aname[32];
+	snprintf(rname, sizeof rname, "rope_kv%s", attn_sfx);
+	snprintf(aname, sizeof aname, "attn%s", attn_sfx);
+	cr_assert_eq(vk_pipe_create(vk, rname, 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, aname, 9, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
 	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
 	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
 		      *bk = buf_from(kc, pool * nkv * hd * 4), *bv = buf_from(vc, pool * nkv * hd * 4),
@@ -600,6 +607,19 @@ Test(vk_ops, attention_rope_in_attn) {
 	check_attention_x(1e4f, 1.0f, 0, 3, 34, false, false, 0, true);
 	check_attention_x(1e4f, 1.0f, 7, 2, 288, true, true, 0, true);
 	check_attention_x(1e6f, 1.0f, 0, 2, 32, true, false, 64, true);
+}
+/* rope_kv_sg and attn_sg (subgroup reductions; the engine's choice where the
+ * device has subgroup arithmetic): windowed and global layers, splits and
+ * their combine, the fused merge, an odd and a wide head, rope inside attn */
+Test(vk_ops, attention_subgroup, .timeout = 120) {
+	attn_sfx = "_sg";
+	check_attention_x(1e4f, 1.0f, 5, 3, 32, false, false, 0, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 4, 32, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 5, 5, 32, true, true, 0, false);
+	check_attention_x(1e4f, 1.0f, 0, 3, 34, false, true, 0, false);
+	check_attention_x(1e4f, 1.0f, 5, 3, 32, true, false, 0, true);
+	check_attention_x(1e4f, 1.0f, 7, 2, 288, true, true, 0, true);
+	attn_sfx = "";
 }
 
 /* The embedding gather of rows 2 and 0 of a 3-row matrix, scaled. */

@@ -1,0 +1,366 @@
+// attn.glsl (attn.comp, attn_sg.comp): decode/prefill attention, flash-decoding style. Workgroup (head, token,
+// split) handles one contiguous slice of the visible keys [lo, pos] (causal, and
+// a sliding window when window > 0), keeping an online softmax, and writes
+// (max, sum, unnormalized output) for attn_combine. The slice is computed from
+// the position in the step buffer, so one recorded command buffer serves every
+// position. GQA: query head h reads kv head h / (n_head / n_kv). Keys live in
+// a paged cache: each key's row comes from the sequence's block table (KV_ROW).
+// The token's own key (position pos) is always folded in as a last online-
+// softmax step of the split that holds it, from shared memory: read from the
+// cache (rope_kv ran before), or with p.rope = 1 (decode steps whose rows are
+// distinct sequences) normalized and rotated here from the raw qkv row, as is
+// q, and appended to the cache by one workgroup per (token, kv head): no
+// rope_kv dispatch, and bitwise the same numbers either way (rope.glsl).
+// A token whose range fits one split (attn_chunk) is normalized and written
+// to out[] here: attn_combine skips it, and the host leaves the combine
+// dispatch out of steps whose tokens are all that short.
+#ifdef SG
+// SG (the _sg kernels): workgroup reductions with subgroup operations and one
+// barrier, where the device has subgroup arithmetic (the engine's choice, as
+// for rmsnorm_sg); rope.glsl's norm reduces the same way in attn_sg and
+// rope_kv_sg, so the two stay bitwise equal.
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
+#include "common.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+// head_dim when the host knows it at pipeline creation (0: read p.head_dim).
+// A constant trip count lets the driver unroll the K loop, so a thread's key
+// loads are all in flight at once instead of one loop round trip at a time.
+layout(constant_id = 1) const uint HD = 0;
+// 1: the last workgroup of each (token, head) to finish also merges the splits
+// and writes out[] (no attn_combine dispatch). Counters live in part[] from
+// p.cnt_off on, are zero between dispatches and reset by that last workgroup.
+layout(constant_id = 2) const uint FUSE = 0;
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer QKV { float qkv[]; };
+layout(binding = 1) readonly buffer KC { float kc[]; };
+layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
+layout(binding = 1) writeonly buffer KCW { float kcw[]; };  // p.rope: the appended key
+layout(binding = 2) readonly buffer VC { float vc[]; };
+layout(binding = 2) readonly buffer VC4 { vec4 vc4[]; };
+layout(binding = 2) writeonly buffer VCW { float vcw[]; };
+// coherent: with FUSE, the merging workgroup reads the other workgroups' partials
+layout(binding = 3) coherent buffer Part { float part[]; };
+layout(binding = 3) coherent buffer PartU { uint partu[]; };
+layout(binding = 4) readonly buffer Step { uint step[]; };
+layout(binding = 5) writeonly buffer Out { float outv[]; };
+layout(binding = 6) readonly buffer Tab { uint tab[]; };
+layout(binding = 7) readonly buffer QN { float qn[]; };
+layout(binding = 8) readonly buffer KN { float kn[]; };
+
+// Mirrors struct attn_push in gpu_worker/engine.h.
+layout(push_constant) uniform Push {
+	uint head_dim;
+	uint n_head;
+	uint n_kv;
+	uint qkv_stride;
+	uint window;     // 0 = global layer
+	uint n_split;
+	float scale;     // 1/sqrt(query_pre_attn_scalar)
+	uint min_chunk;
+	uint cnt_off;    // FUSE: index of the (token, head) counters in part[]
+	uint tab_off;    // paged KV: this layer kind's first table entry (KV_ROW)
+	uint tab_mod;    // and its entry count
+	// p.rope = 1: q/k RMSNorm + RoPE here (rope_kv.comp's push values)
+	float eps;
+	float base;
+	float freq_scale;
+	uint kv_cap;
+	uint rope;
+	uint one_len;    // attn_chunk: ranges of at most one_len keys are one split
+} p;
+
+#define MAXD 8u  // head_dim <= MAXD * WG
+// Shared arrays sized by head_dim when the host gives it at pipeline creation
+// (the engine does): at their 512-element caps they took ~11 KB per
+// workgroup, which held the H100 to ~20 resident workgroups of 64 threads
+// per SM and made prefill attention 35% slower; at head_dim 256 they take 5 KB.
+const uint SH4 = HD > 0u ? (HD + 3u) / 4u : 128u;
+const uint SH = SH4 * 4u;
+shared vec4 q4[SH4];
+shared vec4 kn4[SH4], vn4[SH4];  // the token's own key and value
+shared float rv[SH], rw[SH];
+shared float rr[WG];
+#include "rope.glsl"
+shared float pr[WG];
+shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
+shared float red[WG];
+shared uint last;
+
+#ifdef SG
+// The workgroup's max or sum: each subgroup's, then those of the subgroups.
+// rowk[] and pr[], written before a call, are published by its barrier.
+shared float sgred[WG];
+float wg_reduce(float v, bool is_max)
+{
+	v = is_max ? subgroupMax(v) : subgroupAdd(v);
+	if (subgroupElect())
+		sgred[gl_SubgroupID] = v;
+	barrier();
+	float r = sgred[0];
+	for (uint i = 1u; i < gl_NumSubgroups; i++)
+		r = is_max ? max(r, sgred[i]) : r + sgred[i];
+	barrier();
+	return r;
+}
+#else
+float wg_reduce(float v, bool is_max)
+{
+	uint tid = gl_LocalInvocationID.x;
+	red[tid] = v;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (tid < s)
+			red[tid] = is_max ? max(red[tid], red[tid + s]) : red[tid] + red[tid + s];
+		barrier();
+	}
+	float r = red[0];
+	barrier();
+	return r;
+}
+#endif
+
+void main()
+{
+	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
+	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
+	uint pos = step[STEP_TPOS(t)];       // each token its own causal range
+	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's block table
+	uint kvh = h / (p.n_head / p.n_kv);
+	uint kvs = p.n_kv * hd;
+	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
+	uint len = pos + 1u - lo;
+	uint chunk = attn_chunk(len, p.n_split, p.min_chunk, p.one_len);
+	bool single = chunk >= len;  // split 0 holds every key and writes out[]
+	if (single && sp > 0u)
+		return;
+	uint k0 = lo + sp * chunk;
+	uint k1 = min(k0 + chunk, pos + 1u);
+	bool empty = k0 >= k1, fresh = !empty && k1 == pos + 1u;  // fresh: this split holds key pos
+	uint kend = fresh ? pos : k1;  // keys [k0, kend) from the cache, then key pos
+	uint hd16 = (hd + 15u) / 16u * 4u;  // vec4s of a head, zero padded to a multiple of 4
+	uint qo = t * p.qkv_stride + h * hd;
+	if (p.rope != 0u && !empty) {
+		for (uint i = tid; i < hd; i += WG) {
+			rv[i] = qkv[qo + i];
+			rw[i] = qn[i];
+		}
+		barrier();
+		norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+	}
+	for (uint i = tid; i < hd16; i += WG) {
+		vec4 v;
+		for (uint c = 0u; c < 4u; c++)
+			v[c] = 4u * i + c < hd ? (p.rope != 0u ? rv[4u * i + c] : qkv[qo + 4u * i + c]) * p.scale : 0.0;
+		q4[i] = v;
+	}
+	barrier();
+	float m = NEG_INF, l = 0.0;
+	float o[MAXD];
+	for (uint i = 0u; i < MAXD; i++)
+		o[i] = 0.0;
+	// vec4 path for P.V: each thread owns whole vec4s of the output (coalesced
+	// 16-byte loads, a quarter of the load instructions of the scalar path)
+	bool v4 = (kvs & 3u) == 0u && (hd & 3u) == 0u && hd <= 8u * WG;
+	vec4 o4[2];
+	o4[0] = vec4(0.0);
+	o4[1] = vec4(0.0);
+	for (uint kb = k0; kb < kend; kb += WG) {
+		uint j = kb + tid;
+		float s = NEG_INF;
+		uint row = j < kend ? KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, j) : 0u;
+		rowk[tid] = row;  // published to the P.V loop by wg_reduce's barriers
+		if (j < kend) {
+			uint ko = row * kvs + kvh * hd;
+			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
+				// four independent vec4 loads per step keep several loads in flight
+				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+				uint k4 = ko >> 2;
+				for (uint i = 0u; i < hd / 4u; i += 4u) {
+					a0 += q4[i] * kc4[k4 + i];
+					a1 += q4[i + 1u] * kc4[k4 + i + 1u];
+					a2 += q4[i + 2u] * kc4[k4 + i + 2u];
+					a3 += q4[i + 3u] * kc4[k4 + i + 3u];
+				}
+				s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
+			} else {
+				s = 0.0;
+				for (uint i = 0u; i < hd; i++)
+					s += q4[i >> 2][i & 3u] * kc[ko + i];
+			}
+		}
+		float mn = max(m, wg_reduce(s, true));
+		float pj = j < kend ? exp(s - mn) : 0.0;
+		pr[tid] = pj;
+		float corr = exp(m - mn);
+		l = l * corr + wg_reduce(pj, false);
+		uint nk = min(WG, kend - kb);
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u) {
+					uint vo4 = (kvh * hd) / 4u + d4, ks4 = kvs / 4u;
+					vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+					uint jj = 0u;
+					for (; jj + 4u <= nk; jj += 4u) {
+						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
+						a1 += pr[jj + 1u] * vc4[vo4 + rowk[jj + 1u] * ks4];
+						a2 += pr[jj + 2u] * vc4[vo4 + rowk[jj + 2u] * ks4];
+						a3 += pr[jj + 3u] * vc4[vo4 + rowk[jj + 3u] * ks4];
+					}
+					for (; jj < nk; jj++)
+						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
+					o4[di] = o4[di] * corr + ((a0 + a1) + (a2 + a3));
+				}
+			}
+		} else for (uint di = 0u; di < MAXD; di++) {
+			uint d = tid + di * WG;
+			if (d < hd) {
+				uint vo = kvh * hd + d;
+				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+				uint jj = 0u;
+				for (; jj + 4u <= nk; jj += 4u) {
+					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
+					a1 += pr[jj + 1u] * vc[vo + rowk[jj + 1u] * kvs];
+					a2 += pr[jj + 2u] * vc[vo + rowk[jj + 2u] * kvs];
+					a3 += pr[jj + 3u] * vc[vo + rowk[jj + 3u] * kvs];
+				}
+				for (; jj < nk; jj++)
+					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
+				o[di] = o[di] * corr + ((a0 + a1) + (a2 + a3));
+			}
+		}
+		m = mn;
+		barrier();
+	}
+	if (fresh) {
+		uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+		if (p.rope != 0u) {
+			for (uint i = tid; i < hd; i += WG) {
+				rv[i] = qkv[kvo + i];
+				rw[i] = kn[i];
+			}
+			barrier();
+			norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+			// the first query head of the kv group appends the key and value
+			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap)
+				for (uint i = tid; i < hd; i += WG) {
+					kcw[ko + i] = rv[i];
+					vcw[ko + i] = qkv[vo + i];
+				}
+		}
+		for (uint i = tid; i < hd16; i += WG) {
+			vec4 kv = vec4(0.0), vv = vec4(0.0);
+			for (uint c = 0u; c < 4u; c++)
+				if (4u * i + c < hd) {
+					kv[c] = p.rope != 0u ? rv[4u * i + c] : kc[ko + 4u * i + c];
+					vv[c] = p.rope != 0u ? qkv[vo + 4u * i + c] : vc[ko + 4u * i + c];
+				}
+			kn4[i] = kv;
+			vn4[i] = vv;
+		}
+		barrier();
+		// every thread forms the same score from shared memory
+		vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+		for (uint i = 0u; i < hd16; i += 4u) {
+			a0 += q4[i] * kn4[i];
+			a1 += q4[i + 1u] * kn4[i + 1u];
+			a2 += q4[i + 2u] * kn4[i + 2u];
+			a3 += q4[i + 3u] * kn4[i + 3u];
+		}
+		float s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
+		float mn = max(m, s);
+		float pj = exp(s - mn), corr = exp(m - mn);
+		l = l * corr + pj;
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u)
+					o4[di] = o4[di] * corr + pj * vn4[d4];
+			}
+		} else {
+			for (uint di = 0u; di < MAXD; di++) {
+				uint d = tid + di * WG;
+				if (d < hd)
+					o[di] = o[di] * corr + pj * vn4[d >> 2][d & 3u];
+			}
+		}
+		m = mn;
+	}
+	if (single) {
+		uint oo = t * p.n_head * hd + h * hd;
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u)
+					for (uint c = 0u; c < 4u; c++)
+						outv[oo + 4u * d4 + c] = o4[di][c] / l;
+			}
+		} else {
+			for (uint di = 0u; di < MAXD; di++) {
+				uint d = tid + di * WG;
+				if (d < hd)
+					outv[oo + d] = o[di] / l;
+			}
+		}
+		return;
+	}
+	uint po = ((t * p.n_head + h) * p.n_split + sp) * (hd + 2u);
+	if (tid == 0u) {
+		part[po] = m;
+		part[po + 1u] = l;
+	}
+	if (v4) {
+		for (uint di = 0u; di < 2u; di++) {
+			uint d4 = tid + di * WG;
+			if (d4 < hd / 4u)
+				for (uint c = 0u; c < 4u; c++)
+					part[po + 2u + 4u * d4 + c] = o4[di][c];
+		}
+	} else {
+		for (uint di = 0u; di < MAXD; di++) {
+			uint d = tid + di * WG;
+			if (d < hd)
+				part[po + 2u + d] = o[di];
+		}
+	}
+	if (FUSE == 0u)
+		return;
+	// publish this split's partial, then count it; the workgroup that brings the
+	// count to n_split sees every other split's writes (each wrote, fenced, then
+	// counted) and merges them exactly as attn_combine.comp does
+	memoryBarrierBuffer();
+	barrier();
+	uint ci = p.cnt_off + t * p.n_head + h;
+	if (tid == 0u)
+		last = atomicAdd(partu[ci], 1u) == p.n_split - 1u ? 1u : 0u;
+	barrier();
+	if (last == 0u)
+		return;
+	memoryBarrierBuffer();
+	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
+	float M = NEG_INF;
+	for (uint s = 0u; s < p.n_split; s++)
+		M = max(M, part[base + s * (hd + 2u)]);
+	float L = 0.0;
+	for (uint s = 0u; s < p.n_split; s++) {
+		float ms = part[base + s * (hd + 2u)];
+		if (ms != NEG_INF)
+			L += part[base + s * (hd + 2u) + 1u] * exp(ms - M);
+	}
+	for (uint d = tid; d < hd; d += WG) {
+		float a = 0.0;
+		for (uint s = 0u; s < p.n_split; s++) {
+			float ms = part[base + s * (hd + 2u)];
+			if (ms != NEG_INF)
+				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
+		}
+		outv[t * p.n_head * hd + h * hd + d] = a / L;
+	}
+	if (tid == 0u)
+		atomicExchange(partu[ci], 0u);
+}
