@@ -9,6 +9,7 @@ layout(constant_id = 0) const uint WG = 256;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 0) readonly buffer L4 { vec4 logits4[]; };
 layout(binding = 1) writeonly buffer R { uint res[]; };
 
 // Mirrors struct argmax_push in gpu_worker/engine.h.
@@ -28,18 +29,46 @@ void main()
 	uint lo = p.off + gl_WorkGroupID.y * p.stride, ro = gl_WorkGroupID.y * 128u;
 	float bv = NEG_INF;
 	uint bi = 0xffffffffu;
-	// four loads issued before any compare (one workgroup streams the whole
-	// vocabulary: latency, not bandwidth, is the limit); indices rise within a
-	// thread, so a strict > keeps the lowest index on ties
-	for (uint i0 = tid; i0 < p.n; i0 += 4u * WG) {
-		float v[4];
-		[[unroll]] for (uint u = 0u; u < 4u; u++)
-			v[u] = i0 + u * WG < p.n ? logits[lo + i0 + u * WG] : NEG_INF;
-		[[unroll]] for (uint u = 0u; u < 4u; u++) {
-			uint i = i0 + u * WG;
-			if (i < p.n && (v[u] > bv || bi == 0xffffffffu)) {
-				bv = v[u];
+	// One workgroup streams the whole vocabulary, so latency, not bandwidth,
+	// is the limit: rows at a multiple of 4 floats are read as vec4s, eight
+	// issued before any compare (262144 logits: 8 rounds of loads per thread,
+	// where four scalar loads a round took 64); others four floats a round.
+	// Indices rise within a thread, so a strict > keeps the lowest on ties.
+	if ((lo & 3u) == 0u) {
+		uint n4 = p.n / 4u, b4 = lo / 4u;
+		for (uint j0 = tid; j0 < n4; j0 += 8u * WG) {
+			vec4 v[8];
+			[[unroll]] for (uint u = 0u; u < 8u; u++)
+				v[u] = j0 + u * WG < n4 ? logits4[b4 + j0 + u * WG] : vec4(NEG_INF);
+			[[unroll]] for (uint u = 0u; u < 8u; u++)
+				[[unroll]] for (uint c = 0u; c < 4u; c++) {
+					uint i = 4u * (j0 + u * WG) + c;
+					if (j0 + u * WG < n4 && (v[u][c] > bv || bi == 0xffffffffu)) {
+						bv = v[u][c];
+						bi = i;
+					}
+				}
+		}
+		// the last n % 4 logits, above every index a vec4 held
+		uint i = 4u * n4 + tid;
+		if (i < p.n) {
+			float v = logits[lo + i];
+			if (v > bv || bi == 0xffffffffu) {
+				bv = v;
 				bi = i;
+			}
+		}
+	} else {
+		for (uint i0 = tid; i0 < p.n; i0 += 4u * WG) {
+			float v[4];
+			[[unroll]] for (uint u = 0u; u < 4u; u++)
+				v[u] = i0 + u * WG < p.n ? logits[lo + i0 + u * WG] : NEG_INF;
+			[[unroll]] for (uint u = 0u; u < 4u; u++) {
+				uint i = i0 + u * WG;
+				if (i < p.n && (v[u] > bv || bi == 0xffffffffu)) {
+					bv = v[u];
+					bi = i;
+				}
 			}
 		}
 	}

@@ -721,6 +721,65 @@ Test(vk_ops, gelu_argmax_topk)
 	free(lg);
 }
 
+/* argmax over rows of n logits at offset off, stride apart (batch rows): the
+ * vec4 path (rows at a multiple of 4 floats, n with and without a tail of
+ * n % 4), the scalar path (rows at an odd offset), ties (the lowest index),
+ * the maximum in the tail and at index 0, NaN-free negatives. */
+static void check_argmax(uint32_t n, uint32_t off, uint32_t stride, uint32_t rows, uint32_t wgs)
+{
+	size_t len = off + (size_t)(rows - 1) * stride + n;
+	float *lg = malloc(len * 4);
+	cr_assert(lg);
+	for (size_t i = 0; i < len; i++)
+		lg[i] = frand() * 3 - 5;
+	uint32_t want[4];
+	for (uint32_t r = 0; r < rows; r++) {
+		float *row = lg + off + (size_t)r * stride;
+		/* row 0: a tie, the later copy first in memory order of a vec4 lane;
+		 * row 1: the maximum in the tail; row 2: at index 0; row 3: random */
+		uint32_t a = r == 0 ? n / 3 : r == 1 ? n - 1 : 0;
+		row[a] = 9.0f;
+		if (r == 0)
+			row[n - 2] = 9.0f;
+		want[r] = a;
+		if (r == 3) {
+			want[r] = 0;
+			for (uint32_t i = 1; i < n; i++)
+				if (row[i] > row[want[r]])
+					want[r] = i;
+		}
+	}
+	struct vk_pipe pa;
+	uint32_t wg[1] = { wgs };
+	cr_assert_eq(vk_pipe_create(vk, "argmax", 2, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
+	struct vk_buf *bl = buf_from(lg, len * 4), *br = buf_from(NULL, rows * 128 * 4);
+	struct argmax_push ap = { n, off, stride, 0 };
+	run1(&pa, (struct vk_buf *[]){ bl, br }, &ap, 1, rows, 1);
+	uint32_t *res = malloc(rows * 128 * 4);
+	cr_assert(res);
+	vk_download(vk, br, 0, res, rows * 128 * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		cr_assert_eq(res[128 * r], want[r], "n %u off %u row %u: %u, want %u", n, off, r, res[128 * r], want[r]);
+		float v;
+		memcpy(&v, &res[128 * r + 1], 4);
+		cr_assert_eq(v, lg[off + (size_t)r * stride + want[r]], "n %u off %u row %u: value", n, off, r);
+	}
+	vk_buf_destroy(vk, bl);
+	vk_buf_destroy(vk, br);
+	vk_pipe_destroy(vk, &pa);
+	free(lg);
+	free(res);
+}
+
+Test(vk_ops, argmax_rows)
+{
+	check_argmax(262144, 0, 262144, 2, 1024); /* the vocabulary, vec4s only */
+	check_argmax(5003, 0, 5004, 4, 64);       /* vec4s and a tail of 3 */
+	check_argmax(5003, 4, 5008, 4, 128);
+	check_argmax(4099, 1, 4099, 4, 64);       /* odd offsets: the scalar path */
+	check_argmax(7, 0, 8, 4, 64);             /* fewer vec4s than threads */
+}
+
 ParameterizedTestParameters(vk_ops, get_rows_type) { return every_type(); }
 ParameterizedTest(size_t *i, vk_ops, get_rows_type)
 {
