@@ -6,8 +6,10 @@
 # it is given in .devold/) and the new one (bin/), alternating; the new one
 # once per environment of AB_NEW_ENVS (assignments joined by commas, "-" for
 # none; default "-"), e.g. AB_NEW_ENVS="- UNICORN_VK_WAIT=block".
-# Carried: as device_bench.sh, plus .devold/. Writes $OUT/ab.tgz and prints
-# the table.
+# AB_TESTS=FILTER first runs those criterion tests on this GPU (.devtest/);
+# AB_PROFILE=1 adds one `--profile` decode step per model with the new build.
+# Carried: as device_bench.sh, plus .devold/ (.devtest/ for AB_TESTS). Writes
+# $OUT/ab.tgz and prints the table.
 set -u
 . tools/device_env.sh
 DEST=$OUT
@@ -16,6 +18,10 @@ OLD=${AB_OLD:-.devold/unicorn}
 status=0
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git rev-parse HEAD 2>/dev/null; } |
 	tee "$ROOT/gpu.txt"
+if [ -n "${AB_TESTS:-}" ] && [ -x .devtest/unicorn-tests ]; then
+	UNICORN_BIN=$PWD/bin timeout 240 .devtest/unicorn-tests --filter "$AB_TESTS" --jobs 4 > "$ROOT/tests.txt" 2>&1 || status=1
+	tail -1 "$ROOT/tests.txt"
+fi
 if [ -f .devdata/gemma3-tiny-q4_0.gguf ]; then
 	toks=$(python3 -c "import json;print(','.join(map(str,json.load(open('.devdata/gemma3-tiny.json'))['tokens'])))")
 	bin/unicorn logits .devdata/gemma3-tiny-q4_0.gguf --tokens "$toks" -o /tmp/g.f32 > /dev/null 2>&1 || status=1
@@ -42,6 +48,10 @@ for spec in ${AB_MODELS:-1b:q4_0 4b:q4_0}; do
 		env "${env[@]}" $b bench $f -p ${AB_P:-512} -n ${AB_N:-128} -r ${REPS:-3} 2>>"$ROOT/log.txt" |
 			grep '^| gemma' >> "$ROOT/table.md" || status=1
 	done
+	if [ -n "${AB_PROFILE:-}" ]; then
+		bin/unicorn bench $f -p 0 -n 16 -r 1 --profile > "$ROOT/profile-$shape-$type.txt" 2>&1
+		awk '/decode step/ { f++ } f == 1' "$ROOT/profile-$shape-$type.txt" | head -14
+	fi
 	rm -f $f
 done
 grep -h mkmodel "$ROOT/log.txt"
