@@ -989,12 +989,15 @@ struct split_mb {
 	uint32_t next, n_ops;    /* ops: EMBED, (ATTN l, FFN l) per layer, HEAD */
 };
 
-/* Micro-batches of the dataflow (UNICORN_SPLIT_MBS, 1..SPLIT_MAX_MBS; 1 only
- * with flows). More
- * than two hide the handoffs (a worker finds its next stage queued), but
- * each stage message costs the worker ~0.2-0.4 ms of host time whatever its
- * size, and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
- * (BENCHMARKS.md): two is the default. Rounds always use two. */
+/* Micro-batches of the dataflow (--micro-batches, UNICORN_SPLIT_MBS,
+ * 1..SPLIT_MAX_MBS; 1 only with flows). Two let one's attention run beside
+ * the other's FFN on two accelerators; more hide the handoffs (a worker finds
+ * its next stage queued), but each op costs ~0.2-0.4 ms whatever its size,
+ * and on one H100 four micro-batches gave 0.43-0.73x the tok/s of two
+ * (BENCHMARKS.md): two is the default. When both workers share one GPU its
+ * two contexts take turns, so there is nothing to overlap and one
+ * micro-batch (half the ops) was 9-25% faster: unicorn-up passes 1 then.
+ * Rounds always use two. */
 #define SPLIT_MAX_MBS 8
 #define SPLIT_MBS_DEFAULT 2
 
@@ -1747,7 +1750,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
-		"                           [--batch-tokens N]\n"
+		"                           [--batch-tokens N] [--micro-batches N]\n"
 		"Requests come over RUNDIR/coordinator.ipc from the CLI and the API process\n"
 		"(unicorn-api, which serves HTTP); metrics and traces go out on RUNDIR/obs.ipc.\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
@@ -1757,9 +1760,13 @@ static void usage(FILE *f)
 		"--batch-tokens N: tokens (rows) one fused round feeds, prompt chunks of all\n"
 		"sequences together (default UNICORN_BATCH_TOKENS, else and at most %d;\n"
 		"decode tokens always go).\n"
+		"--micro-batches N: split placement's decoding sequences in N micro-batches, each\n"
+		"a FLOW between the workers (1..%d, default %d; unicorn-up passes 1 when both\n"
+		"workers share one GPU, whose two contexts take turns: nothing to overlap).\n"
+		"UNICORN_SPLIT_MBS=N overrides it (A/B).\n"
 		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
 		"the mat-mat kernel (default %d; 0 = never).\n",
-		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, BATCH_MM_MIN_DEFAULT);
+		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -1769,6 +1776,7 @@ int main(int argc, char **argv)
 	c.max_seqs = 4;
 	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
 	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
+	c.split_mbs = SPLIT_MBS_DEFAULT;
 	const char *nb_env = getenv("UNICORN_NO_BATCH");
 	c.no_batch = nb_env && strcmp(nb_env, "1") == 0;
 	const char *bt_env = getenv("UNICORN_BATCH_TOKENS"); /* --batch-tokens's default (A/B through unicorn-up) */
@@ -1784,6 +1792,7 @@ int main(int argc, char **argv)
 		{ "request-timeout", required_argument, 0, 'T' },
 		{ "kv-budget", required_argument, 0, 'K' },
 		{ "batch-tokens", required_argument, 0, 'B' },
+		{ "micro-batches", required_argument, 0, 'M' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -1820,6 +1829,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			c.batch_tokens = (uint32_t)v;
+			break;
+		}
+		case 'M': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > SPLIT_MAX_MBS) {
+				fprintf(stderr, "coordinator: --micro-batches '%s': 1..%d\n", optarg, SPLIT_MAX_MBS);
+				return 2;
+			}
+			c.split_mbs = (uint32_t)v;
 			break;
 		}
 		case 'h': usage(stdout); return 0;
@@ -1879,11 +1898,13 @@ int main(int argc, char **argv)
 	}
 	c.intake_fd = -1;
 	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */
-	c.split_mbs = SPLIT_MBS_DEFAULT;
 	const char *mbs = getenv("UNICORN_SPLIT_MBS");
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1");
+	if (c.split)
+		fprintf(stderr, "coordinator: split: decoding sequences in %u micro-batch%s\n", c.split_mbs,
+			c.split_mbs == 1 ? "" : "es");
 	if (sched_init(&c.sched, c.max_seqs, QUEUE_CAP)) {
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;

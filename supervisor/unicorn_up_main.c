@@ -196,6 +196,18 @@ static int parse(int argc, char **argv, struct up_opts *o)
 }
 
 /* Executables live next to ours (bin/). */
+/* Whether split placement's two workers run on one Vulkan device: attention on
+ * Vulkan (not the NPU) with the same device spec for both roles (the default:
+ * both --vk-device). Two different specs are taken as two devices. */
+static bool split_shares_device(const struct up_opts *o)
+{
+	if (strcmp(o->attn_backend, "vulkan"))
+		return false;
+	if (!o->attn_device || !o->ffn_device)
+		return o->attn_device == o->ffn_device;
+	return strcmp(o->attn_device, o->ffn_device) == 0;
+}
+
 static int sibling(const char *name, char *out, size_t cap)
 {
 	char self[PATH_MAX];
@@ -456,6 +468,12 @@ int main(int argc, char **argv)
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
+		/* split with both roles on one Vulkan device: its two contexts take
+		 * turns, so a second micro-batch overlaps nothing and doubles the ops */
+		if (!strcmp(o.placement, "split") && split_shares_device(&o)) {
+			ARG("--micro-batches");
+			ARG("1");
+		}
 		rc = sup_add(s, &sp);
 	}
 	/* The HTTP server is a process of its own: its clients outlive a
