@@ -1769,6 +1769,19 @@ static void usage(FILE *f)
 		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT);
 }
 
+/* An option's count, 1..max: -1 (said on stderr) when it is not one. */
+static int opt_count(const char *name, const char *arg, uint32_t max, uint32_t *out)
+{
+	char *end;
+	unsigned long v = strtoul(arg, &end, 10);
+	if (*end || end == arg || v < 1 || v > max) {
+		fprintf(stderr, "coordinator: %s '%s': 1..%u\n", name, arg, max);
+		return -1;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct coord c;
@@ -1821,26 +1834,14 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'B': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || end == optarg || v < 1 || v > MSG_MAX_ROWS) {
-				fprintf(stderr, "coordinator: --batch-tokens '%s': 1..%d\n", optarg, MSG_MAX_ROWS);
+		case 'B':
+			if (opt_count("--batch-tokens", optarg, MSG_MAX_ROWS, &c.batch_tokens))
 				return 2;
-			}
-			c.batch_tokens = (uint32_t)v;
 			break;
-		}
-		case 'M': {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end || end == optarg || v < 1 || v > SPLIT_MAX_MBS) {
-				fprintf(stderr, "coordinator: --micro-batches '%s': 1..%d\n", optarg, SPLIT_MAX_MBS);
+		case 'M':
+			if (opt_count("--micro-batches", optarg, SPLIT_MAX_MBS, &c.split_mbs))
 				return 2;
-			}
-			c.split_mbs = (uint32_t)v;
 			break;
-		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
