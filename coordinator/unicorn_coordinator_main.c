@@ -594,8 +594,9 @@ static void admit(struct coord *c)
 			return;
 		sched_queue_pop(&c->sched, &id);
 		int rc = sched_seq_init(&r->seq, r->prompt, r->n_prompt, r->resume, r->n_resume, c->kv.unit);
-		/* fused: prompt chunks up to a whole step of one sequence */
-		if (!rc && !c->split)
+		/* prompt chunks up to a whole step of one sequence (split: every
+		 * chunk costs one handoff, on one GPU one context switch, per op) */
+		if (!rc)
 			rc = sched_seq_set_chunk_max(&r->seq, MSG_MAX_TOKENS / c->kv.unit * c->kv.unit);
 		if (rc) {
 			fprintf(stderr, "coordinator: %s\n", err_msg());
