@@ -848,59 +848,31 @@ static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
 	}
 }
 
-/* One chunk of a chunk FLOW's op: what the EMBED, STAGE and HEAD messages of
- * the per-sequence path run, with their checks. */
-static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const struct msg_run_batch_entry *e,
-			  const uint32_t *tokens, uint32_t n, uint32_t *token, uint32_t *k)
+/* A chunk FLOW's op (one sequence's prompt chunk): what the EMBED, STAGE and
+ * HEAD messages of the per-sequence path run, with their checks. */
+static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
 {
+	const struct msg_run_batch_entry *e = &f->e[0];
 	switch (f->op) {
 	case MSG_OP_EMBED: {
 		static struct msg_embed m;
 		m.seq_id = e->seq_id;
 		m.slot = e->slot;
-		m.n = n;
-		memcpy(m.tokens, tokens, (size_t)n * sizeof *m.tokens);
+		m.n = f->n_tok;
+		memcpy(m.tokens, f->tokens, (size_t)f->n_tok * sizeof *m.tokens);
 		return do_embed(w, &m);
 	}
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN: {
 		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
-				       n, e->pos };
+				       f->n_tok, e->pos };
 		return do_stage(w, &m);
 	}
 	default: {
-		struct msg_head m = { e->seq_id, e->slot, n, f->mode, f->k };
+		struct msg_head m = { e->seq_id, e->slot, f->n_tok, f->mode, f->k };
 		return do_head(w, &m, token, k);
 	}
 	}
-}
-
-/* A chunk FLOW's op: each sequence's prompt chunk in entry order, one after
- * the other in this worker (one handoff for all of them), each exactly as it
- * would run alone; HEAD only for the chunks that sample (their slots' head
- * areas hold the results; *token is the first one's). */
-static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
-{
-	uint32_t at = 0;
-	bool told = false;
-	for (uint32_t i = 0; i < f->n; i++) {
-		const struct msg_run_batch_entry *e = &f->e[i];
-		uint32_t n = e->token & MSG_CHUNK_COUNT, tk = 0, kk = 0;
-		if (n > f->n_tok - at) /* msg_validate sums them; checked again where they are used */
-			return err_set(ERR_INVAL, "worker: chunk FLOW: entry %u's %u tokens past n_tok %u", i, n, f->n_tok);
-		int rc = f->op == MSG_OP_HEAD && !(e->token & MSG_CHUNK_HEAD)
-				 ? 0
-				 : flow_chunk_one(w, f, e, f->tokens + at, n, &tk, &kk);
-		if (rc)
-			return err_prefix(rc, "chunk %u of the FLOW", i);
-		if (f->op == MSG_OP_HEAD && (e->token & MSG_CHUNK_HEAD) && !told) {
-			*token = tk;
-			*k = kk;
-			told = true;
-		}
-		at += n;
-	}
-	return 0;
 }
 
 /* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH. */
