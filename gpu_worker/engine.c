@@ -533,7 +533,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	 * share the q/k norm, which must round alike in both */
 	const char *nenv = getenv("UNICORN_VK_NORM");
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), wg_norm, 1, &e->norm);
+	/* rmsnorm holds a row in registers: PER elements per thread */
+	const uint32_t spec_norm[2] = { wg_norm[0], engine_norm_per(e->cfg.n_embd, wg_norm[0]) };
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), spec_norm, 2, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
@@ -991,6 +993,11 @@ int engine_reset(struct engine *e)
 }
 
 /* ---- recording ---- */
+
+uint32_t engine_norm_per(uint32_t n, uint32_t wg)
+{
+	return n / wg + (n % wg != 0) + (n == 0);
+}
 
 uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg)
 {

@@ -60,83 +60,57 @@ float block_sum(float v)
 }
 #endif
 
-// Rows of up to WG * MAXE floats take the register path: each thread loads
-// all of its elements of x, h, w and w2 before using any, so the kernel waits
-// for memory once. The loop below keeps one load in flight per thread: h
-// is written between the reads of one pass, and the compiler cannot move a
-// read of one binding above a write to another (they may alias), so every
-// element cost a round trip (27B's 5376-wide rows: 15 us per dispatch, 124
-// dispatches per token). Both paths add each thread's elements in the same
-// order and reduce alike; elements past n add 0.0, which changes no sum.
-#define MAXE 16u
+// Each thread holds its elements of the row (at most PER of them: the host
+// passes PER >= n / WG) in registers and loads all of them, x, h, w and w2,
+// before the first reduction, so the kernel waits for memory once. A loop
+// over the row keeps one load in flight per thread: h is written between the
+// reads, and the compiler cannot move a read of one binding above a write to
+// another (they may alias), so every element cost a round trip (27B's
+// 5376-wide rows: 15 us per dispatch, 124 dispatches per token). Elements past
+// n add 0.0, which changes no sum.
+layout(constant_id = 1) const uint PER = 16;
 
 void main()
 {
 	uint o = gl_WorkGroupID.x * p.n;
 	uint tid = gl_LocalInvocationID.x;
-	if (p.n <= WG * MAXE) {
-		// every element this thread will use (x, and h, w, w2 as the mode
-		// reads them), loaded before the first reduction
-		float xv[MAXE], hv[MAXE], wv[MAXE], w2v[MAXE];
-		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
-			uint i = tid + k * WG;
-			bool in_row = i < p.n;
-			xv[k] = in_row ? x[o + i] : 0.0;
-			hv[k] = in_row && p.mode != 0u ? h[o + i] : 0.0;
-			wv[k] = in_row ? w[i] : 0.0;
-			w2v[k] = in_row && p.mode == 3u ? w2[i] : 0.0;
-		}
-		float ss = 0.0;
-		[[unroll]] for (uint k = 0u; k < MAXE; k++)
-			ss += xv[k] * xv[k];
-		float r = inversesqrt(block_sum(ss) / float(p.n) + p.eps);
-		if (p.mode == 0u) {
-			[[unroll]] for (uint k = 0u; k < MAXE; k++) {
-				uint i = tid + k * WG;
-				if (i < p.n)
-					h[o + i] = xv[k] * r * wv[k];
-			}
-			return;
-		}
-		float ss2 = 0.0;
-		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
-			uint i = tid + k * WG;
-			float v = hv[k] + xv[k] * r * wv[k];
-			hv[k] = v;
-			if (i < p.n) {
-				h[o + i] = v;
-				ss2 += v * v;
-			}
-		}
-		if (p.mode != 3u)
-			return;
-		float r2 = inversesqrt(block_sum(ss2) / float(p.n) + p.eps);
-		[[unroll]] for (uint k = 0u; k < MAXE; k++) {
-			uint i = tid + k * WG;
-			if (i < p.n)
-				out2[o + i] = hv[k] * r2 * w2v[k];
-		}
-		return;
+	float xv[PER], hv[PER], wv[PER], w2v[PER];
+	[[unroll]] for (uint k = 0u; k < PER; k++) {
+		uint i = tid + k * WG;
+		bool in_row = i < p.n;
+		xv[k] = in_row ? x[o + i] : 0.0;
+		hv[k] = in_row && p.mode != 0u ? h[o + i] : 0.0;
+		wv[k] = in_row ? w[i] : 0.0;
+		w2v[k] = in_row && p.mode == 3u ? w2[i] : 0.0;
 	}
 	float ss = 0.0;
-	for (uint i = tid; i < p.n; i += WG)
-		ss += x[o + i] * x[o + i];
+	[[unroll]] for (uint k = 0u; k < PER; k++)
+		ss += xv[k] * xv[k];
 	float r = inversesqrt(block_sum(ss) / float(p.n) + p.eps);
 	if (p.mode == 0u) {
-		for (uint i = tid; i < p.n; i += WG)
-			h[o + i] = x[o + i] * r * w[i];
+		[[unroll]] for (uint k = 0u; k < PER; k++) {
+			uint i = tid + k * WG;
+			if (i < p.n)
+				h[o + i] = xv[k] * r * wv[k];
+		}
 		return;
 	}
 	float ss2 = 0.0;
-	for (uint i = tid; i < p.n; i += WG) {
-		float v = h[o + i] + x[o + i] * r * w[i];
-		h[o + i] = v;
-		ss2 += v * v;
+	[[unroll]] for (uint k = 0u; k < PER; k++) {
+		uint i = tid + k * WG;
+		float v = hv[k] + xv[k] * r * wv[k];
+		hv[k] = v;
+		if (i < p.n) {
+			h[o + i] = v;
+			ss2 += v * v;
+		}
 	}
 	if (p.mode != 3u)
 		return;
 	float r2 = inversesqrt(block_sum(ss2) / float(p.n) + p.eps);
-	// each thread rereads only the elements it wrote itself
-	for (uint i = tid; i < p.n; i += WG)
-		out2[o + i] = h[o + i] * r2 * w2[i];
+	[[unroll]] for (uint k = 0u; k < PER; k++) {
+		uint i = tid + k * WG;
+		if (i < p.n)
+			out2[o + i] = hv[k] * r2 * w2v[k];
+	}
 }

@@ -351,8 +351,8 @@ Test(vk_ops, mv_glu)
 }
 
 /* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm), rows of
- * n floats: up to 16 per thread take the register path, longer ones the loop. */
-static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n)
+ * n floats held per elements per thread (engine_norm_per's, or more). */
+static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n, uint32_t per)
 {
 	const uint32_t T = 3;
 	float x[T * n], w[n], w2[n], h[T * n];
@@ -365,8 +365,8 @@ static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n)
 		w2[i] = 1 + frand();
 	}
 	struct vk_pipe p;
-	uint32_t wg[1] = { wgs };
-	cr_assert_eq(vk_pipe_create(vk, pipe, 5, sizeof(struct norm_push), wg, 1, &p), 0, "%s", err_msg());
+	uint32_t spec[2] = { wgs, per };
+	cr_assert_eq(vk_pipe_create(vk, pipe, 5, sizeof(struct norm_push), spec, 2, &p), 0, "%s", err_msg());
 	for (uint32_t mode = 0; mode < 4; mode += (mode == 1 ? 2 : 1)) {
 		struct vk_buf *b[5] = { buf_from(x, sizeof x), buf_from(w, sizeof w), buf_from(h, sizeof h),
 					buf_from(w2, sizeof w2), buf_from(NULL, sizeof x) };
@@ -400,10 +400,12 @@ static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n)
 
 static void check_rmsnorm(const char *pipe, uint32_t wgs)
 {
-	/* odd, exactly 16 per thread (the register path's last row length), one past it */
-	check_rmsnorm_n(pipe, wgs, 131);
-	check_rmsnorm_n(pipe, wgs, 16 * wgs);
-	check_rmsnorm_n(pipe, wgs, 16 * wgs + 37);
+	/* odd; whole threads' worth; one thread's element short of them; more
+	 * places than elements (a pipeline made for a longer row) */
+	check_rmsnorm_n(pipe, wgs, 131, engine_norm_per(131, wgs));
+	check_rmsnorm_n(pipe, wgs, 16 * wgs, engine_norm_per(16 * wgs, wgs));
+	check_rmsnorm_n(pipe, wgs, 16 * wgs + 37, engine_norm_per(16 * wgs + 37, wgs));
+	check_rmsnorm_n(pipe, wgs, 3 * wgs - 1, 5);
 }
 
 Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
