@@ -143,6 +143,26 @@ void main()
 	uint kend = fresh ? pos : k1;  // keys [k0, kend) from the cache, then key pos
 	uint hd16 = (hd + 15u) / 16u * 4u;  // vec4s of a head, zero padded to a multiple of 4
 	uint qo = t * p.qkv_stride + h * hd;
+	// p.rope: this split holds the token's own key, whose raw k, its norm
+	// weight and v come from qkv; load them now, beside q, so that no
+	// memory round trip waits behind the q norm, the keys and the barriers
+	uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+	bool own = p.rope != 0u && fresh;
+	float kraw[MAXD], knw[MAXD], vsc[MAXD];  // element tid + di * WG (v: for the KV append)
+	vec4 vraw[2];                             // vec4 tid + di * WG of v (for vn4)
+	for (uint di = 0u; di < MAXD; di++) {
+		uint i = tid + di * WG;
+		kraw[di] = own && i < hd ? qkv[kvo + i] : 0.0;
+		knw[di] = own && i < hd ? kn[i] : 0.0;
+		vsc[di] = own && i < hd ? qkv[vo + i] : 0.0;
+	}
+	for (uint di = 0u; di < 2u; di++) {
+		uint i = tid + di * WG;
+		vec4 vv = vec4(0.0);
+		for (uint c = 0u; c < 4u; c++)
+			vv[c] = own && i < hd16 && 4u * i + c < hd ? qkv[vo + 4u * i + c] : 0.0;
+		vraw[di] = vv;
+	}
 	if (p.rope != 0u && !empty) {
 		for (uint i = tid; i < hd; i += WG) {
 			rv[i] = qkv[qo + i];
@@ -237,28 +257,36 @@ void main()
 		barrier();
 	}
 	if (fresh) {
-		uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
 		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
 		if (p.rope != 0u) {
-			for (uint i = tid; i < hd; i += WG) {
-				rv[i] = qkv[kvo + i];
-				rw[i] = kn[i];
+			for (uint di = 0u; di < MAXD; di++) {
+				uint i = tid + di * WG;
+				if (i < hd) {
+					rv[i] = kraw[di];
+					rw[i] = knw[di];
+				}
 			}
 			barrier();
 			norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
 			// the first query head of the kv group appends the key and value
 			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap)
-				for (uint i = tid; i < hd; i += WG) {
-					kcw[ko + i] = rv[i];
-					vcw[ko + i] = qkv[vo + i];
+				for (uint di = 0u; di < MAXD; di++) {
+					uint i = tid + di * WG;
+					if (i < hd) {
+						kcw[ko + i] = rv[i];
+						vcw[ko + i] = vsc[di];
+					}
 				}
 		}
-		for (uint i = tid; i < hd16; i += WG) {
+		for (uint di = 0u; di < 2u; di++) {
+			uint i = tid + di * WG;
+			if (i >= hd16)
+				break;
 			vec4 kv = vec4(0.0), vv = vec4(0.0);
 			for (uint c = 0u; c < 4u; c++)
 				if (4u * i + c < hd) {
 					kv[c] = p.rope != 0u ? rv[4u * i + c] : kc[ko + 4u * i + c];
-					vv[c] = p.rope != 0u ? qkv[vo + 4u * i + c] : vc[ko + 4u * i + c];
+					vv[c] = p.rope != 0u ? vraw[di][c] : vc[ko + 4u * i + c];
 				}
 			kn4[i] = kv;
 			vn4[i] = vv;
