@@ -195,7 +195,6 @@ static int parse(int argc, char **argv, struct up_opts *o)
 	return 0;
 }
 
-/* Executables live next to ours (bin/). */
 /* Whether split placement's two workers run on one Vulkan device: attention on
  * Vulkan (not the NPU) with the same device spec for both roles (the default:
  * both --vk-device). Two different specs are taken as two devices. */
@@ -208,6 +207,7 @@ static bool split_shares_device(const struct up_opts *o)
 	return strcmp(o->attn_device, o->ffn_device) == 0;
 }
 
+/* Executables live next to ours (bin/). */
 static int sibling(const char *name, char *out, size_t cap)
 {
 	char self[PATH_MAX];
