@@ -537,6 +537,32 @@ int intake_gen_opt(int ch, const char *arg, struct intake_gen_opts *o)
 	return *end || end == arg ? -1 : 1;
 }
 
+/* The client's link to coordinator.ipc. A send waits at most 3 s for the
+ * link (no pipe while the coordinator restarts), so a call never blocks for
+ * good in nng_send. */
+static int client_dial(const char *url, struct bus **b)
+{
+	int rc = bus_dial(url, BUS_REQ, b);
+	if (!rc && (rc = bus_set_send_timeout(*b, 3000))) {
+		bus_close(*b);
+		*b = NULL;
+	}
+	return rc;
+}
+
+/* A call was lost: after three in a row, a fresh link (a restarted
+ * coordinator is reached by a new dial whatever state the old socket is in:
+ * once, here, one of four HTTP requests never came back after a restart). */
+static int client_lost(const char *url, struct bus **b, uint32_t *lost)
+{
+	if (++*lost < 3)
+		return 0;
+	*lost = 0;
+	bus_close(*b);
+	*b = NULL;
+	return client_dial(url, b);
+}
+
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res)
 {
@@ -556,8 +582,9 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 	if (rc)
 		return rc;
 	struct bus *b;
-	if ((rc = bus_dial(url, BUS_REQ, &b)))
+	if ((rc = client_dial(url, &b)))
 		return rc;
+	uint32_t lost = 0; /* calls lost in a row (the coordinator restarting) */
 	struct msg *m = malloc(sizeof *m), *a = malloc(sizeof *a);
 	if (!m || !a) {
 		rc = err_set(ERR_NOMEM, "out of memory");
@@ -619,8 +646,11 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			rc = bus_call(b, m, 3000, a);
 			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 				usleep(200000);
+				if ((rc = client_lost(url, &b, &lost)))
+					goto out;
 				continue; /* coordinator (re)starting */
 			}
+			lost = 0;
 			if (rc)
 				goto out;
 			if (a->type == MSG_ERROR) {
@@ -644,8 +674,11 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 		rc = bus_call(b, m, 4000, a);
 		if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 			usleep(100000);
+			if ((rc = client_lost(url, &b, &lost)))
+				goto out;
 			continue; /* a lost poll is simply repeated (idempotent) */
 		}
+		lost = 0;
 		if (rc)
 			goto out;
 		if (a->type == MSG_GEN_TOKEN) {
