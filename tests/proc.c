@@ -95,6 +95,18 @@ void proc_tail(const char *path, int lines)
 	}
 }
 
+bool proc_log_has(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	bool found = false;
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 void proc_cluster_start(struct proc_cluster *c, const char *prefix, const char *const *extra)
 {
 	const char *bin = proc_bin_dir_or_skip();

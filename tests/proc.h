@@ -2,6 +2,7 @@
 #ifndef UNICORN_TESTS_PROC_H
 #define UNICORN_TESTS_PROC_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Where the binaries are: $UNICORN_BIN (set by `make test`) or "bin". */
@@ -22,6 +23,8 @@ double proc_now_s(void);
 int proc_cluster_lock(void);
 /* Print the last lines of a log to stderr (for a failing test's context). */
 void proc_tail(const char *path, int lines);
+/* Whether a line of the log at path contains what (false if it cannot be read). */
+bool proc_log_has(const char *path, const char *what);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int proc_free_port(void);
 

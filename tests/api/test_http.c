@@ -240,12 +240,7 @@ static void check_disconnect(const struct proc_cluster *c)
 	double end = proc_now_s() + 10;
 	bool seen = false;
 	while (!seen && proc_now_s() < end) {
-		FILE *f = fopen(c->log, "r");
-		char line[1024];
-		while (f && fgets(line, sizeof line, f))
-			seen |= strstr(line, "http client went away") != NULL;
-		if (f)
-			fclose(f);
+		seen = proc_log_has(c->log, "http client went away");
 		usleep(100 * 1000);
 	}
 	if (!seen)

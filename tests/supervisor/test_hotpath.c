@@ -361,18 +361,6 @@ Test(hotpath, api_killed_under_http_streams, .timeout = 180)
  * one micro-batch (unicorn-up's choice when both workers share a device, as
  * here: the coordinator's log says so), two (the default on two devices) and
  * four (UNICORN_SPLIT_MBS). */
-static bool log_has(const char *path, const char *what)
-{
-	FILE *f = fopen(path, "r");
-	char line[512];
-	bool found = false;
-	while (f && !found && fgets(line, sizeof line, f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 Test(hotpath, split_micro_batches_equal_fused, .timeout = 480)
 {
 	/* 0: fused; 1, 2, 3: split with 1 (unicorn-up's choice here), 2 and 4
@@ -394,10 +382,10 @@ Test(hotpath, split_micro_batches_equal_fused, .timeout = 480)
 		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
 		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
 		if (k == 1)
-			cr_assert(log_has(c.log, "split: decoding sequences in 1 micro-batch"),
+			cr_assert(proc_log_has(c.log, "split: decoding sequences in 1 micro-batch"),
 				  "split on one device did not run one micro-batch (log %s)", c.log);
 		if (k == 2)
-			cr_assert(log_has(c.log, "split: decoding sequences in 2 micro-batches"), "log %s", c.log);
+			cr_assert(proc_log_has(c.log, "split: decoding sequences in 2 micro-batches"), "log %s", c.log);
 		proc_cluster_stop(&c);
 	}
 	unsetenv("UNICORN_SPLIT_MBS");
