@@ -23,6 +23,16 @@ layout(push_constant) uniform Push {
 shared float sv[WG];
 shared uint si[WG];
 
+// Take logit v at index i if it beats the best so far (the first one always):
+// indices rise within a thread, so a strict > keeps the lowest on ties.
+void take(float v, uint i, inout float bv, inout uint bi)
+{
+	if (v > bv || bi == 0xffffffffu) {
+		bv = v;
+		bi = i;
+	}
+}
+
 void main()
 {
 	uint tid = gl_LocalInvocationID.x;
@@ -33,7 +43,6 @@ void main()
 	// is the limit: rows at a multiple of 4 floats are read as vec4s, eight
 	// issued before any compare (262144 logits: 8 rounds of loads per thread,
 	// where four scalar loads a round took 64); others four floats a round.
-	// Indices rise within a thread, so a strict > keeps the lowest on ties.
 	if ((lo & 3u) == 0u) {
 		uint n4 = p.n / 4u, b4 = lo / 4u;
 		for (uint j0 = tid; j0 < n4; j0 += 8u * WG) {
@@ -41,35 +50,22 @@ void main()
 			[[unroll]] for (uint u = 0u; u < 8u; u++)
 				v[u] = j0 + u * WG < n4 ? logits4[b4 + j0 + u * WG] : vec4(NEG_INF);
 			[[unroll]] for (uint u = 0u; u < 8u; u++)
-				[[unroll]] for (uint c = 0u; c < 4u; c++) {
-					uint i = 4u * (j0 + u * WG) + c;
-					if (j0 + u * WG < n4 && (v[u][c] > bv || bi == 0xffffffffu)) {
-						bv = v[u][c];
-						bi = i;
-					}
-				}
+				[[unroll]] for (uint c = 0u; c < 4u; c++)
+					if (j0 + u * WG < n4)
+						take(v[u][c], 4u * (j0 + u * WG) + c, bv, bi);
 		}
 		// the last n % 4 logits, above every index a vec4 held
 		uint i = 4u * n4 + tid;
-		if (i < p.n) {
-			float v = logits[lo + i];
-			if (v > bv || bi == 0xffffffffu) {
-				bv = v;
-				bi = i;
-			}
-		}
+		if (i < p.n)
+			take(logits[lo + i], i, bv, bi);
 	} else {
 		for (uint i0 = tid; i0 < p.n; i0 += 4u * WG) {
 			float v[4];
 			[[unroll]] for (uint u = 0u; u < 4u; u++)
 				v[u] = i0 + u * WG < p.n ? logits[lo + i0 + u * WG] : NEG_INF;
-			[[unroll]] for (uint u = 0u; u < 4u; u++) {
-				uint i = i0 + u * WG;
-				if (i < p.n && (v[u] > bv || bi == 0xffffffffu)) {
-					bv = v[u];
-					bi = i;
-				}
-			}
+			[[unroll]] for (uint u = 0u; u < 4u; u++)
+				if (i0 + u * WG < p.n)
+					take(v[u], i0 + u * WG, bv, bi);
 		}
 	}
 	sv[tid] = bv;
