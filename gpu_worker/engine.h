@@ -125,10 +125,10 @@ enum engine_stage { ENGINE_STAGE_ATTN = 0, ENGINE_STAGE_FFN = 1, ENGINE_STAGE_BO
 uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg);
 /* Same for the single-token kernel mul_mvs: a power of two giving about bpt
  * 32-element blocks per thread (shaders/mul_mvs.glsl). */
+uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 /* rmsnorm's elements per thread (its PER specialization constant) for rows of
  * n floats and wg threads: every element in a register. */
 uint32_t engine_norm_per(uint32_t n, uint32_t wg);
-uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 /* Elements per mul_mvs work unit of a weight type: 8 (a quarter block:
  * q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl; iq4_xs: of a sub-block), 16 (K-quants q3_k..q6_k), 32 (a
  * whole block: the other types, and in the generic _gen kernels,

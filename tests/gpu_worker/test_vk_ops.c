@@ -412,6 +412,10 @@ Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
 /* subgroup reductions; 128 threads: several subgroups on every device */
 Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm("rmsnorm_sg", 128); }
 
+/* "" or "_sg": the tree-reduction kernels or the subgroup ones (rope_kv and
+ * attn always of one kind, as the engine takes them) */
+static const char *attn_sfx = "";
+
 /* q/k norm + NEOX rope + KV append, then attention (GQA, causal, window,
  * split over the KV length) and the combine pass, against a CPU computation.
  * Run for a local layer (base 1e4, window 5) and a global one (base 1e6,
@@ -422,10 +426,6 @@ Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm(
  * keys is one split, which attn writes itself (attn_combine skips it).
  * rope_in: one token, whose q/k norm + rope + KV append attn does itself (no
  * rope_kv dispatch), as in the engine's decode steps. */
-/* "" or "_sg": the tree-reduction kernels or the subgroup ones (rope_kv and
- * attn always of one kind, as the engine takes them) */
-static const char *attn_sfx = "";
-
 static void check_attention_x(float base, float fscale, uint32_t window, uint32_t n_split, uint32_t hd, bool spec_hd,
 			      bool fused, uint32_t one_len, bool rope_in)
 {
