@@ -148,13 +148,12 @@ void main()
 	// memory round trip waits behind the q norm, the keys and the barriers
 	uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
 	bool own = p.rope != 0u && fresh;
-	float kraw[MAXD], knw[MAXD], vsc[MAXD];  // element tid + di * WG (v: for the KV append)
-	vec4 vraw[2];                             // vec4 tid + di * WG of v (for vn4)
+	float kraw[MAXD], knw[MAXD];  // element tid + di * WG
+	vec4 vraw[2];                 // v's vec4 tid + di * WG (vn4 and the KV append)
 	for (uint di = 0u; di < MAXD; di++) {
 		uint i = tid + di * WG;
 		kraw[di] = own && i < hd ? qkv[kvo + i] : 0.0;
 		knw[di] = own && i < hd ? kn[i] : 0.0;
-		vsc[di] = own && i < hd ? qkv[vo + i] : 0.0;
 	}
 	for (uint di = 0u; di < 2u; di++) {
 		uint i = tid + di * WG;
@@ -269,14 +268,16 @@ void main()
 			barrier();
 			norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
 			// the first query head of the kv group appends the key and value
-			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap)
-				for (uint di = 0u; di < MAXD; di++) {
-					uint i = tid + di * WG;
-					if (i < hd) {
-						kcw[ko + i] = rv[i];
-						vcw[ko + i] = vsc[di];
+			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap) {
+				for (uint i = tid; i < hd; i += WG)
+					kcw[ko + i] = rv[i];
+				for (uint di = 0u; di < 2u; di++)
+					for (uint c = 0u; c < 4u; c++) {
+						uint i = 4u * (tid + di * WG) + c;
+						if (i < hd)
+							vcw[ko + i] = vraw[di][c];
 					}
-				}
+			}
 		}
 		for (uint di = 0u; di < 2u; di++) {
 			uint i = tid + di * WG;
