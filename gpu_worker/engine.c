@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/coopmat.h"
+#include "gpu_worker/regroup.h"
 #include "gpu_worker/shaders.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
@@ -42,7 +43,7 @@
  * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
 #define CM_LARGE_MIN_WG 64u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
-#define N_SLOTS 15      /* weight types with kernels (type_slot, slot_name) */
+#define N_SLOTS 16      /* weight types with kernels (type_slot, slot_name) */
 /* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
  * with at most this many visible keys is one split, written by attn itself, so
  * a decode step whose tokens are all that short needs no attn_combine
@@ -105,10 +106,11 @@ struct engine {
 	struct vk_buf *output_norm;
 	/* zero-copy weights (engine_opts.weights_import) */
 	bool zc;                    /* try imports */
+	bool regroup;               /* upload q4_0 matrices regrouped (regroups()) */
 	bool per_tensor_imp;        /* no spans given: import each tensor's aligned pages */
 	struct eimp *imp;
 	uint32_t n_imp, cap_imp;
-	uint64_t bytes_imported, bytes_matrix;
+	uint64_t bytes_imported, bytes_matrix, bytes_regrouped;
 	struct elayer *L;
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
@@ -176,11 +178,12 @@ static int type_slot(uint32_t type)
 	case TENSOR_Q3_K: return 12;
 	case TENSOR_Q5_K: return 13;
 	case TENSOR_IQ4_XS: return 14;
+	case TENSOR_Q4_0G: return 15;
 	default: return -1;
 	}
 }
 static const char *slot_name[N_SLOTS] = { "f32",  "f16",    "bf16", "q8_0", "q4_0", "q4_k", "q6_k",  "q4_1",
-					  "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q5_k", "iq4_xs" };
+					  "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q5_k", "iq4_xs", "q4_0g" };
 
 /* Rows per thread group of the single-token mul_mvs (shaders/mul_mvs.glsl):
  * quarter-block types (q4_0, q8_0) apply each x unit to several rows; the
@@ -198,6 +201,8 @@ void engine_placement(const struct engine *e, uint64_t *dl, uint64_t *hv)
 	*dl = e->vk->bytes_device_local;
 	*hv = e->vk->bytes_host_visible;
 }
+
+uint64_t engine_weights_regrouped(const struct engine *e) { return e->bytes_regrouped; }
 
 void engine_weights_import(const struct engine *e, uint64_t *imported, uint64_t *total)
 {
@@ -288,6 +293,45 @@ static int imp_find(struct engine *e, const void *p, uint64_t n, struct vk_buf *
 	return ERR_NOTFOUND;
 }
 
+/* Whether a matrix is uploaded regrouped (regroup.h): Q4_0 rows of whole
+ * groups, unless zero-copy imports are on (imported weights keep the file's
+ * layout; the few a zero-copy engine uploads stay alike) or
+ * UNICORN_VK_REGROUP=0 (A/B). */
+static bool regroups(const struct engine *e, const struct model_tensor *t)
+{
+	return e->regroup && !e->zc && t->type == TENSOR_Q4_0 && regroup_q4_0_fits(t->ne[0]);
+}
+
+/* ew_upload's copy of n Q4_0 tensors, regrouped (regroup.h) through a
+ * bounded host buffer. */
+static int ew_upload_regrouped(struct engine *e, const struct model_tensor *const *t, uint32_t n, struct ew *w)
+{
+	const uint64_t chunk_rows = (16u << 20) / w->row_bytes + 1;
+	uint8_t *tmp = malloc(chunk_rows * w->row_bytes);
+	if (!tmp)
+		return err_set(ERR_NOMEM, "engine: %s: out of memory", t[0]->name);
+	int rc = 0;
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		uint64_t rows = t[i]->nbytes / w->row_bytes;
+		for (uint64_t r = 0; r < rows && !rc; r += chunk_rows) {
+			uint64_t k = rows - r < chunk_rows ? rows - r : chunk_rows, bytes = k * w->row_bytes;
+			rc = regroup_q4_0(tmp, (const uint8_t *)t[i]->data + r * w->row_bytes, k, w->ncols);
+			if (!rc)
+				rc = vk_upload(e->vk, w->buf, off, tmp, bytes);
+			if (rc)
+				rc = err_prefix(rc, "engine: %s", t[i]->name);
+			off += bytes;
+		}
+	}
+	free(tmp);
+	if (!rc) {
+		w->type = TENSOR_Q4_0G;
+		e->bytes_regrouped += w->bytes;
+	}
+	return rc;
+}
+
 /* Place n tensors with equal type and row length as one row-concatenated
  * matrix: in place when zero-copy is on and they lie back to back in an
  * importable range, else uploaded (a copy: concatenation only ever happens
@@ -331,6 +375,8 @@ static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint
 	rc = vk_buf_create(e->vk, VK_BUF_DEVICE, rows * rb, &w->buf);
 	if (rc)
 		return err_prefix(rc, "engine: %s", t[0]->name);
+	if (regroups(e, t[0]))
+		return ew_upload_regrouped(e, t, n, w);
 	uint64_t off = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		rc = vk_upload(e->vk, w->buf, off, t[i]->data, t[i]->nbytes);
@@ -443,6 +489,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 		int ts = type_slot(m->tensors[i].type);
 		if (ts >= 0)
 			used[ts] = true;
+		if (regroups(e, &m->tensors[i]))
+			used[type_slot(TENSOR_Q4_0G)] = true;
 	}
 	/* one-workgroup reductions (argmax over the vocabulary, rmsnorm per row) are
 	 * latency-bound: give them wide workgroups */
@@ -489,7 +537,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	uint32_t rpt = renv && atoi(renv) > 0 ? (uint32_t)atoi(renv) : MVS_RPT;
 	static const uint32_t slot_type[N_SLOTS] = { TENSOR_F32,  TENSOR_F16,  TENSOR_BF16,   TENSOR_Q8_0, TENSOR_Q4_0,
 						     TENSOR_Q4_K, TENSOR_Q6_K, TENSOR_Q4_1,   TENSOR_Q5_0, TENSOR_Q5_1,
-						     TENSOR_IQ4_NL, TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, TENSOR_IQ4_XS };
+						     TENSOR_IQ4_NL, TENSOR_Q2_K, TENSOR_Q3_K, TENSOR_Q5_K, TENSOR_IQ4_XS,
+						     TENSOR_Q4_0G };
 	for (int i = 0; i < N_SLOTS; i++)
 		e->mvs_rpt[i] = engine_mvs_rows(slot_type[i], rpt);
 	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
@@ -747,7 +796,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		goto fail;
 	}
 	e->batch_max = e->max_batch < e->max_seqs ? e->max_batch : e->max_seqs;
-	rc = pipes_create(e, m);
+	const char *regroup_env = getenv("UNICORN_VK_REGROUP");
+	e->regroup = !(regroup_env && strcmp(regroup_env, "0") == 0);
+	rc = imports_setup(e, o); /* before the pipelines: imports decide which layouts are used */
+	if (!rc)
+		rc = pipes_create(e, m);
 	if (rc)
 		goto fail;
 	/* activations and KV first: they are touched every step, weights may spill */
@@ -804,8 +857,6 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = vk_fill_zero(e->vk, e->part); /* the fused combine's counters start at zero */
 	if (!rc)
 		rc = engine_reset(e);
-	if (!rc)
-		rc = imports_setup(e, o);
 	if (!rc)
 		rc = weights_upload(e, m);
 	if (!rc)
@@ -1046,6 +1097,11 @@ uint32_t engine_mvs_unit(uint32_t type, bool generic)
 
 uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt, bool generic)
 {
+	/* regrouped q4_0 units are four quarter blocks' words: half as many per
+	 * thread as the quarter units (H100, 27B q4_0 tg64: 2 per thread 82.6
+	 * tok/s, 4 78.8, 1 70.7) */
+	if (type == TENSOR_Q4_0G)
+		bpt = bpt > 1 ? bpt / 2 : 1;
 	/* engine_mvs_tpr counts 32-element units: scale the row to the type's unit */
 	uint32_t f = 32 / engine_mvs_unit(type, generic);
 	return engine_mvs_tpr(ncols <= UINT32_MAX / f ? ncols * f : ncols, wg, bpt);

@@ -153,6 +153,8 @@ void engine_placement(const struct engine *e, uint64_t *device_local, uint64_t *
 /* Weight-matrix bytes used in place (imported) and in all; norms, always
  * converted copies, are not counted. */
 void engine_weights_import(const struct engine *e, uint64_t *imported, uint64_t *total);
+/* Bytes of matrices uploaded regrouped for the decode kernels (regroup.h). */
+uint64_t engine_weights_regrouped(const struct engine *e);
 
 /* Run tokens[0..n) at positions pos0.. (earlier positions must have been run).
  * logits: if all_rows, [n][n_vocab]; else the last row only [n_vocab]; may be NULL.

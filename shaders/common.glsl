@@ -18,6 +18,8 @@
 #define TYPE_IQ4_NL 20
 #define TYPE_IQ4_XS 23
 #define TYPE_BF16 30
+// Q4_0 regrouped by the engine at upload (gpu_worker/regroup.h): not a GGUF type
+#define TYPE_Q4_0G 1000
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 

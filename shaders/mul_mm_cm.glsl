@@ -94,7 +94,7 @@ shared float Cs[NSG * 256u]; // per subgroup: one 16x16 accumulator, column-majo
 // overlaps the products of the current step.
 const uint NA = (BM * (BK / 32) + WG - 1) / WG;
 const uint NX = (BN * (BK / 4) + WG - 1) / WG;
-#if TYPE == TYPE_Q4_0
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
 // q4_0: the block's scale (f16 bits) and its 16 packed bytes
 uint ra_d[NA];
 uvec4 ra_q[NA];
@@ -112,15 +112,22 @@ bool a_block(uint i, uint row0, uint k0, out uint r, out uint ch, out uint c)
 
 void load_step(uint tid, uint row0, uint t0, uint k0)
 {
-#if TYPE == TYPE_Q4_0
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
 	[[unroll]] for (uint j = 0u; j < NA; j++) {
 		uint r, ch, c;
 		ra_d[j] = 0u;
 		ra_q[j] = uvec4(0u);
 		if (tid + j * WG < BM * (BK / 32) && a_block(tid + j * WG, row0, k0, r, ch, c)) {
+#if TYPE == TYPE_Q4_0G
+			uint roff = (row0 + r) * p.row_bytes;
+			ra_d[j] = w_u16(q4g_scale_off(roff, c));
+			[[unroll]] for (uint q = 0u; q < 4u; q++)
+				ra_q[j][q] = wdata[q4g_word_off(roff, c, q) >> 2];
+#else
 			uint b = (row0 + r) * p.row_bytes + c * 18u;
 			ra_d[j] = w_u16(b);
 			ra_q[j] = uvec4(w_u32_even(b + 2u), w_u32_even(b + 6u), w_u32_even(b + 10u), w_u32_even(b + 14u));
+#endif
 		}
 	}
 #endif
@@ -143,7 +150,7 @@ void store_step(uint tid, uint row0, uint k0)
 			break;
 		uint r = i / (BK / 32), ch = i % (BK / 32);
 		uint o = r * SA + ch * 16u;
-#if TYPE == TYPE_Q4_0
+#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
 		float d = unpackHalf2x16(ra_d[j]).x;
 		[[unroll]] for (uint k = 0u; k < 4u; k++) {
 			uint v = ra_q[j][k];

@@ -70,7 +70,9 @@ shared float red[NT * NRW * RPT * WG];
 // types with fast units below other than q4_0/q8_0 through quant.glsl's
 // dequant32, whole blocks per unit (the kernels they had before their fast
 // units; q4_0/q8_0 keep theirs, so the knob reproduces the earlier decode).
-#if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || \
+#if TYPE == TYPE_Q4_0G
+#define MVS_Q4G 1
+#elif TYPE == TYPE_Q4_0 || TYPE == TYPE_Q8_0 || \
 	(!defined(MVS_GENERIC) && (TYPE == TYPE_Q4_1 || TYPE == TYPE_Q5_0 || TYPE == TYPE_Q5_1 || TYPE == TYPE_IQ4_NL || \
 				   TYPE == TYPE_IQ4_XS))
 #define MVS_QUARTER 1
@@ -78,7 +80,7 @@ shared float red[NT * NRW * RPT * WG];
 #define MVS_K16 1
 #endif
 
-#if defined(MVS_QUARTER) || defined(MVS_K16)
+#if defined(MVS_QUARTER) || defined(MVS_K16) || defined(MVS_Q4G)
 // 2^(23-p) + n, n the bits of v under mask << p (p + width(mask) <= 23): n
 // becomes a float with one logic operation (no integer-to-float conversion)
 float magic(uint v, uint p, uint mask) { return uintBitsToFloat((v & (mask << p)) | ((150u - p) << 23)); }
@@ -108,7 +110,47 @@ uint rd16(uint off) { return (wdata[off >> 2] >> (8u * (off & 2u))) & 0xffffu; }
 uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
 #endif
 
-#if defined(MVS_QUARTER)
+#if defined(MVS_Q4G)
+// Regrouped Q4_0 (quant.glsl): the work unit is quant word q of four
+// neighbouring blocks, one aligned 16-byte load (the 4-byte reads of 18-byte
+// blocks above need two words per quant word, and a thread's registers hold
+// a quarter as many weight bytes in flight), and their four scales, one
+// 8-byte pair. Lane k of a group of four reads quant word k, so the lanes
+// read x as the quarter units do (x4 k and k+4 of each block). The nibbles
+// become floats in unit_apply: x-independent and exact, so a column's
+// numbers are the same for every NT.
+layout(binding = 0) readonly buffer WBuf4 { uvec4 wdata4[]; };
+#define UNIT_ELEMS 32u
+struct unit_w {
+	vec4 d;  // the four blocks' scales
+	uvec4 q; // quant word q of each block
+};
+struct unit_xv {
+	uint xo; // x4 index of element 4q of the first block (x stays in L1)
+};
+unit_w unit_load(uint roff, uint u)
+{
+	uint c = (u >> 2) * 4u, so = q4g_scale_off(roff, c) >> 2;
+	unit_w w;
+	w.q = wdata4[q4g_word_off(roff, c, u & 3u) >> 4];
+	w.d = vec4(unpackHalf2x16(wdata[so]), unpackHalf2x16(wdata[so + 1u]));
+	return w;
+}
+unit_xv unit_x(uint xb4, uint u) { return unit_xv(xb4 + (u >> 2) * 32u + (u & 3u)); }
+float unit_apply(unit_w w, unit_xv x)
+{
+	vec4 s;
+	[[unroll]] for (uint k = 0u; k < 4u; k++) {
+		uint v = w.q[k], h = v >> 12;
+		vec4 a0 = vec4(magic(v, 0u, 15u), magic(v, 8u, 15u), magic(v, 16u, 15u), magic(h, 12u, 15u)) -
+			  vec4(8388616.0, 32776.0, 136.0, 2056.0);
+		vec4 a1 = vec4(magic(v, 4u, 15u), magic(v, 12u, 15u), magic(h, 8u, 15u), magic(h, 16u, 15u)) -
+			  vec4(524296.0, 2056.0, 32776.0, 136.0);
+		s[k] = dot(a0, x4[x.xo + 8u * k]) + dot(a1, x4[x.xo + 8u * k + 4u]);
+	}
+	return dot(w.d, s);
+}
+#elif defined(MVS_QUARTER)
 // Quarter blocks: the work unit is 8 elements of one 32-element block (IQ4_XS:
 // of one 32-element sub-block, laid out as an IQ4_NL block), so the
 // threads of a row read x (and the packed weights) contiguously: lane k of a

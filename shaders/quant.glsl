@@ -17,6 +17,19 @@ uint w_u16(uint off) { return (wdata[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu; 
 float w_f16(uint off) { return unpackHalf2x16(w_u16(off)).x; }
 int w_i8(uint off) { return bitfieldExtract(int(w_u8(off)), 0, 8); }
 
+#if TYPE == TYPE_Q4_0G
+// Q4_0 regrouped (gpu_worker/regroup.h): every 8 blocks of a row are one
+// 144-byte group, their 8 f16 scales, then two 64-byte halves for blocks
+// 4s..4s+3; half s holds quant word q (bytes 4q..4q+3: elements 4q..4q+3 in
+// the low nibbles, 16+4q.. in the high ones) of its four blocks side by side
+// at 16q, so one 16-byte load gives a word of four blocks.
+uint q4g_scale_off(uint roff, uint c) { return roff + (c >> 3) * 144u + 2u * (c & 7u); }
+uint q4g_word_off(uint roff, uint c, uint q)
+{
+	return roff + (c >> 3) * 144u + 16u + 64u * ((c >> 2) & 1u) + 16u * q + 4u * (c & 3u);
+}
+#endif
+
 #if TYPE == TYPE_Q4_1 || TYPE == TYPE_Q5_0 || TYPE == TYPE_Q5_1
 // The 16 nibble bytes of a 32-element block at byte qb: element j < 16 is the
 // low nibble of byte j, j + 16 its high nibble; bit 4 of element j is bit j of
@@ -113,6 +126,16 @@ void dequant32(uint roff, uint c, out float w[32])
 	float d = w_f16(b);
 	for (uint k = 0u; k < 4u; k++) {
 		uint v = w_u32_even(b + 2u + 4u * k);
+		for (uint j = 0u; j < 4u; j++) {
+			uint q = (v >> (8u * j)) & 0xffu;
+			w[4u * k + j] = d * (float(q & 15u) - 8.0);
+			w[16u + 4u * k + j] = d * (float(q >> 4) - 8.0);
+		}
+	}
+#elif TYPE == TYPE_Q4_0G
+	float d = w_f16(q4g_scale_off(roff, c));
+	for (uint k = 0u; k < 4u; k++) {
+		uint v = wdata[q4g_word_off(roff, c, k) >> 2];
 		for (uint j = 0u; j < 4u; j++) {
 			uint q = (v >> (8u * j)) & 0xffu;
 			w[4u * k + j] = d * (float(q & 15u) - 8.0);

@@ -49,24 +49,25 @@ ParameterizedTestParameters(engine_types, model)
 	return cr_make_param_array(uint32_t, (void *)types, sizeof types / sizeof types[0]);
 }
 
-ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
+/* One model of the type on the given shape against the reference; returns
+ * the bytes the engine uploaded regrouped (gpu_worker/regroup.h). */
+static uint64_t check_model(uint32_t type, const char *shape, enum engine_import imp)
 {
-	const char *tn = quant_type_info(*type)->name;
+	const char *tn = quant_type_info(type)->name;
 	char dir[] = "/tmp/unicorn-test-types-XXXXXX", path[64];
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/m.gguf", dir);
-	const char *shape = quant_type_info(*type)->block_elems == QK_K ? "tiny256" : "tiny";
-	struct mkmodel_opts mo = { .shape = shape, .layers = 2, .type = *type, .seed = 5, .format = MKMODEL_GGUF,
+	struct mkmodel_opts mo = { .shape = shape, .layers = 2, .type = type, .seed = 5, .format = MKMODEL_GGUF,
 				   .out = path, .synthetic_vocab = true, .quiet = true, .threads = 2 };
 	cr_assert_eq(mkmodel_run(&mo), 0, "mkmodel %s: %s", tn, err_msg());
 	struct model *m;
 	cr_assert_eq(model_open(path, &m), 0, "%s", err_msg());
 	size_t nt = 0;
 	for (size_t i = 0; i < m->n_tensors; i++)
-		nt += m->tensors[i].type == *type;
+		nt += m->tensors[i].type == type;
 	cr_assert_geq(nt, 8, "%s: %zu tensors of the type", tn, nt);
 	struct engine *e;
-	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4 };
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .weights_import = imp };
 	cr_assert_eq(engine_create(m, &o, &e), 0, "engine_create: %s", err_msg());
 	struct ref_model *r;
 	cr_assert_eq(ref_create(m, 64, &r), 0, "%s", err_msg());
@@ -89,6 +90,7 @@ ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
 		snprintf(what, sizeof what, "%s decode pos %u", tn, t);
 		compare(got, want + t * V, V, what);
 	}
+	uint64_t regrouped = engine_weights_regrouped(e);
 	free(want);
 	free(got);
 	ref_destroy(r);
@@ -96,4 +98,20 @@ ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
 	model_close(m);
 	unlink(path);
 	rmdir(dir);
+	return regrouped;
+}
+
+ParameterizedTest(const uint32_t *type, engine_types, model, .timeout = 120)
+{
+	check_model(*type, quant_type_info(*type)->block_elems == QK_K ? "tiny256" : "tiny", ENGINE_IMPORT_AUTO);
+}
+
+/* Q4_0 rows of 256-element multiples are uploaded regrouped (every matrix of
+ * the tiny256 shape): prefill, decode, embeddings and logits on the regrouped
+ * kernels against the reference. Imported weights keep the file's layout. */
+Test(engine_types, q4_0_regrouped, .timeout = 120)
+{
+	cr_assert_gt(check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD), 0, "nothing was regrouped");
+	setenv("UNICORN_VK_REGROUP", "0", 1);
+	cr_assert_eq(check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD), 0);
 }

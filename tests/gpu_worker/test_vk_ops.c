@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpu_worker/engine.h"
+#include "gpu_worker/regroup.h"
 #include "gpu_worker/vk.h"
 #include "common/err.h"
 #include "formats/quant.h"
@@ -52,6 +53,25 @@ static void run1(const struct vk_pipe *p, struct vk_buf **bufs, const void *push
 	vk_cmd_free(vk, cb);
 }
 
+/* n rows of cols floats quantized as type (TENSOR_Q4_0G: as q4_0, then
+ * regrouped as the engine uploads it), their dequantized values in wd; the
+ * row length in bytes in *rb. */
+static uint8_t *quantize_rows(uint32_t type, const float *wf, float *wd, uint32_t n, uint32_t cols, uint64_t *rb)
+{
+	uint32_t qt = type == TENSOR_Q4_0G ? TENSOR_Q4_0 : type;
+	cr_assert_eq(quant_row_bytes(qt, cols, rb), 0);
+	uint8_t *wq = malloc(n * *rb);
+	cr_assert_eq(quant_quantize(qt, wf, wq, (uint64_t)n * cols), 0, "%s", err_msg());
+	cr_assert_eq(quant_dequantize(qt, wq, wd, (uint64_t)n * cols), 0);
+	if (type == TENSOR_Q4_0G) {
+		uint8_t *g = malloc(n * *rb);
+		cr_assert_eq(regroup_q4_0(g, wq, n, cols), 0, "%s", err_msg());
+		free(wq);
+		wq = g;
+	}
+	return wq;
+}
+
 static void check_close(const float *got, const double *want, const double *mag, size_t n, double rel, const char *what)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -73,13 +93,10 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 {
 	uint32_t wrows = glu ? 2 * nrows : nrows;
 	uint64_t rb;
-	cr_assert_eq(quant_row_bytes(type, ncols, &rb), 0);
 	float *wf = malloc((size_t)wrows * ncols * 4), *wd = malloc((size_t)wrows * ncols * 4);
-	uint8_t *wq = malloc(wrows * rb);
 	for (size_t i = 0; i < (size_t)wrows * ncols; i++)
 		wf[i] = frand();
-	cr_assert_eq(quant_quantize(type, wf, wq, (uint64_t)wrows * ncols), 0, "%s", err_msg());
-	cr_assert_eq(quant_dequantize(type, wq, wd, (uint64_t)wrows * ncols), 0);
+	uint8_t *wq = quantize_rows(type, wf, wd, wrows, ncols, &rb);
 	float *x = malloc((size_t)n_tok * ncols * 4);
 	for (size_t i = 0; i < (size_t)n_tok * ncols; i++)
 		x[i] = frand();
@@ -170,6 +187,8 @@ static const struct { uint32_t type; const char *name; uint32_t blk; } all_types
 	{ TENSOR_Q6_K, "q6_k", 256 }, { TENSOR_Q4_1, "q4_1", 32 }, { TENSOR_Q5_0, "q5_0", 32 },
 	{ TENSOR_Q5_1, "q5_1", 32 }, { TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_Q2_K, "q2_k", 256 },
 	{ TENSOR_Q3_K, "q3_k", 256 }, { TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_IQ4_XS, "iq4_xs", 256 },
+	/* the engine's regrouped q4_0 (rows of whole 256-element groups) */
+	{ TENSOR_Q4_0G, "q4_0g", 256 },
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -201,7 +220,8 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 }
 
 /* The per-type fast units of mul_mvs (8-element quarter blocks of q4_1, q5_0,
- * q5_1, iq4_nl, and of iq4_xs sub-blocks; 16-element units of q3_k..q6_k): rows whose byte length is
+ * q5_1, iq4_nl, and of iq4_xs sub-blocks; 16-element units of q3_k..q6_k;
+ * one quant word of four regrouped q4_0 blocks): rows whose byte length is
  * and is not a multiple of 4 (q5_0, iq4_nl, q3_k, q6_k blocks start on either
  * half of a word), lane-shuffle and shared-memory reductions (tpr up to 128),
  * GLU, 1..3 columns; and mul_mvb with 4 columns bitwise equal to mul_mvs. */
@@ -211,7 +231,7 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 		{ TENSOR_Q4_1, "q4_1", 32 }, { TENSOR_Q5_0, "q5_0", 32 }, { TENSOR_Q5_1, "q5_1", 32 },
 		{ TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_IQ4_XS, "iq4_xs", 256 }, { TENSOR_Q3_K, "q3_k", 256 },
 		{ TENSOR_Q4_K, "q4_k", 256 },
-		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 },
+		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 }, { TENSOR_Q4_0G, "q4_0g", 256 },
 	};
 	static const uint32_t shapes[][4] = {
 		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
@@ -273,12 +293,46 @@ Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 				}
 }
 
+/* Regrouped q4_0 (gpu_worker/regroup.h) holds the same weights: the kernels
+ * that dequantize whole blocks (mul_mv, mul_mm, and mul_mm_cm/cms where the
+ * device has matrix cores) give bitwise the q4_0 kernels' results on the same
+ * blocks, GLU included. */
+Test(vk_ops, q4_0g_equals_q4_0, .timeout = 120)
+{
+	static const uint32_t shapes[][4] = {
+		/* kernel, ncols, nrows, n_tok */
+		{ 0, 256 * 3, 37, 5 }, { 0, 256, 13, 1 }, { 2, 256 * 5, 67, 70 }, { 2, 512, 37, 17 },
+		{ 4, 256 * 5, 130, 150 }, { 5, 256 * 2, 67, 70 },
+	};
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+		const uint32_t *sh = shapes[k];
+		if (sh[0] >= 4 && !vk->coopmat)
+			continue;
+		for (int glu = 0; glu < (sh[0] == 0 ? 2 : 1); glu++) {
+			uint64_t seed = rng;
+			float *a = check_mv_run((int)sh[0], TENSOR_Q4_0, "q4_0", sh[1], sh[2], sh[3], glu, 1, 1, 0);
+			rng = seed;
+			float *b = check_mv_run((int)sh[0], TENSOR_Q4_0G, "q4_0g", sh[1], sh[2], sh[3], glu, 1, 1, 0);
+			size_t n = (size_t)sh[3] * (sh[2] + 3);
+			for (size_t i = 2; i < n; i += 1) {
+				if (i % (sh[2] + 3) < 2 || i % (sh[2] + 3) >= sh[2] + 2)
+					continue; /* outside the outputs */
+				cr_assert(memcmp(&a[i], &b[i], 4) == 0, "kernel %u glu %d [%zu]: q4_0 %.9g q4_0g %.9g", sh[0], glu,
+					  i, a[i], b[i]);
+			}
+			free(a);
+			free(b);
+		}
+	}
+}
+
 Test(vk_ops, mvs_wide_rows)
 {
 	/* long rows: tpr above the subgroup size (subgroupAdd + shared-memory path) */
 	check_mv_kernel(1, TENSOR_Q4_0, "q4_0", 32 * 301, 9, 1, false);
 	check_mv_kernel(1, TENSOR_Q8_0, "q8_0", 32 * 257, 7, 1, true);
 	check_mv_kernel(1, TENSOR_Q6_K, "q6_k", 256 * 33, 3, 1, false);
+	check_mv_kernel(1, TENSOR_Q4_0G, "q4_0g", 256 * 37, 5, 1, true);
 }
 
 ParameterizedTestParameters(vk_ops, mm_type) { return every_type(); }
@@ -629,14 +683,11 @@ static void check_get_rows(uint32_t type, const char *tname, uint32_t cols)
 {
 	const uint32_t rows = 3;
 	uint64_t rb;
-	cr_assert_eq(quant_row_bytes(type, cols, &rb), 0);
 	float *e = malloc(rows * cols * 4), *ed = malloc(rows * cols * 4), *gh = malloc(2 * cols * 4);
 	double *wh = malloc(2 * cols * sizeof *wh);
-	uint8_t *eq = malloc(rows * rb);
 	for (uint32_t i = 0; i < rows * cols; i++)
 		e[i] = frand();
-	cr_assert_eq(quant_quantize(type, e, eq, rows * cols), 0);
-	cr_assert_eq(quant_dequantize(type, eq, ed, rows * cols), 0);
+	uint8_t *eq = quantize_rows(type, e, ed, rows, cols, &rb);
 	struct vk_pipe pe;
 	char name[64];
 	snprintf(name, sizeof name, "get_rows_%s", tname);

@@ -1,0 +1,6 @@
+#version 450
+// batch fused gate/up matrix-vector product with GELU-tanh, q4_0 weights regrouped at upload (gpu_worker/regroup.h)
+#define TYPE TYPE_Q4_0G
+#define GLU 1
+#define MVS_BATCH 1
+#include "mul_mvs.glsl"
