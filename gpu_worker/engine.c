@@ -38,6 +38,16 @@
  * not measured yet */
 #define MVS_RPT 1u
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
+/* Regrouped q4_0 (regroup.h) in mul_mvs, H100 tg64 (BENCHMARKS.md): 2 units
+ * per thread (27B 82.6 tok/s; 4: 78.8, 1: 70.7); 1 for products of fewer
+ * than 100k threads at 2 (1B's 1152-row wo and down: 555.5 -> 600.3 tok/s,
+ * 4B's 131k-thread qkv 3% slower at 1); rows of 8192+ elements (the FFN down
+ * matrices, whose x is 32+ KB) 2 rows per thread group so each x load serves
+ * both (27B down 3.11 -> 2.43 ms per token, 4B 0.511 -> 0.484) */
+#define Q4G_BPT 2u
+#define Q4G_FEW_THREADS 100000u
+#define Q4G_WIDE 8192u
+#define Q4G_WIDE_RPT 2u
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
  * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
@@ -135,6 +145,7 @@ struct engine {
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
 	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
+	struct vk_pipe mvs_q4g_wide;         /* mul_mvs_q4_0g, Q4G_WIDE_RPT rows per thread group */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -554,6 +565,10 @@ static int pipes_create(struct engine *e, const struct model *m)
 		const char *gen = e->mvs_generic && has_gen ? "_gen" : "";
 		if (e->use_mvs) {
 			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
+			if (slot_type[i] == TENSOR_Q4_0G && !rc) {
+				const uint32_t spec_w[3] = { WG_MVS, 1, Q4G_WIDE_RPT };
+				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", 3, sizeof(struct mv_push), spec_w, 3, &e->mvs_q4g_wide);
+			}
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
@@ -924,6 +939,8 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->glu[i]);
 			vk_pipe_destroy(e->vk, &e->rows[i]);
 			vk_pipe_destroy(e->vk, &e->mvs[i]);
+			if (i == type_slot(TENSOR_Q4_0G))
+				vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
 			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mvb[i]);
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
@@ -1097,11 +1114,6 @@ uint32_t engine_mvs_unit(uint32_t type, bool generic)
 
 uint32_t engine_mvs_tpr_type(uint32_t type, uint32_t ncols, uint32_t wg, uint32_t bpt, bool generic)
 {
-	/* regrouped q4_0 units are four quarter blocks' words: half as many per
-	 * thread as the quarter units (H100, 27B q4_0 tg64: 2 per thread 82.6
-	 * tok/s, 4 78.8, 1 70.7) */
-	if (type == TENSOR_Q4_0G)
-		bpt = bpt > 1 ? bpt / 2 : 1;
 	/* engine_mvs_tpr counts 32-element units: scale the row to the type's unit */
 	uint32_t f = 32 / engine_mvs_unit(type, generic);
 	return engine_mvs_tpr(ncols <= UINT32_MAX / f ? ncols * f : ncols, wg, bpt);
@@ -1128,6 +1140,18 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 	return 0;
 }
 
+/* Work units per thread of mul_mvs/mul_mvb for a matrix of nrows output rows
+ * (the same for both: mul_mvb must split rows as mul_mvs does). Regrouped
+ * q4_0 units are a word of four blocks: Q4G_BPT per thread, one where that
+ * leaves the product fewer than Q4G_FEW_THREADS threads. */
+static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nrows)
+{
+	if (w->type != TENSOR_Q4_0G)
+		return e->mvs_bpt;
+	uint64_t threads = (uint64_t)nrows * engine_mvs_tpr_type(w->type, w->ncols, WG_MVS, Q4G_BPT, false);
+	return threads < Q4G_FEW_THREADS ? 1 : Q4G_BPT;
+}
+
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid)
 {
@@ -1136,7 +1160,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
-	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, e->mvs_bpt, e->mvs_generic)
+	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE;
+	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
 	if (kind == 2 && !glu) {
@@ -1156,12 +1181,13 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		return;
 	}
 	int ts = type_slot(w->type);
-	uint32_t rpw = wg / tpr * (kind == 1 ? e->mvs_rpt[ts] : 1); /* rows per workgroup */
+	uint32_t rpt = kind == 1 ? (q4g_wide && !glu ? Q4G_WIDE_RPT : e->mvs_rpt[ts]) : 1;
+	uint32_t rpw = wg / tpr * rpt; /* rows per workgroup */
 	uint32_t nwg = (nrows + rpw - 1) / rpw;
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
 	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
-		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : &e->mvs[ts], s, &p, n_tok, gx, gz);
+		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : q4g_wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
 		disp(e, cb, name, bytes, glu ? &e->mvb_glu[ts] : &e->mvb[ts], s, &p, (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx,
 		     gz);

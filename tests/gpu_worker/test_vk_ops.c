@@ -259,29 +259,31 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 			}
 }
 
-/* mul_mvs with 1..4 rows per thread group (q4_0/q8_0): row counts that are and
+/* mul_mvs with 1..4 rows per thread group (q4_0/q8_0/q4_0g): row counts that are and
  * are not a multiple of the rows per workgroup, rows whose byte length is and
  * is not a multiple of 4 (blocks starting on either half of a word), GLU, 1..3
  * token columns, lane-shuffle and shared-memory reductions; and mul_mvb (one
  * row per thread group, 4 or 8 token columns) bitwise equal to it. */
 Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 {
-	static const struct { uint32_t type; const char *name; } q[] = { { TENSOR_Q4_0, "q4_0" }, { TENSOR_Q8_0, "q8_0" } };
+	/* regrouped q4_0 (rows of whole 256-element groups) on 8x the columns */
+	static const struct { uint32_t type; const char *name; uint32_t f; } q[] = {
+		{ TENSOR_Q4_0, "q4_0", 1 }, { TENSOR_Q8_0, "q8_0", 1 }, { TENSOR_Q4_0G, "q4_0g", 8 } };
 	static const uint32_t shapes[][4] = {
 		/* ncols, nrows, n_tok, tpr (0: the engine's) */
 		{ 32 * 40, 64, 1, 0 }, { 32 * 37, 37, 2, 0 }, { 32 * 7, 13, 3, 4 }, { 32 * 64, 70, 1, 128 }, { 32 * 33, 129, 1, 64 },
 	};
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
 		for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
 			for (uint32_t rpt = 1; rpt <= 4; rpt++)
 				for (int glu = 0; glu < 2; glu++) {
 					const uint32_t *sh = shapes[k];
 					uint32_t n_tok = sh[2] + (rpt == 4 ? 5 : 0); /* up to 8 columns */
 					uint64_t seed = rng; /* both kernels get the same inputs */
-					float *a = check_mv_run(1, q[i].type, q[i].name, sh[0], sh[1], n_tok, glu, rpt, 1, sh[3]);
+					float *a = check_mv_run(1, q[i].type, q[i].name, sh[0] * q[i].f, sh[1], n_tok, glu, rpt, 1, sh[3]);
 					uint32_t nt = rpt % 2 ? 4 : 8;
 					rng = seed;
-					float *b = check_mv_run(3, q[i].type, q[i].name, sh[0], sh[1], n_tok, glu, 1, nt, sh[3]);
+					float *b = check_mv_run(3, q[i].type, q[i].name, sh[0] * q[i].f, sh[1], n_tok, glu, 1, nt, sh[3]);
 					for (uint32_t t = 0; t < n_tok; t++)
 						for (uint32_t r = 0; r < sh[1]; r++) {
 							size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
