@@ -53,13 +53,16 @@ static void reference_destroy(void *state)
 	ref_destroy(state);
 }
 
-/* --vk-device, read by vulkan_create (the engine interface has no options). */
+/* --vk-device, read by vulkan_create (the engine interface has no options),
+ * and the model's vocabulary for vulkan_decode_forward's rows. */
 static const char *vk_device;
+static uint32_t vk_n_vocab;
 
 static int vulkan_create(const struct model *m, uint32_t max_ctx, void **state)
 {
 	struct engine_opts o = { .device = vk_device, .max_ctx = max_ctx, .max_batch = LOGITS_CHUNK };
 	struct engine *e = NULL;
+	vk_n_vocab = m->cfg.n_vocab;
 	int rc = engine_create(m, &o, &e);
 	*state = e;
 	return rc;
@@ -70,6 +73,18 @@ static int vulkan_forward(void *state, const uint32_t *tokens, uint32_t n, uint3
 	return engine_forward(state, tokens, n, pos0, logits, true);
 }
 
+/* One token per call: the decode kernels (mul_mvs, attention of one row)
+ * instead of the prefill ones, e.g. to check them against the goldens. */
+static int vulkan_decode_forward(void *state, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = engine_forward(state, tokens + i, 1, pos0 + i, logits + (size_t)i * vk_n_vocab, true);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 static void vulkan_destroy(void *state)
 {
 	engine_destroy(state);
@@ -77,6 +92,7 @@ static void vulkan_destroy(void *state)
 
 static const struct logits_engine engines[] = {
 	{ "vulkan", vulkan_create, vulkan_forward, vulkan_destroy },
+	{ "vulkan-decode", vulkan_create, vulkan_decode_forward, vulkan_destroy },
 	{ "reference", reference_create, reference_forward, reference_destroy },
 };
 #define DEFAULT_ENGINE "vulkan"
@@ -93,7 +109,9 @@ static void usage(FILE *f)
 		"  --tokens IDS        comma-separated token ids, e.g. 2,1018,7\n"
 		"  --tokens-file FILE  token ids separated by commas or whitespace\n"
 		"  -o, --output FILE   where to write the logits ('-' for stdout)\n"
-		"  --engine NAME       vulkan (default) or reference (the CPU reference, slow)\n"
+		"  --engine NAME       vulkan (default: prompt chunks, the prefill kernels),\n"
+		"                      vulkan-decode (one token per step, the decode kernels)\n"
+		"                      or reference (the CPU reference, slow)\n"
 		"  --vk-device D       Vulkan device index or name substring (see 'unicorn devices')\n"
 		"  -h, --help          show this help\n");
 }
@@ -257,7 +275,7 @@ int cli_logits(int argc, char **argv)
 		if (!strcmp(engines[i].name, engine_name))
 			eng = &engines[i];
 	if (!eng) {
-		fprintf(stderr, "unicorn logits: unknown engine '%s' (vulkan or reference)\n", engine_name);
+		fprintf(stderr, "unicorn logits: unknown engine '%s' (vulkan, vulkan-decode or reference)\n", engine_name);
 		return 2;
 	}
 

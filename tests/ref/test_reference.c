@@ -230,8 +230,9 @@ static void check_cli_engine(const char *bin, const struct golden *g, const char
 	free(rows);
 }
 
-/* `unicorn logits` writes the golden layout with the reference and with the
- * default (Vulkan) engine. Needs the built binary (UNICORN_BIN, set by `make test`). */
+/* `unicorn logits` writes the golden layout with the reference, the default
+ * (Vulkan, prefill kernels) and the Vulkan decode kernels. Needs the built
+ * binary (UNICORN_BIN, set by `make test`). */
 Test(reference, cli_logits, .timeout = 60)
 {
 	const char *bin = getenv("UNICORN_BIN");
@@ -245,6 +246,7 @@ Test(reference, cli_logits, .timeout = 60)
 	close(fd);
 	check_cli_engine(bin, &g, "--engine reference", out);
 	check_cli_engine(bin, &g, "", out); /* vulkan is the default */
+	check_cli_engine(bin, &g, "--engine vulkan-decode", out);
 
 	/* an unknown engine is a usage error and leaves no file behind */
 	unlink(out);
