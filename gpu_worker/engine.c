@@ -1939,6 +1939,37 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	return hio_run(e, *slot, n, in, out);
 }
 
+int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
+			const struct engine_chunk *ch, const float *in, float *out)
+{
+	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
+		return err_set(ERR_INVAL, "engine: stage_chunks: stage %d (attention or FFN)", (int)stage);
+	if (layer >= e->cfg.n_layer)
+		return err_set(ERR_INVAL, "engine: stage_chunks: layer %u outside the model's %u", layer, e->cfg.n_layer);
+	uint64_t total = 0;
+	for (uint32_t i = 0; ch && i < n; i++) {
+		if (ch[i].head)
+			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
+		total += ch[i].n;
+	}
+	/* the host-visible rows hold max_batch of them */
+	if (total > e->max_batch)
+		return err_set(ERR_RANGE, "engine: stage_chunks: %llu rows (at most %u per call)", (unsigned long long)total,
+			       e->max_batch);
+	uint32_t rows, m;
+	int rc = chunks_write(e, n, ch, 0, &rows, &m);
+	if (rc)
+		return rc;
+	VkCommandBuffer cb = e->once;
+	vkResetCommandBuffer(cb, 0);
+	/* engine_forward_chunks' wide kind: rows of several sequences, each row
+	 * alike whatever the others */
+	e->rec_batch = e->rec_wide = true;
+	rc = rec_stage_io(e, cb, true, layer, 1, stage, rows);
+	e->rec_batch = e->rec_wide = false;
+	return rc ? rc : hio_run(e, cb, rows, in, out);
+}
+
 float *engine_stage_rows(struct engine *e)
 {
 	return e->hio->map;

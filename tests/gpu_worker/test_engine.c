@@ -436,6 +436,92 @@ Test(engine, stage_batch_equals_lone_stages, .timeout = 120)
 	fx_close(&x);
 }
 
+/* Run prompt chunks ch[0..n) through every layer's stages with
+ * engine_stage_chunks, rows gathered from and scattered to h (each chunk's
+ * rows at h + row0[i] * n_embd). */
+static void stage_chunks_all(struct fx *x, const struct engine_chunk *ch, uint32_t n, float *h, const uint32_t *row0)
+{
+	uint32_t E = x->m->cfg.n_embd, total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += ch[i].n;
+	float *rows = malloc((size_t)total * E * sizeof *rows);
+	cr_assert(rows);
+	for (uint32_t i = 0, r = 0; i < n; r += ch[i].n, i++)
+		memcpy(rows + (size_t)r * E, h + (size_t)row0[i] * E, (size_t)ch[i].n * E * sizeof *rows);
+	for (uint32_t l = 0; l < x->m->cfg.n_layer; l++) {
+		cr_assert_eq(engine_stage_chunks(x->e, l, ENGINE_STAGE_ATTN, n, ch, rows, rows), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_chunks(x->e, l, ENGINE_STAGE_FFN, n, ch, rows, rows), 0, "%s", err_msg());
+	}
+	for (uint32_t i = 0, r = 0; i < n; r += ch[i].n, i++)
+		memcpy(h + (size_t)row0[i] * E, rows + (size_t)r * E, (size_t)ch[i].n * E * sizeof *rows);
+	free(rows);
+}
+
+/* Split prefill of several prompts in one submission per stage
+ * (engine_stage_chunks): each prompt's rows are bitwise those of its chunk
+ * run alone and of the same prompt cut into two chunks, and its last row's
+ * logits are within the golden tolerance of the fused forward's. */
+Test(engine, stage_chunks_equal_alone, .timeout = 120)
+{
+	struct fx x;
+	memset(&x, 0, sizeof x);
+	cr_assert_eq(golden_load("q4_0", &x.g), 0, "%s", err_msg());
+	cr_assert_eq(model_open(x.g.model_path, &x.m), 0, "%s", err_msg());
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .max_seqs = 4 };
+	cr_assert_eq(engine_create(x.m, &o, &x.e), 0, "%s", err_msg());
+	const uint32_t *tok = x.g.tokens;
+	uint32_t E = x.m->cfg.n_embd;
+	size_t V = x.g.n_vocab;
+	enum { A = 7, B = 12, C = 5, N = A + B + C };
+	const uint32_t row0[3] = { 0, A, A + B };
+	float *h = malloc((size_t)N * E * sizeof *h), *alone = malloc((size_t)N * E * sizeof *alone);
+	cr_assert(h && alone);
+	cr_assert_eq(engine_embed(x.e, tok, N), 0, "%s", err_msg());
+	cr_assert_eq(engine_hidden_get(x.e, h, N), 0, "%s", err_msg());
+	memcpy(alone, h, (size_t)N * E * sizeof *h);
+	/* three prompts of three sequences together */
+	const struct engine_chunk all[3] = { { 0, 0, A, tok, false }, { 1, 0, B, tok + A, false },
+					     { 2, 0, C, tok + A + B, false } };
+	stage_chunks_all(&x, all, 3, h, row0);
+	/* each alone, in fresh sequences; the second cut into 5 + 7 */
+	const struct engine_chunk one[4] = { { 3, 0, A, tok, false }, { 1, 0, 5, tok + A, false },
+					     { 1, 5, B - 5, tok + A + 5, false }, { 2, 0, C, tok + A + B, false } };
+	const uint32_t one_row0[4] = { 0, A, A + 5, A + B };
+	cr_assert_eq(engine_seq_reset(x.e, 1), 0);
+	cr_assert_eq(engine_seq_reset(x.e, 2), 0);
+	for (uint32_t i = 0; i < 4; i++)
+		stage_chunks_all(&x, &one[i], 1, alone, &one_row0[i]);
+	for (uint32_t r = 0; r < N; r++)
+		cr_assert_eq(memcmp(h + (size_t)r * E, alone + (size_t)r * E, E * sizeof *h), 0,
+			     "row %u: chunks together differ from alone", r);
+	/* the second prompt's last row against the fused forward of it */
+	float *lg = malloc(V * sizeof *lg), *want = malloc(V * sizeof *want);
+	cr_assert(lg && want);
+	cr_assert_eq(engine_hidden_set(x.e, h + (size_t)(A + B - 1) * E, 1), 0, "%s", err_msg());
+	cr_assert_eq(engine_head(x.e, 1, lg), 0, "%s", err_msg());
+	cr_assert_eq(engine_seq_reset(x.e, 3), 0);
+	cr_assert_eq(engine_seq_select(x.e, 3), 0);
+	cr_assert_eq(engine_forward(x.e, tok + A, B, 0, want, false), 0, "%s", err_msg());
+	double d = 0, nn = 0;
+	for (size_t j = 0; j < V; j++)
+		if (isfinite(want[j])) {
+			d += ((double)lg[j] - want[j]) * ((double)lg[j] - want[j]);
+			nn += (double)want[j] * want[j];
+		}
+	cr_assert_leq(sqrt(d / nn), 5e-3, "split chunks vs fused: rel %g", sqrt(d / nn));
+	/* bad input is refused, never run */
+	const struct engine_chunk dup[2] = { { 0, A, 2, tok, false }, { 0, A + 2, 2, tok, false } },
+				  head[1] = { { 0, A, 2, tok, true } };
+	cr_assert_eq(engine_stage_chunks(x.e, 0, ENGINE_STAGE_ATTN, 2, dup, h, h), ERR_INVAL);
+	cr_assert_eq(engine_stage_chunks(x.e, 0, ENGINE_STAGE_ATTN, 1, head, h, h), ERR_INVAL);
+	cr_assert_eq(engine_stage_chunks(x.e, 0, ENGINE_STAGE_BOTH, 1, all, h, h), ERR_INVAL);
+	free(lg);
+	free(want);
+	free(h);
+	free(alone);
+	fx_close(&x);
+}
+
 /* The prefill mat-mat kernel: on matrix cores where the device offers
  * VK_KHR_cooperative_matrix (16x16x16 f16), the tiled mul_mm elsewhere (e.g.
  * lavapipe) and with UNICORN_NO_COOPMAT=1; engine_kernels says which. */
