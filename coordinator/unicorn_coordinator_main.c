@@ -96,6 +96,7 @@ struct coord {
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
 	uint64_t n_wide_mb;    /* split micro-batches run wide (mat-mat kernels) */
+	uint64_t n_chunk_flows, n_chunk_seqs; /* split prompt-chunk FLOWs, and the chunks they carried */
 	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
 	 * bound: while ops come back faster than the bound, the coordinator looks
 	 * at its bell instead of sleeping (common/spin.h) */
@@ -1442,51 +1443,72 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 	return split_batch_finish(c, sb, &d);
 }
 
-/* Prompt chunks (and lone decoders) with the data plane: one chunk FLOW per
- * sequence, all posted at once, so one sequence's attention runs beside
- * another's FFN with no coordinator between the layers; at most
- * SPLIT_MAX_MBS in flight. */
-static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n)
+/* Prompt chunks (and lone decoders) with the data plane: chunk FLOWs of up
+ * to MSG_FLOW_CHUNK_SEQS sequences and MSG_MAX_TOKENS tokens each, up to
+ * SPLIT_MAX_MBS of them posted at once, so one FLOW's attention runs beside
+ * another's FFN with no coordinator between the layers, and each worker runs
+ * a FLOW's chunks back to back: one handoff (on one GPU, one switch between
+ * the workers' contexts) per op for all of them instead of one per sequence.
+ * Each chunk runs as it would alone, so replays stay exact. *used: how many
+ * of rs[0..n) this took (the caller posts the rest next). */
+static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n, uint32_t *used)
 {
-	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
-	static struct msg_flow ends[SPLIT_MAX_MBS];
-	struct sched_chunk ch[SPLIT_MAX_MBS];
-	bool head[SPLIT_MAX_MBS];
-	if (n > SPLIT_MAX_MBS)
-		return err_set(ERR_INVAL, "split: %u chunk flows at once (at most %d)", n, SPLIT_MAX_MBS);
-	for (uint32_t i = 0; i < n; i++) {
-		struct intake_req *r = rs[i];
-		if (!sched_seq_next(&r->seq, &ch[i]))
-			return err_set(ERR_STATE, "nothing to feed");
-		head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+	uint32_t seq[SPLIT_MAX_MBS] = { 0 }, n_flow = 0, i = 0;
+	static struct sched_chunk ch[SPLIT_MAX_MBS * MSG_FLOW_CHUNK_SEQS];
+	static bool head[SPLIT_MAX_MBS * MSG_FLOW_CHUNK_SEQS];
+	static uint8_t flow_of[SPLIT_MAX_MBS * MSG_FLOW_CHUNK_SEQS];
+	uint32_t k_flow[SPLIT_MAX_MBS];
+	while (i < n && n_flow < SPLIT_MAX_MBS) {
 		msg_init(&c->m, MSG_FLOW);
 		struct msg_flow *f = &c->m.u.flow;
 		f->op = MSG_OP_EMBED;
 		f->n_layer = c->n_layer;
-		f->flags = MSG_FLOW_CHUNK | (head[i] ? MSG_FLOW_HEAD : 0);
+		f->flags = MSG_FLOW_CHUNK;
 		f->mode = MSG_HEAD_ARGMAX;
 		f->k = 1;
-		if (head[i])
-			f->mode = head_mode(r, &f->k);
-		f->n = 1;
-		f->e[0] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0, 0 };
-		f->n_tok = ch[i].n;
-		memcpy(f->tokens, r->seq.tokens + ch[i].pos0, ch[i].n * sizeof *f->tokens);
-		int rc = flow_post_gpu(c, &seq[i]);
+		f->n = 0;
+		f->n_tok = 0;
+		for (; i < n && f->n < MSG_FLOW_CHUNK_SEQS; i++) {
+			struct intake_req *r = rs[i];
+			if (!sched_seq_next(&r->seq, &ch[i]))
+				return err_set(ERR_STATE, "nothing to feed");
+			if (ch[i].n > MSG_MAX_TOKENS - f->n_tok)
+				break; /* the next FLOW takes it */
+			head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
+			flow_of[i] = (uint8_t)n_flow;
+			uint32_t k = 1;
+			if (head[i]) {
+				f->flags |= MSG_FLOW_HEAD;
+				if (head_mode(r, &k) == MSG_HEAD_TOPK) {
+					f->mode = MSG_HEAD_TOPK;
+					f->k = k > f->k ? k : f->k;
+				}
+			}
+			f->e[f->n++] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0,
+								     ch[i].n | (head[i] ? MSG_CHUNK_HEAD : 0) };
+			memcpy(f->tokens + f->n_tok, r->seq.tokens + ch[i].pos0, ch[i].n * sizeof *f->tokens);
+			f->n_tok += ch[i].n;
+		}
+		k_flow[n_flow] = f->k;
+		c->n_chunk_flows++;
+		c->n_chunk_seqs += f->n;
+		int rc = flow_post_gpu(c, &seq[n_flow]);
 		if (rc)
 			return rc;
-		if (i > 0)
+		if (n_flow > 0)
 			c->n_pipelined++;
+		n_flow++;
 	}
-	int rc = flow_wait(c, seq, n, ends);
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		if ((rc = sched_seq_advance(&rs[i]->seq, &ch[i])))
+	*used = i;
+	int rc = flow_wait(c, seq, n_flow, NULL);
+	/* every sampled token comes from its slot's head area (take_from_head
+	 * fills in token and k), so the template answer carries nothing */
+	struct msg_done d = { 0 };
+	for (uint32_t j = 0; j < i && !rc; j++) {
+		if ((rc = sched_seq_advance(&rs[j]->seq, &ch[j])))
 			break;
-		if (head[i] && !rs[i]->seq.replaying) {
-			struct msg_done d = { .ref_seq = ends[i].origin_seq, .seq_id = rs[i]->slot, .token = ends[i].token,
-					      .k = ends[i].k, .gpu_ns = ends[i].gpu_ns[0] + ends[i].gpu_ns[1] };
-			rc = take_token(c, rs[i], &d);
-		}
+		if (head[j] && !rs[j]->seq.replaying)
+			rc = take_from_head(c, rs[j], &d, k_flow[flow_of[j]]);
 	}
 	return rc;
 }
@@ -1612,8 +1634,8 @@ static void run_live(struct coord *c)
 			heartbeat(c);
 		}
 		if (split_flows(c)) {
-			for (uint32_t i = 0; i < nr && !rc; i += SPLIT_MAX_MBS) {
-				rc = step_split_chunks(c, rest + i, nr - i < SPLIT_MAX_MBS ? nr - i : SPLIT_MAX_MBS);
+			for (uint32_t i = 0, used = 0; i < nr && !rc; i += used) {
+				rc = step_split_chunks(c, rest + i, nr - i, &used);
 				heartbeat(c);
 			}
 		}
@@ -1689,8 +1711,9 @@ static void report_busy(struct coord *c)
 			(double)(w->wall_ns - w->work_ns) / 1e3 / (double)w->steps);
 	}
 	if (c->split)
-		fprintf(stderr, ", %llu overlapped pairs, %llu wide micro-batches", (unsigned long long)c->n_pipelined,
-			(unsigned long long)c->n_wide_mb);
+		fprintf(stderr, ", %llu overlapped pairs, %llu wide micro-batches, %llu prompt chunks in %llu chunk FLOWs",
+			(unsigned long long)c->n_pipelined, (unsigned long long)c->n_wide_mb,
+			(unsigned long long)c->n_chunk_seqs, (unsigned long long)c->n_chunk_flows);
 	fprintf(stderr, "\n");
 }
 

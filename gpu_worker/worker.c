@@ -848,31 +848,142 @@ static uint32_t flow_next(const struct msg_flow *f, uint32_t *layer)
 	}
 }
 
-/* A chunk FLOW's op (one sequence's prompt chunk): what the EMBED, STAGE and
- * HEAD messages of the per-sequence path run, with their checks. */
-static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+/* One chunk of a chunk FLOW's op: what the EMBED, STAGE and HEAD messages of
+ * the per-sequence path run, with their checks. */
+static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const struct msg_run_batch_entry *e,
+			  const uint32_t *tokens, uint32_t n, uint32_t *token, uint32_t *k)
 {
-	const struct msg_run_batch_entry *e = &f->e[0];
 	switch (f->op) {
 	case MSG_OP_EMBED: {
 		static struct msg_embed m;
 		m.seq_id = e->seq_id;
 		m.slot = e->slot;
-		m.n = f->n_tok;
-		memcpy(m.tokens, f->tokens, (size_t)f->n_tok * sizeof *m.tokens);
+		m.n = n;
+		memcpy(m.tokens, tokens, (size_t)n * sizeof *m.tokens);
 		return do_embed(w, &m);
 	}
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN: {
 		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
-				       f->n_tok, e->pos };
+				       n, e->pos };
 		return do_stage(w, &m);
 	}
 	default: {
-		struct msg_head m = { e->seq_id, e->slot, f->n_tok, f->mode, f->k };
+		struct msg_head m = { e->seq_id, e->slot, n, f->mode, f->k };
 		return do_head(w, &m, token, k);
 	}
 	}
+}
+
+/* Run the pieces gathered in the engine's rows (flow_chunk_stage) and put
+ * each piece's rows back into its slot. */
+static int chunk_stage_run(struct worker *w, const struct msg_flow *f, const struct engine_chunk *ch,
+			   const uint32_t *slot_row0, uint32_t n)
+{
+	enum engine_stage st = f->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN;
+	int rc = engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
+	const float *rows = engine_stage_rows(w->e);
+	size_t row = (size_t)w->n_embd;
+	for (uint32_t i = 0, r = 0; !rc && i < n; r += ch[i].n, i++) {
+		float *h;
+		rc = attach_hidden(w->att, ch[i].seq, slot_row0[i], ch[i].n, &h);
+		if (!rc)
+			memcpy(h, rows + (size_t)r * row, (size_t)ch[i].n * row * sizeof *h);
+	}
+	return rc;
+}
+
+static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const struct msg_run_batch_entry *e,
+			  const uint32_t *tokens, uint32_t n, uint32_t *token, uint32_t *k);
+
+/* A chunk FLOW's ATTN or FFN op. Chunks of several tokens (prompts) run
+ * together in as few engine submissions as the engine's rows allow
+ * (engine_stage_chunks; a chunk may be cut between two of them), all on the
+ * mat-mat kernel, so a chunk's rows are the same whatever runs beside it or
+ * where it was cut, and a replay rebuilds them exactly. A one-token chunk (a
+ * lone decoder) runs alone with the lone token's kernels, as the decode
+ * micro-batches compute it (its replay may go either way). */
+static int flow_chunk_stage(struct worker *w, const struct msg_flow *f)
+{
+	struct engine_chunk ch[MSG_MAX_SLOTS];
+	uint32_t slot_row0[MSG_MAX_SLOTS], nb = 0, rows = 0, at = 0;
+	float *dst = engine_stage_rows(w->e);
+	size_t row = (size_t)w->n_embd;
+	/* the one-token chunks first: their calls use the engine's rows too */
+	for (uint32_t i = 0; i < f->n; at += f->e[i].token & MSG_CHUNK_COUNT, i++) {
+		uint32_t n = f->e[i].token & MSG_CHUNK_COUNT, tk, kk;
+		if (n > f->n_tok - at) /* msg_validate sums them; checked again where they are used */
+			return err_set(ERR_INVAL, "worker: chunk FLOW: entry %u's %u tokens past n_tok %u", i, n, f->n_tok);
+		int rc = n == 1 ? flow_chunk_one(w, f, &f->e[i], f->tokens + at, n, &tk, &kk) : 0;
+		if (rc)
+			return err_prefix(rc, "chunk %u of the FLOW", i);
+	}
+	at = 0;
+	for (uint32_t i = 0; i < f->n; at += f->e[i].token & MSG_CHUNK_COUNT, i++) {
+		const struct msg_run_batch_entry *e = &f->e[i];
+		uint32_t n = e->token & MSG_CHUNK_COUNT;
+		if (n == 1)
+			continue;
+		int rc = f->op == MSG_OP_ATTN ? check_kv(w, e->seq_id, e->slot, e->pos, n) : check_rows(w, e->slot, n);
+		if (rc)
+			return err_prefix(rc, "chunk %u of the FLOW", i);
+		for (uint32_t done = 0; done < n;) {
+			if (rows == w->max_batch || nb == MSG_MAX_SLOTS) {
+				if ((rc = chunk_stage_run(w, f, ch, slot_row0, nb)))
+					return err_prefix(rc, "chunks of the FLOW");
+				nb = rows = 0;
+			}
+			uint32_t c = n - done < w->max_batch - rows ? n - done : w->max_batch - rows;
+			float *h;
+			if ((rc = attach_hidden(w->att, e->slot, done, c, &h)))
+				return err_prefix(rc, "chunk %u of the FLOW", i);
+			memcpy(dst + (size_t)rows * row, h, (size_t)c * row * sizeof *h);
+			ch[nb] = (struct engine_chunk){ e->slot, e->pos + done, c, f->tokens + at + done, false };
+			slot_row0[nb++] = done;
+			rows += c;
+			done += c;
+		}
+	}
+	int rc = nb ? chunk_stage_run(w, f, ch, slot_row0, nb) : 0;
+	if (rc)
+		return err_prefix(rc, "chunks of the FLOW");
+	for (uint32_t i = 0; f->op == MSG_OP_ATTN && i < f->n; i++) {
+		uint32_t n = f->e[i].token & MSG_CHUNK_COUNT;
+		if (n > 1) /* flow_chunk_one advanced the others */
+			seq_advance(w, f->e[i].seq_id, f->e[i].slot, f->e[i].pos, n);
+	}
+	return 0;
+}
+
+/* A chunk FLOW's op: ATTN and FFN as flow_chunk_stage; EMBED and HEAD each
+ * sequence's prompt chunk in entry order, one after the other in this worker
+ * (one handoff for all of them), each exactly as it would run alone; HEAD
+ * only for the chunks that sample (their slots' head areas hold the results;
+ * *token is the first one's). */
+static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+{
+	if (f->op == MSG_OP_ATTN || f->op == MSG_OP_FFN)
+		return flow_chunk_stage(w, f);
+	uint32_t at = 0;
+	bool told = false;
+	for (uint32_t i = 0; i < f->n; i++) {
+		const struct msg_run_batch_entry *e = &f->e[i];
+		uint32_t n = e->token & MSG_CHUNK_COUNT, tk = 0, kk = 0;
+		if (n > f->n_tok - at) /* msg_validate sums them; checked again where they are used */
+			return err_set(ERR_INVAL, "worker: chunk FLOW: entry %u's %u tokens past n_tok %u", i, n, f->n_tok);
+		int rc = f->op == MSG_OP_HEAD && !(e->token & MSG_CHUNK_HEAD)
+				 ? 0
+				 : flow_chunk_one(w, f, e, f->tokens + at, n, &tk, &kk);
+		if (rc)
+			return err_prefix(rc, "chunk %u of the FLOW", i);
+		if (f->op == MSG_OP_HEAD && (e->token & MSG_CHUNK_HEAD) && !told) {
+			*token = tk;
+			*k = kk;
+			told = true;
+		}
+		at += n;
+	}
+	return 0;
 }
 
 /* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH. */

@@ -493,11 +493,26 @@ int msg_validate(const struct msg *m)
 		if (f->n_ops && !(f->flags & MSG_FLOW_TIMES))
 			return BAD("FLOW: %u op times without the times flag", f->n_ops);
 		if (f->flags & MSG_FLOW_CHUNK) {
-			if (f->n != 1 || f->n_tok < 1 || (f->flags & MSG_FLOW_WIDE))
-				return BAD("FLOW: a chunk is one entry of 1..%d tokens, no wide flag (n %u, n_tok %u)",
-					   MSG_MAX_TOKENS, f->n, f->n_tok);
-			if ((rc = check_pos(t, f->e[0].pos, f->n_tok)))
-				return rc;
+			if (f->n < 1 || f->n > MSG_FLOW_CHUNK_SEQS || f->n_tok < 1 || f->n_tok > MSG_MAX_TOKENS ||
+			    (f->flags & MSG_FLOW_WIDE))
+				return BAD("FLOW: chunks of 1..%d sequences, 1..%d tokens, no wide flag (n %u, n_tok %u)",
+					   MSG_FLOW_CHUNK_SEQS, MSG_MAX_TOKENS, f->n, f->n_tok);
+			uint32_t sum = 0;
+			bool heads = false;
+			for (uint32_t i = 0; i < f->n; i++) {
+				uint32_t cnt = f->e[i].token & MSG_CHUNK_COUNT;
+				if (cnt < 1 || (f->e[i].token & ~(MSG_CHUNK_COUNT | MSG_CHUNK_HEAD)))
+					return BAD("FLOW: chunk %u: word 0x%x (a count of 1.. tokens, and the head bit)", i,
+						   f->e[i].token);
+				if ((rc = check_pos(t, f->e[i].pos, cnt)))
+					return rc;
+				sum += cnt; /* <= 16 * 0xffff: no overflow */
+				heads = heads || (f->e[i].token & MSG_CHUNK_HEAD);
+			}
+			if (sum != f->n_tok)
+				return BAD("FLOW: chunks of %u tokens in all, n_tok %u", sum, f->n_tok);
+			if (heads != !!(f->flags & MSG_FLOW_HEAD))
+				return BAD("FLOW: the head flag %s a chunk that samples", heads ? "missing with" : "without");
 		} else if (f->n_tok) {
 			return BAD("FLOW: n_tok %u without the chunk flag", f->n_tok);
 		}

@@ -33,10 +33,10 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 8  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 9  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
-                        * 7: RUN_CHUNKS; 8: FLOW */
+                        * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -264,8 +264,14 @@ enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
 #define MSG_FLOW_HEAD 1u        /* the step samples: HEAD after the last FFN */
 #define MSG_FLOW_WIDE 2u        /* every row on the mat-mat kernels (a wide chunk, as RUN_CHUNKS' flag) */
 #define MSG_FLOW_TIMES 8u       /* workers record each op's start and duration in op_us (the trace) */
-#define MSG_FLOW_CHUNK 4u       /* one sequence's chunk of n_tok tokens at e[0].pos (a prompt chunk: the
-                                 * ops of EMBED/STAGE/HEAD for it; e[0].token unused) */
+#define MSG_FLOW_CHUNK 4u       /* prompt chunks of 1..MSG_FLOW_CHUNK_SEQS sequences, n_tok tokens in
+                                 * all: entry i's chunk is e[i].token & MSG_CHUNK_COUNT tokens at e[i].pos
+                                 * (tokens[] in entry order), each run as the ops of EMBED/STAGE/HEAD run
+                                 * it alone; MSG_CHUNK_HEAD: its last row samples (then, and only then,
+                                 * MSG_FLOW_HEAD is set) */
+#define MSG_FLOW_CHUNK_SEQS 16  /* a chunk FLOW's entries (then it fits a ring entry at 256 layers) */
+#define MSG_CHUNK_COUNT 0xffffu
+#define MSG_CHUNK_HEAD 0x80000000u
 struct msg_flow {
 	uint32_t op;                    /* EMBED, ATTN, FFN, HEAD: the receiver runs it; END */
 	uint32_t layer;                 /* ATTN/FFN: < n_layer; else 0 */
@@ -281,9 +287,9 @@ struct msg_flow {
 	uint32_t wall_us[2];            /* workers' wall time so far, per side */
 	uint32_t n_hops;                /* handoffs so far, <= MSG_MAX_HOPS */
 	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted (or, if later, its receiver free) -> taken, us */
-	uint32_t n;                     /* 1..MSG_MAX_SLOTS (1 with MSG_FLOW_CHUNK) */
+	uint32_t n;                     /* 1..MSG_MAX_SLOTS (..MSG_FLOW_CHUNK_SEQS with MSG_FLOW_CHUNK) */
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
-	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_TOKENS; else 0 */
+	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_TOKENS, the entries' counts summed; else 0 */
 	uint32_t tokens[MSG_MAX_TOKENS];
 	uint64_t t_origin_ns;           /* CLOCK_MONOTONIC when the coordinator posted it */
 	uint32_t n_ops;                 /* MSG_FLOW_TIMES: ops recorded, <= MSG_MAX_HOPS; else 0 */

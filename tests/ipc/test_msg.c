@@ -598,6 +598,7 @@ Test(msg, flow_rules)
 	struct msg_flow *f = &a.u.flow;
 	f->flags = MSG_FLOW_CHUNK | MSG_FLOW_HEAD;
 	f->n = 1;
+	f->e[0].token = 3 | MSG_CHUNK_HEAD;
 	f->n_tok = 3;
 	f->tokens[0] = 2, f->tokens[1] = 106, f->tokens[2] = 7;
 	len = enc(&a);
@@ -614,8 +615,41 @@ Test(msg, flow_rules)
 	f->flags |= MSG_FLOW_WIDE;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "wide chunk");
 	f->flags &= ~MSG_FLOW_WIDE;
+	/* chunks of several sequences: each entry's count (and head bit) in its
+	 * token word, the counts summing to n_tok, the head flag iff one samples */
 	f->n = 2;
-	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "chunk of two entries");
+	f->e[1] = (struct msg_run_batch_entry){ 9, 9, 40, 0 };
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "a chunk of 0 tokens");
+	f->e[1].token = 2;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "counts summing to 5, n_tok 3");
+	f->n_tok = 5;
+	f->tokens[3] = 11, f->tokens[4] = 12;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.n, 2u);
+	cr_assert_eq(b.u.flow.e[1].token, 2u);
+	cr_assert_eq(b.u.flow.e[0].token, 3u | MSG_CHUNK_HEAD);
+	cr_assert_eq(b.u.flow.tokens[4], 12u);
+	f->e[1].token = 2 | 0x10000;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "unknown bits in a chunk's word");
+	f->e[1].token = 2;
+	f->e[1].pos = MSG_MAX_POS - 1;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "the second chunk past the position cap");
+	f->e[1].pos = 40;
+	f->e[0].token = 3;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "the head flag without a sampling chunk");
+	f->flags &= ~MSG_FLOW_HEAD;
+	f->mode = MSG_HEAD_ARGMAX, f->k = 1;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	f->e[1].token = 2 | MSG_CHUNK_HEAD;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "a sampling chunk without the head flag");
+	f->e[1].token = 2;
+	f->e[1].slot = f->e[0].slot;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "one slot twice");
+	f->e[1].slot = 9;
+	f->n = MSG_FLOW_CHUNK_SEQS + 1;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "more chunks than a FLOW carries");
 }
 
 /* MSG_GEN_TOKENS: the prompt is whole u32 ids (NUL bytes are fine there),
