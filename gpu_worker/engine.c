@@ -842,7 +842,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->logitsd, VK_BUF_DEVICE, RB * c->n_vocab * F },
 		/* RB result rows, then RB log-sum-exps (top-k steps: LSE_OFF) */
 		{ &e->res, VK_BUF_HOST, RB * RES_ROW * 4 + RB * 4 },
-		{ &e->hio, VK_BUF_HOST, B * c->n_embd * F },
+		/* stage rows: a batch, or the chunks of engine_stage_chunks (up to R) */
+		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
 		{ &e->tabh, VK_BUF_HOST, (uint64_t)e->max_seqs * e->tab_len * 4 },
 		{ &e->tabd, VK_BUF_DEVICE, (uint64_t)e->max_seqs * e->tab_len * 4 },
@@ -1952,10 +1953,6 @@ int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stag
 			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
 		total += ch[i].n;
 	}
-	/* the host-visible rows hold max_batch of them */
-	if (total > e->max_batch)
-		return err_set(ERR_RANGE, "engine: stage_chunks: %llu rows (at most %u per call)", (unsigned long long)total,
-			       e->max_batch);
 	uint32_t rows, m;
 	int rc = chunks_write(e, n, ch, 0, &rows, &m);
 	if (rc)

@@ -283,13 +283,14 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 		       const uint32_t *pos, bool wide, const float *in, float *out);
 /* Split placement, prompt chunks of several sequences: one attention or FFN
  * stage of layer for all their rows (ch[i].n rows of sequence ch[i].seq at
- * ch[i].pos0.., in chunk order, at most max_batch rows in all; no head) in
+ * ch[i].pos0.., in chunk order, at most max_rows in all; no head) in
  * one submission. Every product runs on the mat-mat kernel (the wide kind of
  * engine_forward_chunks): a row's numbers depend neither on the other chunks
  * nor on where its prompt was cut into chunks. in/out as engine_stage_batch. */
 int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
 			const struct engine_chunk *ch, const float *in, float *out);
-/* The host-visible rows engine_stage_batch reads and writes (batch rows x n_embd f32). */
+/* The host-visible rows engine_stage_batch and engine_stage_chunks read and write
+ * (max_rows x n_embd f32). */
 float *engine_stage_rows(struct engine *e);
 /* Final norm, logits and argmax / top-k (k per row) of n hidden rows (wide:
  * the logits on the mat-mat kernel). */

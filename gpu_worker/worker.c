@@ -906,7 +906,7 @@ static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const stru
 static int flow_chunk_stage(struct worker *w, const struct msg_flow *f)
 {
 	struct engine_chunk ch[MSG_MAX_SLOTS];
-	uint32_t slot_row0[MSG_MAX_SLOTS], nb = 0, rows = 0, at = 0;
+	uint32_t slot_row0[MSG_MAX_SLOTS], nb = 0, rows = 0, at = 0, cap = engine_rows_max(w->e);
 	float *dst = engine_stage_rows(w->e);
 	size_t row = (size_t)w->n_embd;
 	/* the one-token chunks first: their calls use the engine's rows too */
@@ -928,12 +928,12 @@ static int flow_chunk_stage(struct worker *w, const struct msg_flow *f)
 		if (rc)
 			return err_prefix(rc, "chunk %u of the FLOW", i);
 		for (uint32_t done = 0; done < n;) {
-			if (rows == w->max_batch || nb == MSG_MAX_SLOTS) {
+			if (rows == cap || nb == MSG_MAX_SLOTS) {
 				if ((rc = chunk_stage_run(w, f, ch, slot_row0, nb)))
 					return err_prefix(rc, "chunks of the FLOW");
 				nb = rows = 0;
 			}
-			uint32_t c = n - done < w->max_batch - rows ? n - done : w->max_batch - rows;
+			uint32_t c = n - done < cap - rows ? n - done : cap - rows;
 			float *h;
 			if ((rc = attach_hidden(w->att, e->slot, done, c, &h)))
 				return err_prefix(rc, "chunk %u of the FLOW", i);
