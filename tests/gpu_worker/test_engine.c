@@ -19,13 +19,19 @@ struct fx {
 	struct engine *e;
 };
 
-static void fx_open(struct fx *x, const char *enc, uint32_t max_batch)
+/* The golden model of encoding enc in an engine with options o. */
+static void fx_open_opts(struct fx *x, const char *enc, const struct engine_opts *o)
 {
 	memset(x, 0, sizeof *x);
 	cr_assert_eq(golden_load(enc, &x->g), 0, "golden_load(%s): %s", enc, err_msg());
 	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "model_open: %s", err_msg());
+	cr_assert_eq(engine_create(x->m, o, &x->e), 0, "engine_create: %s", err_msg());
+}
+
+static void fx_open(struct fx *x, const char *enc, uint32_t max_batch)
+{
 	struct engine_opts o = { .max_ctx = 128, .max_batch = max_batch, .n_split = 4 };
-	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "engine_create: %s", err_msg());
+	fx_open_opts(x, enc, &o);
 }
 
 static void fx_close(struct fx *x)
@@ -221,11 +227,8 @@ Test(engine, topk_and_errors, .timeout = 120)
 Test(engine, sequences_are_independent, .timeout = 120)
 {
 	struct fx x;
-	memset(&x, 0, sizeof x);
-	cr_assert_eq(golden_load("q4_0", &x.g), 0, "%s", err_msg());
-	cr_assert_eq(model_open(x.g.model_path, &x.m), 0, "%s", err_msg());
 	struct engine_opts o = { .max_ctx = 64, .max_batch = 8, .n_split = 4, .max_seqs = 2 };
-	cr_assert_eq(engine_create(x.m, &o, &x.e), 0, "%s", err_msg());
+	fx_open_opts(&x, "q4_0", &o);
 	size_t V = x.g.n_vocab;
 	enum { N = 12 };
 	const uint32_t *ta = x.g.tokens, *tb = x.g.tokens + 20; /* different prompts, both past the window */
@@ -257,11 +260,8 @@ Test(engine, sequences_are_independent, .timeout = 120)
 
 static void fx_open_seqs(struct fx *x, const char *enc, uint32_t max_seqs)
 {
-	memset(x, 0, sizeof *x);
-	cr_assert_eq(golden_load(enc, &x->g), 0, "%s", err_msg());
-	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "%s", err_msg());
 	struct engine_opts o = { .max_ctx = 64, .max_batch = 8, .n_split = 4, .max_seqs = max_seqs };
-	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "%s", err_msg());
+	fx_open_opts(x, enc, &o);
 }
 
 /* A batch of 3 sequences at different positions (one past the sliding window
@@ -464,11 +464,8 @@ static void stage_chunks_all(struct fx *x, const struct engine_chunk *ch, uint32
 Test(engine, stage_chunks_equal_alone, .timeout = 120)
 {
 	struct fx x;
-	memset(&x, 0, sizeof x);
-	cr_assert_eq(golden_load("q4_0", &x.g), 0, "%s", err_msg());
-	cr_assert_eq(model_open(x.g.model_path, &x.m), 0, "%s", err_msg());
 	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .max_seqs = 4 };
-	cr_assert_eq(engine_create(x.m, &o, &x.e), 0, "%s", err_msg());
+	fx_open_opts(&x, "q4_0", &o);
 	const uint32_t *tok = x.g.tokens;
 	uint32_t E = x.m->cfg.n_embd;
 	size_t V = x.g.n_vocab;
