@@ -1444,7 +1444,7 @@ static int step_split_pass(struct coord *c, struct split_batch *sb)
 }
 
 /* Prompt chunks (and lone decoders) with the data plane: chunk FLOWs of up
- * to MSG_FLOW_CHUNK_SEQS sequences and MSG_MAX_TOKENS tokens each, up to
+ * to MSG_FLOW_CHUNK_SEQS sequences and dp_flow_chunk_tokens tokens each, up to
  * SPLIT_MAX_MBS of them posted at once, so one FLOW's attention runs beside
  * another's FFN with no coordinator between the layers, and each worker runs
  * a FLOW's chunks back to back: one handoff (on one GPU, one switch between
@@ -1472,7 +1472,7 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 			struct intake_req *r = rs[i];
 			if (!sched_seq_next(&r->seq, &ch[i]))
 				return err_set(ERR_STATE, "nothing to feed");
-			if (ch[i].n > MSG_MAX_TOKENS - f->n_tok)
+			if (ch[i].n > dp_flow_chunk_tokens(c->n_layer) - f->n_tok)
 				break; /* the next FLOW takes it */
 			head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
 			flow_of[i] = (uint8_t)n_flow;

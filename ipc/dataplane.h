@@ -35,6 +35,18 @@
 #define DP_FILE "dataplane"
 #define DP_ENTRY_SIZE 4096     /* the largest step message (RUN_CHUNKS of 64 chunks, 512 tokens) is 3372 bytes */
 #define DP_CAPACITY 16
+
+/* Tokens a chunk FLOW of MSG_FLOW_CHUNK_SEQS sequences may carry for a model of
+ * n_layer layers (1..MSG_MAX_LAYERS): as many as fit a ring entry beside its
+ * other parts at their largest (every handoff's time, no op times), at least
+ * MSG_MAX_TOKENS, at most MSG_MAX_FLOW_TOKENS. */
+static inline uint32_t dp_flow_chunk_tokens(uint32_t n_layer)
+{
+	size_t fixed = 4 + MSG_HDR_SIZE + MSG_SIZE_FLOW_BASE + 4 * (2 * (size_t)n_layer + 2) +
+		       MSG_SIZE_RUN_BATCH_ENTRY * (size_t)MSG_FLOW_CHUNK_SEQS;
+	size_t room = fixed < DP_ENTRY_SIZE ? (DP_ENTRY_SIZE - fixed) / 4 : 0;
+	return room >= MSG_MAX_FLOW_TOKENS ? MSG_MAX_FLOW_TOKENS : room > MSG_MAX_TOKENS ? (uint32_t)room : MSG_MAX_TOKENS;
+}
 _Static_assert(MSG_HDR_SIZE + MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS + 4 <=
 	       DP_ENTRY_SIZE, "a RUN_CHUNKS fits a ring entry");
 

@@ -215,7 +215,7 @@ static void codec(struct cur *c, struct msg *m)
 			struct msg_run_batch_entry *e = &f->e[i];
 			c_u32(c, &e->seq_id), c_u32(c, &e->slot), c_u32(c, &e->pos), c_u32(c, &e->token);
 		}
-		c_count(c, &f->n_tok, MSG_MAX_TOKENS, "FLOW: n_tok exceeds MSG_MAX_TOKENS");
+		c_count(c, &f->n_tok, MSG_MAX_FLOW_TOKENS, "FLOW: n_tok exceeds MSG_MAX_FLOW_TOKENS");
 		c_u32s(c, f->tokens, f->n_tok);
 		c_u64(c, &f->t_origin_ns);
 		c_count(c, &f->n_ops, MSG_MAX_HOPS, "FLOW: n_ops exceeds MSG_MAX_HOPS");
@@ -493,10 +493,10 @@ int msg_validate(const struct msg *m)
 		if (f->n_ops && !(f->flags & MSG_FLOW_TIMES))
 			return BAD("FLOW: %u op times without the times flag", f->n_ops);
 		if (f->flags & MSG_FLOW_CHUNK) {
-			if (f->n < 1 || f->n > MSG_FLOW_CHUNK_SEQS || f->n_tok < 1 || f->n_tok > MSG_MAX_TOKENS ||
+			if (f->n < 1 || f->n > MSG_FLOW_CHUNK_SEQS || f->n_tok < 1 || f->n_tok > MSG_MAX_FLOW_TOKENS ||
 			    (f->flags & MSG_FLOW_WIDE))
 				return BAD("FLOW: chunks of 1..%d sequences, 1..%d tokens, no wide flag (n %u, n_tok %u)",
-					   MSG_FLOW_CHUNK_SEQS, MSG_MAX_TOKENS, f->n, f->n_tok);
+					   MSG_FLOW_CHUNK_SEQS, MSG_MAX_FLOW_TOKENS, f->n, f->n_tok);
 			uint32_t sum = 0;
 			bool heads = false;
 			for (uint32_t i = 0; i < f->n; i++) {

@@ -33,10 +33,11 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 9  /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 10 /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
-                        * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences */
+                        * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
+                        * 10: chunk FLOWs of up to 512 tokens */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -270,6 +271,10 @@ enum msg_flow_side { MSG_FLOW_FFN = 0, MSG_FLOW_ATTN = 1 };
                                  * it alone; MSG_CHUNK_HEAD: its last row samples (then, and only then,
                                  * MSG_FLOW_HEAD is set) */
 #define MSG_FLOW_CHUNK_SEQS 16  /* a chunk FLOW's entries (then it fits a ring entry at 256 layers) */
+/* a chunk FLOW's tokens: as many as the worker's stage rows (MSG_MAX_ROWS),
+ * where a ring entry has room for them at the model's layer count
+ * (dp_flow_chunk_tokens: 512 up to 207 layers, 415 at 256) */
+#define MSG_MAX_FLOW_TOKENS MSG_MAX_ROWS
 #define MSG_CHUNK_COUNT 0xffffu
 #define MSG_CHUNK_HEAD 0x80000000u
 struct msg_flow {
@@ -289,8 +294,8 @@ struct msg_flow {
 	uint32_t hop_us[MSG_MAX_HOPS];  /* handoff i: posted (or, if later, its receiver free) -> taken, us */
 	uint32_t n;                     /* 1..MSG_MAX_SLOTS (..MSG_FLOW_CHUNK_SEQS with MSG_FLOW_CHUNK) */
 	struct msg_run_batch_entry e[MSG_MAX_SLOTS];
-	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_TOKENS, the entries' counts summed; else 0 */
-	uint32_t tokens[MSG_MAX_TOKENS];
+	uint32_t n_tok;                 /* MSG_FLOW_CHUNK: 1..MSG_MAX_FLOW_TOKENS, the entries' counts summed; else 0 */
+	uint32_t tokens[MSG_MAX_FLOW_TOKENS];
 	uint64_t t_origin_ns;           /* CLOCK_MONOTONIC when the coordinator posted it */
 	uint32_t n_ops;                 /* MSG_FLOW_TIMES: ops recorded, <= MSG_MAX_HOPS; else 0 */
 	uint32_t op_us[2 * MSG_MAX_HOPS]; /* op i: start (us after t_origin_ns), duration (us) */
@@ -472,7 +477,7 @@ _Static_assert(MSG_SIZE_RUN_BASE + 4 * MSG_MAX_TOKENS <= MSG_MAX_PAYLOAD, "RUN f
 _Static_assert(MSG_SIZE_RUN_BATCH_BASE + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS <= MSG_MAX_PAYLOAD, "RUN_BATCH fits");
 _Static_assert(MSG_SIZE_RUN_CHUNKS_BASE + MSG_SIZE_RUN_CHUNK_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_ROWS <=
 	       MSG_MAX_PAYLOAD, "RUN_CHUNKS fits");
-_Static_assert(MSG_SIZE_FLOW_BASE + 12 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_TOKENS <=
+_Static_assert(MSG_SIZE_FLOW_BASE + 12 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY * MSG_MAX_SLOTS + 4 * MSG_MAX_FLOW_TOKENS <=
 	       MSG_MAX_PAYLOAD,
 	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "ipc/dataplane.h"
 #include "ipc/msg.h"
 
 static struct msg a, b;
@@ -650,6 +651,47 @@ Test(msg, flow_rules)
 	f->e[1].slot = 9;
 	f->n = MSG_FLOW_CHUNK_SEQS + 1;
 	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "more chunks than a FLOW carries");
+	/* up to MSG_MAX_FLOW_TOKENS tokens (two chunks of 256) and not one more */
+	f->n = 2;
+	f->e[0].token = MSG_MAX_TOKENS, f->e[1].token = MSG_MAX_FLOW_TOKENS - MSG_MAX_TOKENS;
+	f->n_tok = MSG_MAX_FLOW_TOKENS;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.flow.n_tok, (uint32_t)MSG_MAX_FLOW_TOKENS);
+	put32(buf + MSG_HDR_SIZE + 80 + 12 + 32, MSG_MAX_FLOW_TOKENS + 1); /* n_tok */
+	expect_reject(len, "n_tok past MSG_MAX_FLOW_TOKENS");
+}
+
+/* A chunk FLOW of dp_flow_chunk_tokens(L) tokens and the most entries, with
+ * every handoff's time of an L-layer model, fits a ring entry; one more token
+ * would not (or the cap is MSG_MAX_FLOW_TOKENS). */
+Test(msg, chunk_flow_fits_a_ring_entry)
+{
+	cr_assert_eq(dp_flow_chunk_tokens(26), (uint32_t)MSG_MAX_FLOW_TOKENS);
+	cr_assert_eq(dp_flow_chunk_tokens(62), (uint32_t)MSG_MAX_FLOW_TOKENS);
+	cr_assert_geq(dp_flow_chunk_tokens(MSG_MAX_LAYERS), (uint32_t)MSG_MAX_TOKENS);
+	static const uint32_t layers[] = { 1, 26, 62, 207, 208, 256 };
+	for (size_t k = 0; k < sizeof layers / sizeof layers[0]; k++) {
+		uint32_t L = layers[k], cap = dp_flow_chunk_tokens(L);
+		fill(&a, MSG_FLOW);
+		struct msg_flow *f = &a.u.flow;
+		f->flags = MSG_FLOW_CHUNK;
+		f->mode = MSG_HEAD_ARGMAX, f->k = 1;
+		f->n_layer = L;
+		f->layer = 0;
+		f->n_hops = 2 * L + 2;
+		f->n = MSG_FLOW_CHUNK_SEQS;
+		for (uint32_t i = 0; i < f->n; i++)
+			f->e[i] = (struct msg_run_batch_entry){ i, i, 0, cap / f->n + (i < cap % f->n) };
+		f->n_tok = cap;
+		for (uint32_t t = 0; t < cap; t++)
+			f->tokens[t] = t;
+		size_t len;
+		cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), 0, "%u layers: %s", L, err_msg());
+		cr_assert_leq(len, DP_ENTRY_SIZE - 4, "%u layers, %u tokens: %zu bytes", L, cap, len);
+		if (cap < MSG_MAX_FLOW_TOKENS)
+			cr_assert_gt(len + 4, DP_ENTRY_SIZE - 4, "%u layers: room for another token", L);
+	}
 }
 
 /* MSG_GEN_TOKENS: the prompt is whole u32 ids (NUL bytes are fine there),
