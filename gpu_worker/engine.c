@@ -940,8 +940,6 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->glu[i]);
 			vk_pipe_destroy(e->vk, &e->rows[i]);
 			vk_pipe_destroy(e->vk, &e->mvs[i]);
-			if (i == type_slot(TENSOR_Q4_0G))
-				vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
 			vk_pipe_destroy(e->vk, &e->mvs_glu[i]);
 			vk_pipe_destroy(e->vk, &e->mvb[i]);
 			vk_pipe_destroy(e->vk, &e->mvb_glu[i]);
@@ -950,6 +948,7 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mm_cm[i]);
 			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
 		}
+		vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
 		vk_destroy(e->vk);
 	}
 	for (uint32_t m = 0; m < 2 * N_MODES; m++)
@@ -1898,18 +1897,27 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	return hio_run(e, cb, n, in, out);
 }
 
+/* The stage and layer of one attention or FFN stage call (fn: for errors). */
+static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage stage, const char *fn)
+{
+	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
+		return err_set(ERR_INVAL, "engine: %s: stage %d (attention or FFN)", fn, (int)stage);
+	if (layer >= e->cfg.n_layer)
+		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
+	return 0;
+}
+
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
 		       const uint32_t *pos, bool wide, const float *in, float *out)
 {
-	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
-		return err_set(ERR_INVAL, "engine: stage_batch: stage %d (attention or FFN)", (int)stage);
-	if (layer >= e->cfg.n_layer)
-		return err_set(ERR_INVAL, "engine: stage_batch: layer %u outside the model's %u", layer, e->cfg.n_layer);
+	int rc = stage_check(e, layer, stage, "stage_batch");
+	if (rc)
+		return rc;
 	if (!seqs || !pos)
 		return err_set(ERR_INVAL, "engine: stage_batch: seqs and pos are required");
 	if (n == 0 || n > e->batch_max)
 		return err_set(ERR_INVAL, "engine: stage_batch: %u rows (1..%u)", n, e->batch_max);
-	int rc = batch_write(e, n, NULL, seqs, pos, 0);
+	rc = batch_write(e, n, NULL, seqs, pos, 0);
 	if (rc)
 		return rc;
 	if (!e->stageb_cbs &&
@@ -1943,18 +1951,14 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
 			const struct engine_chunk *ch, const float *in, float *out)
 {
-	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
-		return err_set(ERR_INVAL, "engine: stage_chunks: stage %d (attention or FFN)", (int)stage);
-	if (layer >= e->cfg.n_layer)
-		return err_set(ERR_INVAL, "engine: stage_chunks: layer %u outside the model's %u", layer, e->cfg.n_layer);
-	uint64_t total = 0;
-	for (uint32_t i = 0; ch && i < n; i++) {
+	int rc = stage_check(e, layer, stage, "stage_chunks");
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; ch && i < n; i++)
 		if (ch[i].head)
 			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
-		total += ch[i].n;
-	}
 	uint32_t rows, m;
-	int rc = chunks_write(e, n, ch, 0, &rows, &m);
+	rc = chunks_write(e, n, ch, 0, &rows, &m);
 	if (rc)
 		return rc;
 	VkCommandBuffer cb = e->once;
