@@ -176,6 +176,17 @@ static void check_mv(uint32_t type, const char *tname, uint32_t ncols, uint32_t 
 	check_mv_kernel(0, type, tname, ncols, nrows, n_tok, glu);
 }
 
+/* Two check_mv_run outputs of n_tok columns and nrows rows agree bit for bit
+ * (what: the caller's description of the pair). */
+static void assert_same_outputs(const float *a, const float *b, uint32_t n_tok, uint32_t nrows, const char *what)
+{
+	for (uint32_t t = 0; t < n_tok; t++)
+		for (uint32_t r = 0; r < nrows; r++) {
+			size_t o = (size_t)t * (nrows + 3) + 2 + r;
+			cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s t %u row %u: %.9g vs %.9g", what, t, r, a[o], b[o]);
+		}
+}
+
 TestSuite(vk_ops, .init = setup, .fini = teardown, .timeout = 60);
 
 /* Every weight type through the subgroup matvec and the tiled mat-mat kernel at
@@ -248,12 +259,9 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 				float *a = check_mv_run(1, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 1, sh[3]);
 				rng = seed;
 				float *b = check_mv_run(3, q[i].type, q[i].name, ncols, sh[1], sh[2], glu, 1, 4, sh[3]);
-				for (uint32_t t = 0; t < sh[2]; t++)
-					for (uint32_t r = 0; r < sh[1]; r++) {
-						size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
-						cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s glu %d t %u row %u: mvs %.9g mvb %.9g",
-							  q[i].name, glu, t, r, a[o], b[o]);
-					}
+				char what[64];
+				snprintf(what, sizeof what, "%s glu %d: mvs vs mvb", q[i].name, glu);
+				assert_same_outputs(a, b, sh[2], sh[1], what);
 				free(a);
 				free(b);
 			}
@@ -284,12 +292,9 @@ Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 					uint32_t nt = rpt % 2 ? 4 : 8;
 					rng = seed;
 					float *b = check_mv_run(3, q[i].type, q[i].name, sh[0] * q[i].f, sh[1], n_tok, glu, 1, nt, sh[3]);
-					for (uint32_t t = 0; t < n_tok; t++)
-						for (uint32_t r = 0; r < sh[1]; r++) {
-							size_t o = (size_t)t * (sh[1] + 3) + 2 + r;
-							cr_assert(memcmp(&a[o], &b[o], 4) == 0, "%s rpt %u glu %d t %u row %u: mvs %.9g mvb %.9g",
-								  q[i].name, rpt, glu, t, r, a[o], b[o]);
-						}
+					char what[64];
+					snprintf(what, sizeof what, "%s rpt %u glu %d: mvs vs mvb", q[i].name, rpt, glu);
+					assert_same_outputs(a, b, n_tok, sh[1], what);
 					free(a);
 					free(b);
 				}
@@ -315,13 +320,9 @@ Test(vk_ops, q4_0g_equals_q4_0, .timeout = 120)
 			float *a = check_mv_run((int)sh[0], TENSOR_Q4_0, "q4_0", sh[1], sh[2], sh[3], glu, 1, 1, 0);
 			rng = seed;
 			float *b = check_mv_run((int)sh[0], TENSOR_Q4_0G, "q4_0g", sh[1], sh[2], sh[3], glu, 1, 1, 0);
-			size_t n = (size_t)sh[3] * (sh[2] + 3);
-			for (size_t i = 2; i < n; i += 1) {
-				if (i % (sh[2] + 3) < 2 || i % (sh[2] + 3) >= sh[2] + 2)
-					continue; /* outside the outputs */
-				cr_assert(memcmp(&a[i], &b[i], 4) == 0, "kernel %u glu %d [%zu]: q4_0 %.9g q4_0g %.9g", sh[0], glu,
-					  i, a[i], b[i]);
-			}
+			char what[64];
+			snprintf(what, sizeof what, "kernel %u glu %d: q4_0 vs q4_0g", sh[0], glu);
+			assert_same_outputs(a, b, sh[3], sh[2], what);
 			free(a);
 			free(b);
 		}
