@@ -22,6 +22,7 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #endif
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -74,6 +75,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
+#define PV_ACC 16u  // vec4 accumulators of the P.V loop (a power of two)
 // Shared arrays sized by head_dim when the host gives it at pipeline creation
 // (the engine does): at their 512-element caps they took ~11 KB per
 // workgroup, which held the H100 to ~20 resident workgroups of 64 threads
@@ -222,17 +224,21 @@ void main()
 				uint d4 = tid + di * WG;
 				if (d4 < hd / 4u) {
 					uint vo4 = (kvh * hd) / 4u + d4, ks4 = kvs / 4u;
-					vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+					// PV_ACC independent loads in flight per thread (4 left
+					// decode's attention waiting on a round trip per 4 keys)
+					vec4 a[PV_ACC];
+					[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
+						a[u] = vec4(0.0);
 					uint jj = 0u;
-					for (; jj + 4u <= nk; jj += 4u) {
-						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
-						a1 += pr[jj + 1u] * vc4[vo4 + rowk[jj + 1u] * ks4];
-						a2 += pr[jj + 2u] * vc4[vo4 + rowk[jj + 2u] * ks4];
-						a3 += pr[jj + 3u] * vc4[vo4 + rowk[jj + 3u] * ks4];
-					}
+					for (; jj + PV_ACC <= nk; jj += PV_ACC)
+						[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
+							a[u] += pr[jj + u] * vc4[vo4 + rowk[jj + u] * ks4];
 					for (; jj < nk; jj++)
-						a0 += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
-					o4[di] = o4[di] * corr + ((a0 + a1) + (a2 + a3));
+						a[0] += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
+					[[unroll]] for (uint w = PV_ACC / 2u; w > 0u; w >>= 1)
+						[[unroll]] for (uint u = 0u; u < w; u++)
+							a[u] += a[u + w];
+					o4[di] = o4[di] * corr + a[0];
 				}
 			}
 		} else for (uint di = 0u; di < MAXD; di++) {
