@@ -30,6 +30,10 @@
 #define WG 64u
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
 #define MAX_GROUPS 65535u
+/* the norm tail's default row limit: its rows are held in NORM_PER registers
+ * per thread of the matvec's workgroup (9 for 1B's 1152), which every thread
+ * of the matvec then reserves */
+#define NT_MAX_EMBD 1536u
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
 #define MM_TILE 64u     /* mul_mm tile: rows, and tokens at most (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
@@ -146,6 +150,12 @@ struct engine {
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
 	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	struct vk_pipe mvs_q4g_wide;         /* mul_mvs_q4_0g, Q4G_WIDE_RPT rows per thread group */
+	/* decode's wo and down run the post-norm that follows them in their last
+	 * workgroup (mul_mvs's tail, norm_tail_pick); the rmsnorm pipeline then
+	 * has the tail's thread count and tree reduction, so rows agree bitwise */
+	bool norm_tail;
+	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
+	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -445,9 +455,9 @@ static int mkset(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, 
 }
 
 /* Same with a weight matrix at binding 0: its range of its buffer (an
- * imported matrix is a slice of a shared import). */
-static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
-		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
+ * imported matrix is a slice of a shared import), bufs[] at 1..n. */
+static int mksetwv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w,
+		   struct vk_buf *const *bufs, int n)
 {
 	VkDeviceSize size = 0;
 	if (w->imported) {
@@ -457,8 +467,18 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 		if (size > e->vk->props.limits.maxStorageBufferRange)
 			size = w->bytes;
 	}
-	struct vk_bind b[6] = { { w->buf, w->off, size }, { b1, 0, 0 }, { b2, 0, 0 }, { b3, 0, 0 }, { b4, 0, 0 }, { b5, 0, 0 } };
+	/* bindings the caller leaves out (the norm tail's, see ENGINE_MAT_BINDINGS) get the dummy */
+	struct vk_bind b[VK_MAX_BINDINGS] = { { w->buf, w->off, size } };
+	for (int i = 1; i < VK_MAX_BINDINGS; i++)
+		b[i] = (struct vk_bind){ i <= n ? bufs[i - 1] : e->dummy, 0, 0 };
 	return vk_set_create(e->vk, p, b, s);
+}
+
+static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
+		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
+{
+	struct vk_buf *b[5] = { b1, b2, b3, b4, b5 };
+	return mksetwv(e, p, s, w, b, 5);
 }
 
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
@@ -481,7 +501,7 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 		bool ok = true;
 		for (int k = 0; k < 2 && ok; k++) {
 			snprintf(name, sizeof name, k ? "mul_mm_cms_%s" : "mul_mm_cm_%s", slot_name[i]);
-			ok = shader_find(name) && vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), &wg[k], 1, ps[k]) == 0;
+			ok = shader_find(name) && vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), &wg[k], 1, ps[k]) == 0;
 		}
 		if (!ok) {
 			err_clear();
@@ -489,6 +509,27 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 		}
 		e->use_cm = e->use_cm || ok;
 	}
+}
+
+/* UNICORN_VK_NORM_TAIL: unset, rows of up to NT_MAX_EMBD; a number, that
+ * limit (0: never); "dispatch": the default limit's numbers with the norm
+ * recorded as its own dispatch (A/B of the tail alone). Not with the generic
+ * matvec A/B, which has no tail variants. */
+static void norm_tail_pick(struct engine *e)
+{
+	const char *env = getenv("UNICORN_VK_NORM_TAIL");
+	uint32_t max = NT_MAX_EMBD;
+	e->nt_dispatch = env && strcmp(env, "dispatch") == 0;
+	if (env && *env && !e->nt_dispatch) {
+		char *end;
+		unsigned long v = strtoul(env, &end, 10);
+		if (*end || v > UINT32_MAX)
+			fprintf(stderr, "unicorn: UNICORN_VK_NORM_TAIL=%s is not a row limit or \"dispatch\": the default applies\n",
+				env);
+		else
+			max = (uint32_t)v;
+	}
+	e->norm_tail = e->use_mvs && !e->mvs_generic && e->cfg.n_embd <= max;
 }
 
 static int pipes_create(struct engine *e, const struct model *m)
@@ -516,10 +557,10 @@ static int pipes_create(struct engine *e, const struct model *m)
 		if (!used[i])
 			continue;
 		snprintf(name, sizeof name, "mul_mv_%s", slot_name[i]);
-		rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->mv[i]);
+		rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), wg, 1, &e->mv[i]);
 		snprintf(name, sizeof name, "mul_mv_glu_%s", slot_name[i]);
 		if (!rc)
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), wg, 1, &e->glu[i]);
+			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), wg, 1, &e->glu[i]);
 		snprintf(name, sizeof name, "get_rows_%s", slot_name[i]);
 		if (!rc)
 			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct rows_push), wg, 1, &e->rows[i]);
@@ -557,6 +598,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
+	norm_tail_pick(e);
+	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
+	memcpy(&eps_bits, &e->cfg.eps, sizeof eps_bits);
 	for (int i = 0; i < N_SLOTS && !rc; i++) {
 		if (!used[i])
 			continue;
@@ -564,29 +608,32 @@ static int pipes_create(struct engine *e, const struct model *m)
 		bool has_gen = engine_mvs_unit(slot_type[i], false) != engine_mvs_unit(slot_type[i], true);
 		const char *gen = e->mvs_generic && has_gen ? "_gen" : "";
 		if (e->use_mvs) {
-			const uint32_t spec_mvs[3] = { WG_MVS, 1, e->mvs_rpt[i] };
+			/* the tail's row registers and epsilon: the same in every
+			 * module of the kernel, which keeps their loops alike */
+			const uint32_t spec_mvs[5] = { WG_MVS, 1, e->mvs_rpt[i], nt_per, eps_bits };
 			if (slot_type[i] == TENSOR_Q4_0G && !rc) {
-				const uint32_t spec_w[3] = { WG_MVS, 1, Q4G_WIDE_RPT };
-				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", 3, sizeof(struct mv_push), spec_w, 3, &e->mvs_q4g_wide);
+				const uint32_t spec_w[5] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits };
+				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 5, &e->mvs_q4g_wide);
 			}
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs[i]);
+			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvs, 3, &e->mvs_glu[i]);
+				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs_glu[i]);
 		}
+
 		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
-			const uint32_t spec_mvb[3] = { WG_MVS, e->mvb_nt, 1 };
+			const uint32_t spec_mvb[5] = { WG_MVS, e->mvb_nt, 1, nt_per, eps_bits };
 			snprintf(name, sizeof name, "mul_mvb_%s%s", slot_name[i], gen);
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb[i]);
+			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvb, 5, &e->mvb[i]);
 			snprintf(name, sizeof name, "mul_mvb_glu_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), spec_mvb, 3, &e->mvb_glu[i]);
+				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvb, 5, &e->mvb_glu[i]);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
 		for (uint32_t v = 0; v < 3 && !rc && e->use_mm; v++) {
 			const uint32_t bn[1] = { 16u << v };
-			rc = vk_pipe_create(e->vk, name, 3, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
+			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
 		}
 	}
 	if (!rc && e->use_mm)
@@ -598,8 +645,10 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *nenv = getenv("UNICORN_VK_NORM");
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	/* rmsnorm holds a row in registers: PER elements per thread */
-	const uint32_t spec_norm[2] = { wg_norm[0], engine_norm_per(e->cfg.n_embd, wg_norm[0]) };
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rmsnorm_sg" : "rmsnorm", 5, sizeof(struct norm_push), spec_norm, 2, &e->norm);
+	uint32_t nwg = e->norm_tail ? WG_MVS : wg_norm[0];
+	const uint32_t spec_norm[2] = { nwg, engine_norm_per(e->cfg.n_embd, nwg) };
+	const char *norm_name = norm_sg && !e->norm_tail ? "rmsnorm_sg" : "rmsnorm";
+	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 5, sizeof(struct norm_push), spec_norm, 2, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
@@ -702,7 +751,9 @@ static int sets_create(struct engine *e)
 		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
 		if (!rc) rc = mksetv(e, &e->attn, &l->s_attn, ab, 9);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, d, d, d);
-		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, e->att, e->o, d, d, d);
+		/* wo and down: the norm tail's buffers too (rmsnorm's mode 3 sets below) */
+		struct vk_buf *wo[7] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt };
+		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 7);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
 		if (!rc && l->n_gu == 1)
@@ -714,7 +765,8 @@ static int sets_create(struct engine *e)
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
 		if (!rc && l->n_gu == 1)
 			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu, d, d, d);
-		if (!rc) rc = mksetw(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, e->ff, e->o, d, d, d);
+		struct vk_buf *dn[7] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt };
+		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 7);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
 	}
 	return rc;
@@ -845,6 +897,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		/* stage rows: a batch, or the chunks of engine_stage_chunks (up to R) */
 		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
+		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		{ &e->tabh, VK_BUF_HOST, (uint64_t)e->max_seqs * e->tab_len * 4 },
 		{ &e->tabd, VK_BUF_DEVICE, (uint64_t)e->max_seqs * e->tab_len * 4 },
 	};
@@ -871,6 +924,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	}
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->part); /* the fused combine's counters start at zero */
+	if (!rc)
+		rc = vk_fill_zero(e->vk, e->nt_cnt); /* and the norm tail's */
 	if (!rc)
 		rc = engine_reset(e);
 	if (!rc)
@@ -929,7 +984,7 @@ void engine_destroy(struct engine *e)
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->tabh, e->tabd };
+					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -1152,8 +1207,12 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
 	return threads < Q4G_FEW_THREADS ? 1 : Q4G_BPT;
 }
 
+/* tail: mul_mvs runs the norm tail (the caller checked that the product runs
+ * on mul_mvs, y's rows are nrows apart from 0, the set holds the norm's
+ * buffers, and the norm is mode 3) */
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
-		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid)
+		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
+		   bool tail)
 {
 	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
 	uint64_t bytes = (uint64_t)w->nrows * w->row_bytes;
@@ -1163,7 +1222,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE;
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
-	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr };
+	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr,
+			     tail && kind == 1 && !glu ? 1 : 0 };
 	if (kind == 2 && !glu) {
 		int ts = type_slot(w->type);
 		/* matrix cores: large tiles where they give the GPU enough workgroups, else small */
@@ -1240,6 +1300,13 @@ static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, ui
 		fbar(e, cb);
 }
 
+/* Whether the product w (x rows x_stride apart, n tokens) takes the post-norm
+ * that follows it in its tail: the fused layer's mode 3 norm, on mul_mvs. */
+static bool norm_tail_here(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t n, bool fuse)
+{
+	return fuse && e->norm_tail && !e->nt_dispatch && mv_kind(e, w, x_stride, 0, n) == 1;
+}
+
 static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
 {
 	const struct gemma3_config *c = &e->cfg;
@@ -1250,7 +1317,8 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		rec_norm(e, cb, l->s_attn_norm, 0, n);
 	uint32_t off = 0;
 	for (uint32_t i = 0; i < l->n_qkv; i++) {
-		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX);
+		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX,
+		       false);
 		off += l->qkv[i].nrows;
 	}
 	bar(e, cb);
@@ -1290,9 +1358,12 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}
-	rec_mv(e, cb, "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX);
+	bool tail = norm_tail_here(e, &l->wo, e->n_q, n, fuse);
+	rec_mv(e, cb, tail ? "mv wo+norm" : "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX,
+	       tail);
 	bar(e, cb);
-	rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
+	if (!tail)
+		rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
 }
 
 static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
@@ -1302,22 +1373,29 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 	if (pre_norm)
 		rec_norm(e, cb, l->s_ffn_norm, 0, n);
 	if (l->n_gu == 1 && mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 2) {
-		rec_mv(e, cb, "mv gate_up+gelu", &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX);
+		rec_mv(e, cb, "mv gate_up+gelu", &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX,
+		       false);
 	} else {
 		if (l->n_gu == 1) {
-			rec_mv(e, cb, "mv gate_up", &l->gu[0], l->s_gu_mm, false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
+			rec_mv(e, cb, "mv gate_up", &l->gu[0], l->s_gu_mm, false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX,
+			       false);
 		} else {
-			rec_mv(e, cb, "mv gate", &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX);
-			rec_mv(e, cb, "mv up", &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX);
+			rec_mv(e, cb, "mv gate", &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX,
+			       false);
+			rec_mv(e, cb, "mv up", &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX,
+			       false);
 		}
 		bar(e, cb);
 		struct gelu_push gp = { c->n_ff, n };
 		disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
 	}
 	bar(e, cb);
-	rec_mv(e, cb, "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX);
+	bool tail = norm_tail_here(e, &l->down, c->n_ff, n, fuse);
+	rec_mv(e, cb, tail ? "mv down+norm" : "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX,
+	       tail);
 	bar(e, cb);
-	rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
+	if (!tail)
+		rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
 }
 
 static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
@@ -1332,7 +1410,7 @@ static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 static void rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, VkDescriptorSet s)
 {
 	rec_mv(e, cb, "mv logits", &e->embd, s, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
-	       e->n_vocab_text);
+	       e->n_vocab_text, false);
 	fbar(e, cb);
 }
 
@@ -1568,6 +1646,7 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 uint32_t engine_rows_max(const struct engine *e) { return e->max_rows; }
 
 bool engine_has_mm(const struct engine *e) { return e->use_mm; }
+bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_dispatch; }
 
 /* Check the chunks and write their step records: rows of chunks without a
  * head and all but the last row of the others first, then the head rows in

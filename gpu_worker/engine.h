@@ -62,8 +62,13 @@ struct engine_opts {
 struct mv_push {
 	uint32_t ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid;
 	uint32_t tpr;        /* threads per row: a power of two <= the workgroup size */
+	uint32_t tail;       /* mul_mvs: 1 runs the norm tail (shaders/mul_mvs.glsl) */
 };
-_Static_assert(sizeof(struct mv_push) == 40, "mv_push mirrors shaders/mul_mv.glsl");
+_Static_assert(sizeof(struct mv_push) == 44, "mv_push mirrors shaders/mv_io.glsl");
+/* Bindings of every matrix pipeline: W, x, y, then the norm tail's h, w, w2,
+ * out2 and count (mul_mvs uses them when tail = 1; the others ignore them).
+ * One layout for all, so one descriptor set serves every kernel of a matrix. */
+#define ENGINE_MAT_BINDINGS 8u
 struct rows_push { uint32_t ncols, nrows, row_bytes; float scale; };
 _Static_assert(sizeof(struct rows_push) == 16, "rows_push mirrors shaders/get_rows.glsl");
 struct norm_push { uint32_t n, mode; float eps; uint32_t pad; };
@@ -129,6 +134,8 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 /* rmsnorm's elements per thread (its PER specialization constant) for rows of
  * n floats and wg threads: every element in a register. */
 uint32_t engine_norm_per(uint32_t n, uint32_t wg);
+/* decode's wo and down run their post-norm in their last workgroup (engine.c norm_tail_pick) */
+bool engine_norm_tail(const struct engine *e);
 /* Elements per mul_mvs work unit of a weight type: 8 (a quarter block:
  * q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl; iq4_xs: of a sub-block), 16 (K-quants q3_k..q6_k), 32 (a
  * whole block: the other types, and in the generic _gen kernels,

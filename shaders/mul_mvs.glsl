@@ -49,9 +49,46 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NT = 1;  // token columns per workgroup
 layout(constant_id = 2) const uint RPT = 1; // rows per thread group
 
+#ifndef GLU
+// the norm tail below: compiled into every non-GLU mul_mvs/mul_mvb module and
+// chosen at run time (p.tail), so a product's numbers never depend on
+// whether its dispatch runs the tail (a module built with and one without it
+// were measured to round differently: the compiler shapes the loop apart)
+#define NORM_TAIL 1
+#endif
 #include "mv_io.glsl"
 
 #include "quant.glsl"
+
+#ifdef NORM_TAIL
+// Norm tail (p.tail = 1; decode in the fused forward, after wo and after the
+// FFN's down): y is the projection whose post-norm, residual add and next
+// pre-norm rmsnorm's mode 3 computes. The last workgroup to finish
+// runs that norm on y's rows itself (norm_row.glsl, the code and thread count
+// of the engine's rmsnorm pipeline then, so the rows are bitwise the same):
+// one dispatch and one barrier fewer per norm, which on the H100 cost more
+// than the norm (1B decode: 52 norms, 4 us each). Each workgroup writes its
+// rows, fences, then counts itself in cnt[0]; the one that brings the count
+// to the number of workgroups sees every row and resets the count for the
+// next dispatch. Rows: y's token rows are y_stride = nrows apart (y_off 0).
+layout(constant_id = 3) const uint NPER = 1;      // norm_row's elements per thread
+layout(constant_id = 4) const float NEPS = 1e-6;  // the norm's epsilon
+layout(binding = 3) buffer HBuf { float h[]; };
+layout(binding = 4) readonly buffer NWBuf { float nw[]; };
+layout(binding = 5) readonly buffer NW2Buf { float nw2[]; };
+layout(binding = 6) writeonly buffer O2Buf { float out2[]; };
+layout(binding = 7) coherent buffer CntBuf { uint cnt[]; };
+#define NORM_WG WG
+#define NORM_PER NPER
+#define NORM_X(i) y[i]
+#define NORM_W(i) nw[i]
+#define NORM_H(i) h[i]
+#define NORM_H_SET(i, v) h[i] = (v)
+#define NORM_W2(i) nw2[i]
+#define NORM_OUT2_SET(i, v) out2[i] = (v)
+#include "norm_row.glsl"
+shared uint nt_last;
+#endif
 
 #ifdef GLU
 #define NRW 2u // weight rows per output row: gate, up
@@ -524,4 +561,20 @@ void main()
 			if (lane == 0u && row < p.nrows && t0 + j < p.n_tok)
 				y[(t0 + j) * p.y_stride + p.y_off + row] = row < p.nrows_valid ? v : NEG_INF;
 		}
+#ifdef NORM_TAIL
+	if (p.tail == 0u)
+		return;
+	memoryBarrierBuffer();
+	barrier();
+	if (tid == 0u)
+		nt_last = atomicAdd(cnt[0], 1u) == gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z - 1u ? 1u : 0u;
+	barrier();
+	if (nt_last == 0u)
+		return;
+	memoryBarrierBuffer();
+	for (uint t = 0u; t < p.n_tok; t++)
+		norm_row(t * p.nrows, p.nrows, 3u, NEPS);
+	if (tid == 0u)
+		atomicExchange(cnt[0], 0u);
+#endif
 }

@@ -377,6 +377,45 @@ Test(engine, batch_rejects_bad_input, .timeout = 60)
 	fx_close(&x);
 }
 
+/* The norm tail (decode's wo and down run the post-norm that follows them in
+ * their last workgroup) changes the recorded dispatches, not the numbers: a
+ * prompt and 30 single-token steps give bitwise the logits of the same
+ * engine recording the norm as its own dispatch (UNICORN_VK_NORM_TAIL=
+ * dispatch), and a decode step records 5 dispatches per layer instead of 7. */
+Test(engine, norm_tail_equals_dispatch, .timeout = 120)
+{
+	struct fx x[2];
+	for (int f = 0; f < 2; f++) {
+		cr_assert_eq(f ? setenv("UNICORN_VK_NORM_TAIL", "dispatch", 1) : unsetenv("UNICORN_VK_NORM_TAIL"), 0);
+		fx_open(&x[f], "q4_0", 8);
+	}
+	unsetenv("UNICORN_VK_NORM_TAIL");
+	cr_assert(engine_norm_tail(x[0].e), "the golden model's rows (%u) take the tail", x[0].m->cfg.n_embd);
+	size_t V = x[0].g.n_vocab;
+	const uint32_t *tok = x[0].g.tokens, prompt = 6;
+	float *lg = malloc(2 * V * sizeof *lg);
+	cr_assert(lg);
+	for (uint32_t i = 0; i <= 30; i++) {
+		for (int f = 0; f < 2; f++)
+			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
+					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
+				     0, "%s", err_msg());
+		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: logits with the norm tail differ", i);
+	}
+	uint32_t L = x[0].m->cfg.n_layer, want[2] = { 5 * L + 4, 7 * L + 4 };
+	for (int f = 0; f < 2; f++) {
+		struct engine_prof pr;
+		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);
+		if (rc == ERR_UNSUP)
+			continue; /* no timestamps */
+		cr_assert_eq(rc, 0, "%s", err_msg());
+		cr_assert_eq(pr.n_dispatch, want[f], "%s: %u dispatches", f ? "dispatch" : "tail", pr.n_dispatch);
+	}
+	free(lg);
+	fx_close(&x[0]);
+	fx_close(&x[1]);
+}
+
 /* Split placement's batched stages: a batch of 3 sequences' tokens, layer by
  * layer (engine_stage_batch), gives bit for bit the hidden rows of each token
  * run alone through the single-token stages (engine_stage_io), and the
@@ -575,7 +614,9 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 				     0, "%s", err_msg());
 		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: fused logits differ from unfused", i);
 	}
-	uint32_t L = x[0].m->cfg.n_layer, want[2] = { 7 * L + 4, 9 * L + 4 };
+	/* the norm tail takes 2 dispatches per layer off both (the golden model's rows take it) */
+	uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
+	uint32_t want[2] = { 7 * L + 4 - nt, 9 * L + 4 - nt };
 	for (int f = 0; f < 2; f++) {
 		struct engine_prof pr;
 		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);

@@ -109,17 +109,20 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	uint32_t cm_bm = kernel == 4 ? ENGINE_CM_BM : ENGINE_CMS_BM, cm_bn = kernel == 4 ? ENGINE_CM_BN : ENGINE_CMS_BN;
 	uint32_t cm_wg = (kernel == 4 ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
 	uint32_t spec[3] = { mvs ? 128 : cm ? cm_wg : 64, kernel == 3 ? nt : 1, rpt };
-	cr_assert_eq(vk_pipe_create(vk, name, 3, sizeof(struct mv_push), spec, kernel == 2 ? 0 : mvs ? 3 : 1, &p), 0, "%s",
-		     err_msg());
+	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec,
+				    kernel == 2 ? 0 : mvs ? 3 : 1, &p),
+		     0, "%s", err_msg());
 	uint32_t y_stride = nrows + 3, y_off = 2;
-	struct vk_buf *b[3] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
-				buf_from(NULL, (size_t)n_tok * y_stride * 4) };
+	/* the norm tail's bindings: a placeholder (tail 0) */
+	struct vk_buf *d = buf_from(NULL, 16);
+	struct vk_buf *b[ENGINE_MAT_BINDINGS] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
+						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d, d, d, d };
 	if (!tpr)
 		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4, strstr(tname, "_gen") != NULL) : engine_mv_tpr(ncols, 64);
 	if (mvs && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
 		tpr = (uint32_t)atoi(getenv("UNICORN_TEST_TPR"));
 	uint32_t valid = glu ? nrows : nrows - 2; /* the last two rows are masked */
-	struct mv_push pc = { ncols, nrows, (uint32_t)rb, ncols, 0, y_stride, y_off, n_tok, valid, tpr };
+	struct mv_push pc = { ncols, nrows, (uint32_t)rb, ncols, 0, y_stride, y_off, n_tok, valid, tpr, 0 };
 	if (kernel == 0)
 		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
 	else if (mvs) /* x = token group */
@@ -155,7 +158,7 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 			}
 			cr_assert(fabs(got - want) <= tol, "%s t %u row %u: got %.7g want %.7g", name, t, r, got, want);
 		}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		vk_buf_destroy(vk, b[i]);
 	vk_pipe_destroy(vk, &p);
 	free(wf);
@@ -466,6 +469,96 @@ static void check_rmsnorm(const char *pipe, uint32_t wgs)
 }
 
 Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
+/* The norm tail (mul_mvs with tail = 1): one dispatch gives bitwise what
+ * mul_mvs with tail = 0 then rmsnorm's mode 3 give (the engine's pipelines
+ * with the tail: the tree reduction at the matvec's 128 threads): y, h and
+ * out2, for n_tok rows of n = nrows. Two dispatches in a row: the last
+ * workgroup resets the count; y starts with stale values. */
+static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, uint32_t n, uint32_t n_tok, uint32_t rpt)
+{
+	uint64_t rb;
+	float *wf = malloc((size_t)n * ncols * 4), *wd = malloc((size_t)n * ncols * 4);
+	float *x = malloc((size_t)n_tok * ncols * 4), *h = malloc((size_t)n_tok * n * 4), *w = malloc(n * 4),
+	      *w2 = malloc(n * 4);
+	for (size_t i = 0; i < (size_t)n * ncols; i++)
+		wf[i] = frand();
+	for (size_t i = 0; i < (size_t)n_tok * ncols; i++)
+		x[i] = frand();
+	for (size_t i = 0; i < (size_t)n_tok * n; i++)
+		h[i] = frand() * 10;
+	for (uint32_t i = 0; i < n; i++) {
+		w[i] = 1 + frand();
+		w2[i] = 1 + frand();
+	}
+	uint8_t *wq = quantize_rows(type, wf, wd, n, ncols, &rb);
+	uint32_t per = engine_norm_per(n, 128);
+	float eps = 1e-6f;
+	uint32_t eps_bits;
+	memcpy(&eps_bits, &eps, 4);
+	struct vk_pipe mvs, norm;
+	char name[64];
+	uint32_t spec[5] = { 128, 1, rpt, per, eps_bits }, nspec[2] = { 128, per };
+	snprintf(name, sizeof name, "mul_mvs_%s", tname);
+	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec, 5, &mvs), 0, "%s",
+		     err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 5, sizeof(struct norm_push), nspec, 2, &norm), 0, "%s", err_msg());
+	/* the engine's threads per row (4 units per thread): 8 on 384 q4_0
+	 * columns, which once exposed modules that rounded apart */
+	uint32_t tpr = engine_mvs_tpr_type(type, ncols, 128, 4, false);
+	struct mv_push pc = { ncols, n, (uint32_t)rb, ncols, 0, n, 0, n_tok, n, tpr, 0 }, pt = pc;
+	pt.tail = 1;
+	struct norm_push np = { n, 3, eps, 0 };
+	uint32_t zero[4] = { 0 }, groups = (n + 128 / tpr * rpt - 1) / (128 / tpr * rpt);
+	size_t rows = (size_t)n_tok * n * 4;
+	/* a: the two dispatches; b: the tail, twice from the same h */
+	struct vk_buf *wb = buf_from(wq, n * rb), *xb = buf_from(x, (size_t)n_tok * ncols * 4), *wbuf = buf_from(w, n * 4),
+		      *w2buf = buf_from(w2, n * 4), *cnt = buf_from(zero, sizeof zero);
+	struct vk_buf *ya = buf_from(NULL, rows), *ha = buf_from(h, rows), *oa = buf_from(NULL, rows);
+	struct vk_buf *ma[8] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt }, *na[5] = { ya, wbuf, ha, w2buf, oa };
+	run1(&mvs, ma, &pc, n_tok, groups, 1);
+	run1(&norm, na, &np, n_tok, 1, 1);
+	float *ga = malloc(3 * rows), *gb = malloc(3 * rows);
+	vk_download(vk, ya, 0, ga, rows);
+	vk_download(vk, ha, 0, ga + (size_t)n_tok * n, rows);
+	vk_download(vk, oa, 0, ga + (size_t)2 * n_tok * n, rows);
+	for (int rep = 0; rep < 2; rep++) {
+		struct vk_buf *yb = buf_from(h, rows), *hb = buf_from(h, rows), *ob = buf_from(NULL, rows);
+		struct vk_buf *bb[8] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt };
+		run1(&mvs, bb, &pt, n_tok, groups, 1);
+		vk_download(vk, yb, 0, gb, rows);
+		vk_download(vk, hb, 0, gb + (size_t)n_tok * n, rows);
+		vk_download(vk, ob, 0, gb + (size_t)2 * n_tok * n, rows);
+		static const char *const what[3] = { "y", "h", "out2" };
+		for (size_t i = 0; i < 3 * (size_t)n_tok * n; i++)
+			cr_assert(memcmp(&ga[i], &gb[i], 4) == 0, "%s n %u n_tok %u run %d: %s[%zu] %.9g vs %.9g", tname, n, n_tok,
+				  rep, what[i / ((size_t)n_tok * n)], i % ((size_t)n_tok * n), ga[i], gb[i]);
+		uint32_t c;
+		vk_download(vk, cnt, 0, &c, 4);
+		cr_assert_eq(c, 0, "the tail left the count at %u", c);
+		vk_buf_destroy(vk, yb);
+		vk_buf_destroy(vk, hb);
+		vk_buf_destroy(vk, ob);
+	}
+	struct vk_buf *all[] = { wb, xb, wbuf, w2buf, cnt, ya, ha, oa };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		vk_buf_destroy(vk, all[i]);
+	vk_pipe_destroy(vk, &mvs);
+	vk_pipe_destroy(vk, &norm);
+	free(wf), free(wd), free(x), free(h), free(w), free(w2), free(wq), free(ga), free(gb);
+}
+
+Test(vk_ops, mvs_norm_tail, .timeout = 120)
+{
+	/* rows that are not a multiple of the workgroup's; several workgroups */
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 3, 299, 1, 1);
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 2, 131, 2, 2);
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 32 * 9, 200, 1, 1);
+	check_norm_tail(TENSOR_F16, "f16", 32 * 5, 257, 2, 1);
+	check_norm_tail(TENSOR_Q6_K, "q6_k", 256, 64, 1, 1);
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 128, 128, 1, 2); /* the golden model's wo and down */
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 384, 128, 1, 2);
+}
+
 /* subgroup reductions; 128 threads: several subgroups on every device */
 Test(vk_ops, rmsnorm_subgroup) { check_rmsnorm("rmsnorm_sg", 64); check_rmsnorm("rmsnorm_sg", 128); }
 
