@@ -377,6 +377,36 @@ Test(engine, batch_rejects_bad_input, .timeout = 60)
 	fx_close(&x);
 }
 
+/* Two engines of one model under different knobs (x[0], x[1]) give bitwise
+ * the same logits for a prompt and 30 single-token steps, and a decode step
+ * of each records want[] dispatches (name[]: the knobs, for messages). Closes
+ * both. */
+static void check_same_decode(struct fx x[2], const uint32_t want[2], const char *const name[2])
+{
+	size_t V = x[0].g.n_vocab;
+	const uint32_t *tok = x[0].g.tokens, prompt = 6;
+	float *lg = malloc(2 * V * sizeof *lg);
+	cr_assert(lg);
+	for (uint32_t i = 0; i <= 30; i++) {
+		for (int f = 0; f < 2; f++)
+			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
+					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
+				     0, "%s", err_msg());
+		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: %s logits differ from %s", i, name[0], name[1]);
+	}
+	for (int f = 0; f < 2; f++) {
+		struct engine_prof pr;
+		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);
+		if (rc == ERR_UNSUP)
+			continue; /* no timestamps */
+		cr_assert_eq(rc, 0, "%s", err_msg());
+		cr_assert_eq(pr.n_dispatch, want[f], "%s: %u dispatches", name[f], pr.n_dispatch);
+	}
+	free(lg);
+	fx_close(&x[0]);
+	fx_close(&x[1]);
+}
+
 /* The norm tail (decode's wo and down run the post-norm that follows them in
  * their last workgroup) changes the recorded dispatches, not the numbers: a
  * prompt and 30 single-token steps give bitwise the logits of the same
@@ -391,29 +421,9 @@ Test(engine, norm_tail_equals_dispatch, .timeout = 120)
 	}
 	unsetenv("UNICORN_VK_NORM_TAIL");
 	cr_assert(engine_norm_tail(x[0].e), "the golden model's rows (%u) take the tail", x[0].m->cfg.n_embd);
-	size_t V = x[0].g.n_vocab;
-	const uint32_t *tok = x[0].g.tokens, prompt = 6;
-	float *lg = malloc(2 * V * sizeof *lg);
-	cr_assert(lg);
-	for (uint32_t i = 0; i <= 30; i++) {
-		for (int f = 0; f < 2; f++)
-			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
-					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
-				     0, "%s", err_msg());
-		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: logits with the norm tail differ", i);
-	}
 	uint32_t L = x[0].m->cfg.n_layer, want[2] = { 5 * L + 4, 7 * L + 4 };
-	for (int f = 0; f < 2; f++) {
-		struct engine_prof pr;
-		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);
-		if (rc == ERR_UNSUP)
-			continue; /* no timestamps */
-		cr_assert_eq(rc, 0, "%s", err_msg());
-		cr_assert_eq(pr.n_dispatch, want[f], "%s: %u dispatches", f ? "dispatch" : "tail", pr.n_dispatch);
-	}
-	free(lg);
-	fx_close(&x[0]);
-	fx_close(&x[1]);
+	const char *const name[2] = { "the norm tail's", "the dispatched norm's" };
+	check_same_decode(x, want, name);
 }
 
 /* Split placement's batched stages: a batch of 3 sequences' tokens, layer by
@@ -603,29 +613,9 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 	}
 	unsetenv("UNICORN_NO_FUSE");
 	unsetenv("UNICORN_VK_ATTN_CHUNK");
-	size_t V = x[0].g.n_vocab;
-	const uint32_t *tok = x[0].g.tokens, prompt = 6;
-	float *lg = malloc(2 * V * sizeof *lg);
-	cr_assert(lg);
-	for (uint32_t i = 0; i <= 30; i++) {
-		for (int f = 0; f < 2; f++)
-			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
-					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
-				     0, "%s", err_msg());
-		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: fused logits differ from unfused", i);
-	}
 	/* the norm tail takes 2 dispatches per layer off both (the golden model's rows take it) */
 	uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
 	uint32_t want[2] = { 7 * L + 4 - nt, 9 * L + 4 - nt };
-	for (int f = 0; f < 2; f++) {
-		struct engine_prof pr;
-		int rc = engine_profile(x[f].e, tok, 1, 3, &pr);
-		if (rc == ERR_UNSUP)
-			continue; /* no timestamps */
-		cr_assert_eq(rc, 0, "%s", err_msg());
-		cr_assert_eq(pr.n_dispatch, want[f], "%s: %u dispatches", f ? "unfused" : "fused", pr.n_dispatch);
-	}
-	free(lg);
-	fx_close(&x[0]);
-	fx_close(&x[1]);
+	const char *const name[2] = { "fused", "unfused" };
+	check_same_decode(x, want, name);
 }
