@@ -513,8 +513,8 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 
 /* UNICORN_VK_NORM_TAIL: unset, rows of up to NT_MAX_EMBD; a number, that
  * limit (0: never); "dispatch": the default limit's numbers with the norm
- * recorded as its own dispatch (A/B of the tail alone). Not with the generic
- * matvec A/B, which has no tail variants. */
+ * recorded as its own dispatch (A/B of the tail alone). The tail runs in
+ * mul_mvs, so it needs the device's subgroup features (use_mvs). */
 static void norm_tail_pick(struct engine *e)
 {
 	const char *env = getenv("UNICORN_VK_NORM_TAIL");
@@ -529,7 +529,7 @@ static void norm_tail_pick(struct engine *e)
 		else
 			max = (uint32_t)v;
 	}
-	e->norm_tail = e->use_mvs && !e->mvs_generic && e->cfg.n_embd <= max;
+	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max;
 }
 
 static int pipes_create(struct engine *e, const struct model *m)
@@ -621,7 +621,6 @@ static int pipes_create(struct engine *e, const struct model *m)
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs_glu[i]);
 		}
-
 		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
 			const uint32_t spec_mvb[5] = { WG_MVS, e->mvb_nt, 1, nt_per, eps_bits };
 			snprintf(name, sizeof name, "mul_mvb_%s%s", slot_name[i], gen);
@@ -1301,10 +1300,11 @@ static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, ui
 }
 
 /* Whether the product w (x rows x_stride apart, n tokens) takes the post-norm
- * that follows it in its tail: the fused layer's mode 3 norm, on mul_mvs. */
+ * that follows it in its tail: the fused layer's mode 3 norm, on mul_mvs,
+ * over rows of n_embd (y's rows, which the tail reads nrows apart). */
 static bool norm_tail_here(const struct engine *e, const struct ew *w, uint32_t x_stride, uint32_t n, bool fuse)
 {
-	return fuse && e->norm_tail && !e->nt_dispatch && mv_kind(e, w, x_stride, 0, n) == 1;
+	return fuse && e->norm_tail && !e->nt_dispatch && w->nrows == e->cfg.n_embd && mv_kind(e, w, x_stride, 0, n) == 1;
 }
 
 static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
