@@ -45,12 +45,14 @@
 /* Regrouped q4_0 (regroup.h) in mul_mvs, H100 tg64 (BENCHMARKS.md): 2 units
  * per thread (27B 82.6 tok/s; 4: 78.8, 1: 70.7); 1 for products of fewer
  * than 100k threads at 2 (1B's 1152-row wo and down: 555.5 -> 600.3 tok/s,
- * 4B's 131k-thread qkv 3% slower at 1); rows of 8192+ elements (the FFN down
- * matrices, whose x is 32+ KB) 2 rows per thread group so each x load serves
- * both (27B down 3.11 -> 2.43 ms per token, 4B 0.511 -> 0.484) */
+ * 4B's 131k-thread qkv 3% slower at 1); rows of 2048+ elements 2 rows per
+ * thread group so each x load serves both (at 8192+, the FFN down matrices:
+ * 27B down 3.11 -> 2.43 ms per token, 4B 0.511 -> 0.484; from 2048 qkv and
+ * wo too: tg64 4B 351.1 -> 358.1, 27B 91.1 -> 92.2; not the GLU gate/up,
+ * whose two rows per thread already share x: 4 rows were 3-6% slower) */
 #define Q4G_BPT 2u
 #define Q4G_FEW_THREADS 100000u
-#define Q4G_WIDE 8192u
+#define Q4G_WIDE 2048u
 #define Q4G_WIDE_RPT 2u
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
