@@ -52,8 +52,9 @@ layout(constant_id = 2) const uint RPT = 1; // rows per thread group
 #ifndef GLU
 // the norm tail below: compiled into every non-GLU mul_mvs/mul_mvb module and
 // chosen at run time (p.tail), so a product's numbers never depend on
-// whether its dispatch runs the tail (a module built with and one without it
-// were measured to round differently: the compiler shapes the loop apart)
+// whether its dispatch runs the tail (on lavapipe a module built with it and
+// one without it rounded a product differently: the compiler shaped the loop
+// apart). GLU modules have no tail; their pipelines still have its bindings.
 #define NORM_TAIL 1
 #endif
 #include "mv_io.glsl"
