@@ -476,11 +476,12 @@ static int mksetwv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s
 	return vk_set_create(e->vk, p, b, s);
 }
 
-static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *b1,
-		  struct vk_buf *b2, struct vk_buf *b3, struct vk_buf *b4, struct vk_buf *b5)
+/* The usual matrix set: W, its input rows x and its output y. */
+static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *x,
+		  struct vk_buf *y)
 {
-	struct vk_buf *b[5] = { b1, b2, b3, b4, b5 };
-	return mksetwv(e, p, s, w, b, 5);
+	struct vk_buf *b[2] = { x, y };
+	return mksetwv(e, p, s, w, b, 2);
 }
 
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
@@ -734,11 +735,11 @@ static int sets_create(struct engine *e)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
-	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h, d, d, d);
+	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
-	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->xb, e->logits, d, d, d);
-	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->xb, e->logitsd, d, d, d);
+	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->xb, e->logits);
+	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->xb, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, d, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
@@ -746,7 +747,7 @@ static int sets_create(struct engine *e)
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
-			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv);
 		struct vk_buf *rb[7] = { e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd };
 		if (!rc) rc = mksetv(e, &e->rope, &l->s_rope, rb, 7);
 		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
@@ -758,14 +759,14 @@ static int sets_create(struct engine *e)
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
 		if (!rc && l->n_gu == 1)
-			rc = mksetw(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->xb, e->ff, d, d, d);
+			rc = mksetw(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->xb, e->ff);
 		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
-			rc = mksetw(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->xb, e->gu, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->xb, e->gu);
 		if (!rc)
 			rc = mkset(e, &e->gelu, &l->s_gelu, e->gu, e->ff, d, d, d, d);
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
 		if (!rc && l->n_gu == 1)
-			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu, d, d, d);
+			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu);
 		struct vk_buf *dn[7] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 7);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
