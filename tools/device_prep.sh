@@ -15,9 +15,11 @@ set -eu
 cd "$(dirname "$0")/.."
 BIN=${1:-bin}
 TESTBIN=${2:-build/tests/unicorn-tests}
-mkdir -p "$(git rev-parse --git-path info)"
+# (git-path: in a worktree .git is a file; info/exclude lives in the common dir)
+EXCLUDE=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$EXCLUDE")"
 for d in .gl .devbin .devlibs .devdata .devtest .devold; do
-	grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude
+	grep -qx "/$d/" "$EXCLUDE" 2>/dev/null || echo "/$d/" >> "$EXCLUDE"
 done
 if ! ls .gl/*.deb >/dev/null 2>&1; then
 	mkdir -p .gl /tmp/amd64/partial
