@@ -55,6 +55,7 @@ int cli_devices(int argc, char **argv)
 				json_array_append_new(heaps, json_pack("{s:I, s:b}", "bytes", (json_int_t)d[i].heap_size[h],
 								       "device_local", d[i].heap_device_local[h]));
 			json_object_set_new(o, "heaps", heaps);
+			json_object_set_new(o, "integer_dot_product", json_boolean(d[i].idot));
 			json_array_append_new(arr, o);
 		}
 		char *s = json_dumps(arr, JSON_INDENT(2));
@@ -69,6 +70,8 @@ int cli_devices(int argc, char **argv)
 		printf("%-5u %-40s %-10s %8.1f GiB %-8u %s\n", d[i].index, d[i].name, d[i].type,
 		       (double)d[i].device_local_bytes / (1024.0 * 1024 * 1024), d[i].subgroup_size, d[i].driver);
 	for (uint32_t i = 0; i < n; i++)
-		printf("device %u matrix cores: %s\n", d[i].index, d[i].coopmat ? COOPMAT_DESC : "none (mul_mm prefill)");
+		printf("device %u matrix cores: %s; integer dot products: %s\n", d[i].index,
+		       d[i].coopmat ? COOPMAT_DESC : "none (mul_mm prefill)",
+		       d[i].idot ? "yes (x16 decode kernels)" : "no (float decode kernels)");
 	return 0;
 }

@@ -106,6 +106,14 @@ static void fill_info(VkInstance inst, VkPhysicalDevice pd, uint32_t index, stru
 	d->subgroup_size = sg.subgroupSize;
 	d->subgroup_ops = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? sg.supportedOperations : 0;
 	d->coopmat = coopmat_probe(inst, pd);
+	if (d->api_version >= VK_API_VERSION_1_2 && vk_has_ext(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+		VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+		};
+		VkPhysicalDeviceFeatures2 f2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &idf };
+		vkGetPhysicalDeviceFeatures2(pd, &f2);
+		d->idot = idf.shaderIntegerDotProduct;
+	}
 	VkPhysicalDeviceMemoryProperties mp;
 	vkGetPhysicalDeviceMemoryProperties(pd, &mp);
 	d->n_heaps = mp.memoryHeapCount < VK_MAX_HEAPS ? mp.memoryHeapCount : VK_MAX_HEAPS;
@@ -265,7 +273,7 @@ int vk_create(const char *select, struct vk_ctx **out)
 	vk->queue_family = fam;
 	vk->timestamps = qf[fam].timestampValidBits > 0 && vk->props.limits.timestampPeriod > 0;
 
-	const char *exts[4];
+	const char *exts[5];
 	uint32_t n_ext = 0;
 	if (vk_has_ext(vk->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
 		exts[n_ext++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
@@ -292,6 +300,16 @@ int vk_create(const char *select, struct vk_ctx **out)
 		exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
 		features = coopmat_enable_chain(&cme, NULL);
 		vk->coopmat = true;
+	}
+	/* integer dot products for the x16 decode kernels (shaders/x16.glsl) */
+	VkPhysicalDeviceShaderIntegerDotProductFeatures idf = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .pNext = (void *)features,
+		.shaderIntegerDotProduct = VK_TRUE,
+	};
+	if (vk->info.idot) {
+		exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+		features = &idf;
+		vk->idot = true;
 	}
 	float prio = 1.0f;
 	VkDeviceQueueCreateInfo qci = {

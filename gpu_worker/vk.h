@@ -29,6 +29,7 @@ struct vk_device_info {
 	bool heap_device_local[VK_MAX_HEAPS];
 	uint64_t device_local_bytes;  /* sum of device-local heaps */
 	bool coopmat;                /* VK_KHR_cooperative_matrix 16x16x16 f16 -> f32 (gpu_worker/coopmat.h) */
+	bool idot;                   /* shader integer dot product (VK_KHR_shader_integer_dot_product), 4x8-bit packed */
 };
 
 /* Whether physical device pd offers device extension name. */
@@ -59,6 +60,7 @@ struct vk_ctx {
 	bool timestamps;             /* the queue family supports timestamps */
 	bool host_import;            /* VK_EXT_external_memory_host enabled (vk_buf_import_host) */
 	bool coopmat;                /* VK_KHR_cooperative_matrix and shaderFloat16 enabled (info.coopmat) */
+	bool idot;                   /* shaderIntegerDotProduct enabled (info.idot): the x16 decode kernels */
 	VkDeviceSize host_import_align; /* minImportedHostPointerAlignment (0 without the extension) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	/* staging ring used by vk_upload/vk_download */
