@@ -24,6 +24,7 @@
 #include "gpu_worker/regroup.h"
 #include "gpu_worker/shaders.h"
 #include "gpu_worker/vk.h"
+#include "gpu_worker/x16.h"
 #include "common/err.h"
 #include "formats/quant.h"
 
@@ -158,6 +159,13 @@ struct engine {
 	bool norm_tail;
 	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
 	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
+	/* x16 (gpu_worker/x16.h): rmsnorm also writes its result as 16-bit integers
+	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
+	 * logits) run the integer dot-product kernels on it (x16_pipes_create) */
+	bool use_x16;
+	char kernels[160];                   /* engine_kernels */
+	struct vk_buf *xq;
+	struct vk_pipe mvs_x16, mvs_x16_wide, mvs_glu_x16, mvb_x16, mvb_glu_x16;
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -484,6 +492,13 @@ static int mksetw(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s,
 	return mksetwv(e, p, s, w, b, 2);
 }
 
+/* A matrix set whose input is xb, rmsnorm's result: its x16 copy too (binding 8). */
+static int mksetxb(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, const struct ew *w, struct vk_buf *y)
+{
+	struct vk_buf *d = e->dummy, *b[8] = { e->xb, y, d, d, d, d, d, e->xq };
+	return mksetwv(e, p, s, w, b, 8);
+}
+
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
  * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where a shader is
  * missing or the driver refuses a pipeline. */
@@ -533,6 +548,46 @@ static void norm_tail_pick(struct engine *e)
 			max = (uint32_t)v;
 	}
 	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max;
+}
+
+/* The x16 kernels (gpu_worker/x16.h) for regrouped q4_0 products whose input
+ * is rmsnorm's result, where the device has integer dot products; not with
+ * the norm tail (it writes rows without their x16 copy) nor where rows do not
+ * split into x16 groups. UNICORN_VK_X16=0 keeps the float kernels (A/B).
+ * Created with the float kernels' constants: the same rows per thread group,
+ * so the two kernels split a product alike. */
+static int x16_pipes_create(struct engine *e, const bool *used, uint32_t nt_per, uint32_t eps_bits)
+{
+	const char *env = getenv("UNICORN_VK_X16");
+	int ts = type_slot(TENSOR_Q4_0G);
+	e->use_x16 = e->vk->idot && e->use_mvs && used[ts] && !e->norm_tail && e->cfg.n_embd % X16_GROUP == 0 &&
+		    !(env && strcmp(env, "0") == 0);
+	if (!e->use_x16)
+		return 0;
+	const uint32_t spec[5] = { WG_MVS, 1, e->mvs_rpt[ts], nt_per, eps_bits };
+	const uint32_t spec_w[5] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits };
+	const uint32_t spec_b[5] = { WG_MVS, e->mvb_nt, 1, nt_per, eps_bits };
+	const size_t ps = sizeof(struct mv_push);
+	int rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec, 5, &e->mvs_x16);
+	if (!rc) rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_w, 5, &e->mvs_x16_wide);
+	if (!rc) rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec, 5, &e->mvs_glu_x16);
+	if (!rc && e->use_mvb) rc = vk_pipe_create(e->vk, "mul_mvb_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_b, 5, &e->mvb_x16);
+	if (!rc && e->use_mvb)
+		rc = vk_pipe_create(e->vk, "mul_mvb_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_b, 5, &e->mvb_glu_x16);
+	return rc;
+}
+
+/* engine_kernels' text, once the pipelines are made */
+static void kernels_describe(struct engine *e)
+{
+	const char *dec = !e->use_mvs ? "mul_mv"
+			  : e->use_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm)"
+				      : "mul_mvs (decode)";
+	const char *pre = e->use_cm	? " + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")"
+			  : e->use_mm	? " + mul_mm (prefill)"
+			  : e->use_mvs ? " + mul_mv"
+				       : "";
+	snprintf(e->kernels, sizeof e->kernels, "%s%s", dec, pre);
 }
 
 static int pipes_create(struct engine *e, const struct model *m)
@@ -638,8 +693,11 @@ static int pipes_create(struct engine *e, const struct model *m)
 			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
 		}
 	}
+	if (!rc)
+		rc = x16_pipes_create(e, used, nt_per, eps_bits);
 	if (!rc && e->use_mm)
 		cm_pipes_create(e, used);
+	kernels_describe(e);
 	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
 	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
 	 * of all three (A/B). rope_kv and attn always take the same kind: they
@@ -650,7 +708,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 	uint32_t nwg = e->norm_tail ? WG_MVS : wg_norm[0];
 	const uint32_t spec_norm[2] = { nwg, engine_norm_per(e->cfg.n_embd, nwg) };
 	const char *norm_name = norm_sg && !e->norm_tail ? "rmsnorm_sg" : "rmsnorm";
-	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 5, sizeof(struct norm_push), spec_norm, 2, &e->norm);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 2, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
@@ -736,18 +794,18 @@ static int sets_create(struct engine *e)
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
 	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
-	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, d);
-	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, d);
-	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->xb, e->logits);
-	if (!rc) rc = mksetw(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->xb, e->logitsd);
+	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, e->xq);
+	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, e->xq);
+	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
+	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, d, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
-		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, d);
+		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, e->xq);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
-			rc = mksetw(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->xb, e->qkv);
+			rc = mksetxb(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->qkv);
 		struct vk_buf *rb[7] = { e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd };
 		if (!rc) rc = mksetv(e, &e->rope, &l->s_rope, rb, 7);
 		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
@@ -756,12 +814,12 @@ static int sets_create(struct engine *e)
 		/* wo and down: the norm tail's buffers too (rmsnorm's mode 3 sets below) */
 		struct vk_buf *wo[7] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 7);
-		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, d);
-		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, d);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
 		if (!rc && l->n_gu == 1)
-			rc = mksetw(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->xb, e->ff);
+			rc = mksetxb(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->ff);
 		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
-			rc = mksetw(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->xb, e->gu);
+			rc = mksetxb(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->gu);
 		if (!rc)
 			rc = mkset(e, &e->gelu, &l->s_gelu, e->gu, e->ff, d, d, d, d);
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
@@ -769,7 +827,7 @@ static int sets_create(struct engine *e)
 			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu);
 		struct vk_buf *dn[7] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 7);
-		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, d);
+		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, e->xq);
 	}
 	return rc;
 }
@@ -882,6 +940,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->stepd, VK_BUF_DEVICE, sizeof(struct engine_step) + R * ST },
 		{ &e->h, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->xb, VK_BUF_DEVICE, R * c->n_embd * F },
+		{ &e->xq, VK_BUF_DEVICE, R * x16_row_bytes(c->n_embd) + 16 },
 		{ &e->o, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->qkv, VK_BUF_DEVICE, R * e->qkv_stride * F },
 		{ &e->att, VK_BUF_DEVICE, R * e->n_q * F },
@@ -985,7 +1044,7 @@ void engine_destroy(struct engine *e)
 		ew_free(e, &e->embd);
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
-		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
+		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
 					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
@@ -1006,6 +1065,9 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
 		}
 		vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
+		struct vk_pipe *x16p[] = { &e->mvs_x16, &e->mvs_x16_wide, &e->mvs_glu_x16, &e->mvb_x16, &e->mvb_glu_x16 };
+		for (size_t i = 0; i < sizeof x16p / sizeof x16p[0]; i++)
+			vk_pipe_destroy(e->vk, x16p[i]);
 		vk_destroy(e->vk);
 	}
 	for (uint32_t m = 0; m < 2 * N_MODES; m++)
@@ -1209,13 +1271,17 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
 	return threads < Q4G_FEW_THREADS ? 1 : Q4G_BPT;
 }
 
-/* tail: mul_mvs runs the norm tail (the caller checked that the product runs
- * on mul_mvs, y's rows are nrows apart from 0, the set holds the norm's
- * buffers, and the norm is mode 3) */
+/* rec_mv's flags. MV_TAIL: mul_mvs runs the norm tail (the caller checked
+ * that the product runs on mul_mvs, y's rows are nrows apart from 0, the set
+ * holds the norm's buffers, and the norm is mode 3). MV_XB: x is xb, whose
+ * x16 copy rmsnorm wrote (x16_rows) and the set holds (mksetxb). */
+enum { MV_TAIL = 1u, MV_XB = 2u };
+
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
-		   bool tail)
+		   unsigned flags)
 {
+	bool tail = flags & MV_TAIL;
 	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
 	uint64_t bytes = (uint64_t)w->nrows * w->row_bytes;
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
@@ -1248,11 +1314,15 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	uint32_t nwg = (nrows + rpw - 1) / rpw;
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
 	uint32_t gz = (nwg + gx - 1) / gx;
-	if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
+	/* x16: the same rows per thread group and threads per row as the float kernel */
+	bool x16 = (flags & MV_XB) && e->use_x16 && w->type == TENSOR_Q4_0G && !tail;
+	if (kind == 1 && x16)
+		disp(e, cb, name, bytes, glu ? &e->mvs_glu_x16 : q4g_wide ? &e->mvs_x16_wide : &e->mvs_x16, s, &p, n_tok, gx, gz);
+	else if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
 		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : q4g_wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
-		disp(e, cb, name, bytes, glu ? &e->mvb_glu[ts] : &e->mvb[ts], s, &p, (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx,
-		     gz);
+		disp(e, cb, name, bytes, glu ? (x16 ? &e->mvb_glu_x16 : &e->mvb_glu[ts]) : x16 ? &e->mvb_x16 : &e->mvb[ts], s, &p,
+		     (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx, gz);
 	else
 		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }
@@ -1291,9 +1361,22 @@ static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
 	fbar(e, cb);
 }
 
+/* Whether rmsnorm's n rows get their x16 copy: where a product reading them
+ * may run an x16 kernel (mul_mvs or mul_mvb: x16 needs no other kind), and for
+ * the final norm always (the logits of a prompt's last rows take mul_mvs
+ * whatever the prompt's length). Elsewhere (prefill) the copy is not read. */
+static bool x16_rows(const struct engine *e, VkDescriptorSet s, uint32_t n)
+{
+	if (!e->use_x16)
+		return false;
+	struct ew row = { .ncols = e->cfg.n_embd };
+	int kind = mv_kind(e, &row, e->cfg.n_embd, 0, n);
+	return s == e->s_final || kind == 1 || kind == 3;
+}
+
 static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
 {
-	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, 0 };
+	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, x16_rows(e, s, n) ? 1 : 0 };
 	disp(e, cb, mode == 0 ? "rmsnorm" : mode == 1 ? "rmsnorm+res" : "rmsnorm+res+norm", 0, &e->norm, s, &p, n, 1, 1);
 	/* modes 0/1 end a split-placement stage (the host may read h next) */
 	if (mode == 3)
@@ -1321,7 +1404,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	uint32_t off = 0;
 	for (uint32_t i = 0; i < l->n_qkv; i++) {
 		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX,
-		       false);
+		       MV_XB);
 		off += l->qkv[i].nrows;
 	}
 	bar(e, cb);
@@ -1363,7 +1446,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	}
 	bool tail = norm_tail_here(e, &l->wo, e->n_q, n, fuse);
 	rec_mv(e, cb, tail ? "mv wo+norm" : "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX,
-	       tail);
+	       tail ? MV_TAIL : 0);
 	bar(e, cb);
 	if (!tail)
 		rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
@@ -1377,16 +1460,16 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 		rec_norm(e, cb, l->s_ffn_norm, 0, n);
 	if (l->n_gu == 1 && mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 2) {
 		rec_mv(e, cb, "mv gate_up+gelu", &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX,
-		       false);
+		       MV_XB);
 	} else {
 		if (l->n_gu == 1) {
 			rec_mv(e, cb, "mv gate_up", &l->gu[0], l->s_gu_mm, false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX,
-			       false);
+			       MV_XB);
 		} else {
 			rec_mv(e, cb, "mv gate", &l->gu[0], l->s_gu[0], false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX,
-			       false);
+			       MV_XB);
 			rec_mv(e, cb, "mv up", &l->gu[1], l->s_gu[1], false, c->n_embd, 0, 2 * c->n_ff, c->n_ff, n, UINT32_MAX,
-			       false);
+			       MV_XB);
 		}
 		bar(e, cb);
 		struct gelu_push gp = { c->n_ff, n };
@@ -1395,7 +1478,7 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 	bar(e, cb);
 	bool tail = norm_tail_here(e, &l->down, c->n_ff, n, fuse);
 	rec_mv(e, cb, tail ? "mv down+norm" : "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX,
-	       tail);
+	       tail ? MV_TAIL : 0);
 	bar(e, cb);
 	if (!tail)
 		rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
@@ -1413,7 +1496,7 @@ static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 static void rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, VkDescriptorSet s)
 {
 	rec_mv(e, cb, "mv logits", &e->embd, s, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
-	       e->n_vocab_text, false);
+	       e->n_vocab_text, MV_XB);
 	fbar(e, cb);
 }
 
@@ -2126,20 +2209,8 @@ int engine_head(struct engine *e, uint32_t n, float *logits)
 
 /* ---- profiling ---- */
 
-const char *engine_kernels(const struct engine *e)
-{
-	if (e->use_mvs && e->use_cm)
-		return "mul_mvs (decode) + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
-	if (e->use_mvs && e->use_mm)
-		return "mul_mvs (decode) + mul_mm (prefill)";
-	if (e->use_mvs)
-		return "mul_mvs (decode) + mul_mv";
-	if (e->use_cm)
-		return "mul_mv + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")";
-	if (e->use_mm)
-		return "mul_mv + mul_mm (prefill)";
-	return "mul_mv";
-}
+const char *engine_kernels(const struct engine *e) { return e->kernels; }
+
 
 int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out)
 {

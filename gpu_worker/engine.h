@@ -66,12 +66,13 @@ struct mv_push {
 };
 _Static_assert(sizeof(struct mv_push) == 44, "mv_push mirrors shaders/mv_io.glsl");
 /* Bindings of every matrix pipeline: W, x, y, then the norm tail's h, w, w2,
- * out2 and count (mul_mvs uses them when tail = 1; the others ignore them).
+ * out2 and count (mul_mvs uses them when tail = 1; the others ignore them),
+ * then x as x16 (gpu_worker/x16.h; the _x16 kernels read it instead of x).
  * One layout for all, so one descriptor set serves every kernel of a matrix. */
-#define ENGINE_MAT_BINDINGS 8u
+#define ENGINE_MAT_BINDINGS 9u
 struct rows_push { uint32_t ncols, nrows, row_bytes; float scale; };
 _Static_assert(sizeof(struct rows_push) == 16, "rows_push mirrors shaders/get_rows.glsl");
-struct norm_push { uint32_t n, mode; float eps; uint32_t pad; };
+struct norm_push { uint32_t n, mode; float eps; uint32_t x16; /* 1: also write the result as x16 (binding 5) */ };
 _Static_assert(sizeof(struct norm_push) == 16, "norm_push mirrors shaders/rmsnorm.comp");
 struct rope_push {
 	uint32_t head_dim, n_head, n_kv, qkv_stride;

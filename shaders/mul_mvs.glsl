@@ -42,6 +42,9 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
+#ifdef X16
+#extension GL_EXT_spirv_intrinsics : enable
+#endif
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 128;
@@ -148,7 +151,74 @@ uint rd16(uint off) { return (wdata[off >> 2] >> (8u * (off & 2u))) & 0xffffu; }
 uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
 #endif
 
-#if defined(MVS_Q4G)
+#if defined(MVS_Q4G) && defined(X16)
+// Regrouped Q4_0 against x as 16-bit integers in two bytes (x16.glsl; the
+// _x16 kernels, for products whose input rmsnorm wrote): the unit is quant
+// word q of four blocks, as below. Per block, four integer dot products of
+// four nibbles and four x bytes (nibbles unsigned, x signed: OpSUDot; the hi
+// bytes' sum times 256 plus the lo bytes'), plus the lane's correction word,
+// are the bits of 1.5 * 2^23 + sum (nibble - 8) q exactly; one subtraction
+// makes it a float, scaled by x's d and then by the weights' d. On NVIDIA the
+// float unit is bound by its instructions, not by memory; this one issues
+// fewer and reads half of x's bytes. The numbers differ from the float
+// kernel's by x's rounding to 16 bits; for one column they are the same for
+// every NT and RPT, as below.
+#include "x16.glsl"
+layout(binding = 0) readonly buffer WBuf4 { uvec4 wdata4[]; };
+layout(binding = 8) readonly buffer XQBuf { uvec4 xq4[]; };
+// OpSUDotKHR (4452), packed 4 x 8-bit operands: capabilities DotProduct
+// (6019) and DotProductInput4x8BitPacked (6018). Debian 12's glslang has no
+// GL_EXT_integer_dot_product, so the instruction is spelled directly.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int sudot(uint a, uint b, spirv_literal int fmt);
+#define UNIT_ELEMS 32u
+struct unit_w {
+	vec4 d;  // the four blocks' scales
+	uvec4 q; // quant word q of each block
+};
+struct unit_xv {
+	uvec4 ha, hb, la, lb; // hi and lo bytes of blocks 0, 1 (a) and 2, 3 (b)
+	uvec4 c;              // the correction words of the four blocks
+	vec4 d;               // x's block scales
+};
+unit_w unit_load(uint roff, uint u)
+{
+	uint c = (u >> 2) * 4u, so = q4g_scale_off(roff, c) >> 2;
+	unit_w w;
+	w.q = wdata4[q4g_word_off(roff, c, u & 3u) >> 4];
+	w.d = vec4(unpackHalf2x16(wdata[so]), unpackHalf2x16(wdata[so + 1u]));
+	return w;
+}
+// xb4: the row's first element / 4 (rows start on a group: x_off and
+// x_stride are multiples of X16_GROUP, as the host ensures)
+unit_xv unit_x(uint xb4, uint u)
+{
+	uint b = (xb4 / (X16_GROUP / 4u) + (u >> 2)) * (X16_GROUP_WORDS / 4u), k = u & 3u;
+	unit_xv x;
+	x.ha = xq4[b + 2u * k];
+	x.hb = xq4[b + 2u * k + 1u];
+	x.la = xq4[b + 8u + 2u * k];
+	x.lb = xq4[b + 8u + 2u * k + 1u];
+	x.c = xq4[b + 16u + k];
+	x.d = uintBitsToFloat(xq4[b + 20u]);
+	return x;
+}
+// block j of the unit: the hi and lo words of its low and high nibbles
+uint x16_block(uint lo, uint hi, uint h0, uint h1, uint l0, uint l1, uint c)
+{
+	int s = (sudot(h0, lo, 0) + sudot(h1, hi, 0)) * 256 + sudot(l0, lo, 0) + sudot(l1, hi, 0);
+	return uint(s) + c;
+}
+float unit_apply(unit_w w, unit_xv x)
+{
+	uvec4 lo = w.q & 0x0f0f0f0fu, hi = (w.q >> 4) & 0x0f0f0f0fu;
+	uvec4 f = uvec4(x16_block(lo.x, hi.x, x.ha.x, x.ha.y, x.la.x, x.la.y, x.c.x),
+			x16_block(lo.y, hi.y, x.ha.z, x.ha.w, x.la.z, x.la.w, x.c.y),
+			x16_block(lo.z, hi.z, x.hb.x, x.hb.y, x.lb.x, x.lb.y, x.c.z),
+			x16_block(lo.w, hi.w, x.hb.z, x.hb.w, x.lb.z, x.lb.w, x.c.w));
+	return dot(w.d, (uintBitsToFloat(f) - 12582912.0) * x.d);
+}
+#elif defined(MVS_Q4G)
 // Regrouped Q4_0 (quant.glsl): the work unit is quant word q of four
 // neighbouring blocks, one aligned 16-byte load (the 4-byte reads of 18-byte
 // blocks above need two words per quant word, and a thread's registers hold

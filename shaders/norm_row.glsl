@@ -9,9 +9,15 @@
 // The includer defines NORM_WG and NORM_PER (elements per thread, at least
 // n / NORM_WG: constants), the accessors NORM_X(i), NORM_W(i), NORM_H(i),
 // NORM_H_SET(i, v), NORM_W2(i), NORM_OUT2_SET(i, v), and NORM_SG to reduce
-// with subgroup operations (then it enables the subgroup extensions).
+// with subgroup operations (then it enables the subgroup extensions). It may
+// define NORM_KEEP(i, v): called with element i of the row's result (h in
+// mode 0, out2 in mode 3) by the thread that writes it.
 #ifndef NORM_ROW_GLSL
 #define NORM_ROW_GLSL
+
+#ifndef NORM_KEEP
+#define NORM_KEEP(i, v)
+#endif
 
 shared float nred[NORM_WG];
 
@@ -75,8 +81,10 @@ void norm_row(uint o, uint n, uint mode, float eps)
 		[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
 			uint i = tid + k * NORM_WG;
 			precise float v = xv[k] * r * wv[k];
-			if (i < n)
+			if (i < n) {
 				NORM_H_SET(o + i, v);
+				NORM_KEEP(i, v);
+			}
 		}
 		return;
 	}
@@ -96,8 +104,10 @@ void norm_row(uint o, uint n, uint mode, float eps)
 	[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
 		uint i = tid + k * NORM_WG;
 		precise float v = hv[k] * r2 * w2v[k];
-		if (i < n)
+		if (i < n) {
 			NORM_OUT2_SET(o + i, v);
+			NORM_KEEP(i, v);
+		}
 	}
 }
 

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpu_worker/engine.h"
@@ -48,6 +49,9 @@ ParameterizedTestParameters(engine_types, model)
 {
 	return cr_make_param_array(uint32_t, (void *)types, sizeof types / sizeof types[0]);
 }
+
+/* engine_kernels() of check_model's engine */
+static char kernels[200];
 
 /* One model of the type on the given shape against the reference; returns
  * the bytes the engine uploaded regrouped (gpu_worker/regroup.h). */
@@ -91,6 +95,7 @@ static uint64_t check_model(uint32_t type, const char *shape, enum engine_import
 		compare(got, want + t * V, V, what);
 	}
 	uint64_t regrouped = engine_weights_regrouped(e);
+	snprintf(kernels, sizeof kernels, "%s", engine_kernels(e));
 	free(want);
 	free(got);
 	ref_destroy(r);
@@ -114,4 +119,19 @@ Test(engine_types, q4_0_regrouped, .timeout = 120)
 	cr_assert_gt(check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD), 0, "nothing was regrouped");
 	setenv("UNICORN_VK_REGROUP", "0", 1);
 	cr_assert_eq(check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD), 0);
+}
+
+/* The x16 kernels (gpu_worker/x16.h: qkv, gate/up and logits against rmsnorm's
+ * result as 16-bit integers, on devices with integer dot products) within the
+ * same tolerances. tiny256's rows are short enough for the norm tail, which
+ * excludes x16: the tail is turned off here. */
+Test(engine_types, q4_0_x16, .timeout = 120)
+{
+	setenv("UNICORN_VK_NORM_TAIL", "0", 1);
+	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
+	/* (not just "x16": matrix cores' "16x16x16" has it) */
+	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
+	setenv("UNICORN_VK_X16", "0", 1);
+	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
+	cr_assert(strstr(kernels, "x16 integer dot products") == NULL, "UNICORN_VK_X16=0: %s", kernels);
 }

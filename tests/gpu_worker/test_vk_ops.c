@@ -10,6 +10,7 @@
 #include "gpu_worker/engine.h"
 #include "gpu_worker/regroup.h"
 #include "gpu_worker/vk.h"
+#include "gpu_worker/x16.h"
 #include "common/err.h"
 #include "formats/quant.h"
 
@@ -100,6 +101,21 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	float *x = malloc((size_t)n_tok * ncols * 4);
 	for (size_t i = 0; i < (size_t)n_tok * ncols; i++)
 		x[i] = frand();
+	/* the _x16 kernels (tname "q4_0g_x16") read x as x16 (gpu_worker/x16.h) at
+	 * binding 8: the reference takes x's x16 values d q (exact in double) */
+	bool x16 = strstr(tname, "_x16") != NULL;
+	uint64_t x16b = x16_row_bytes(ncols);
+	uint32_t *xq = x16 ? malloc(n_tok * x16b) : NULL;
+	double *xr = malloc((size_t)n_tok * ncols * sizeof *xr);
+	for (uint32_t t = 0; t < n_tok; t++) {
+		if (x16)
+			x16_quantize(x + (size_t)t * ncols, ncols, xq + t * x16b / 4);
+		for (uint32_t c = 0; c < ncols; c++) {
+			float d = 1.0f;
+			int32_t q = x16 ? x16_q(xq + t * x16b / 4, c, &d) : 0;
+			xr[(size_t)t * ncols + c] = x16 ? (double)d * q : x[(size_t)t * ncols + c];
+		}
+	}
 	struct vk_pipe p;
 	char name[64];
 	static const char *const kname[6] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mvb", "mul_mm_cm", "mul_mm_cms" };
@@ -116,7 +132,8 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	/* the norm tail's bindings: a placeholder (tail 0) */
 	struct vk_buf *d = buf_from(NULL, 16);
 	struct vk_buf *b[ENGINE_MAT_BINDINGS] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
-						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d, d, d, d };
+						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d, d, d, d,
+						  x16 ? buf_from(xq, n_tok * x16b) : d };
 	if (!tpr)
 		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4, strstr(tname, "_gen") != NULL) : engine_mv_tpr(ncols, 64);
 	if (mvs && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
@@ -137,11 +154,11 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 		for (uint32_t r = 0; r < nrows; r++) {
 			double s = 0, m = 0, s2 = 0, m2 = 0;
 			for (uint32_t c = 0; c < ncols; c++) {
-				s += (double)wd[(size_t)r * ncols + c] * x[(size_t)t * ncols + c];
-				m += fabs((double)wd[(size_t)r * ncols + c] * x[(size_t)t * ncols + c]);
+				s += (double)wd[(size_t)r * ncols + c] * xr[(size_t)t * ncols + c];
+				m += fabs((double)wd[(size_t)r * ncols + c] * xr[(size_t)t * ncols + c]);
 				if (glu) {
-					s2 += (double)wd[(size_t)(r + nrows) * ncols + c] * x[(size_t)t * ncols + c];
-					m2 += fabs((double)wd[(size_t)(r + nrows) * ncols + c] * x[(size_t)t * ncols + c]);
+					s2 += (double)wd[(size_t)(r + nrows) * ncols + c] * xr[(size_t)t * ncols + c];
+					m2 += fabs((double)wd[(size_t)(r + nrows) * ncols + c] * xr[(size_t)t * ncols + c]);
 				}
 			}
 			float got = y[(size_t)t * y_stride + y_off + r];
@@ -160,11 +177,15 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 		}
 	for (int i = 0; i < 4; i++)
 		vk_buf_destroy(vk, b[i]);
+	if (x16)
+		vk_buf_destroy(vk, b[8]);
 	vk_pipe_destroy(vk, &p);
 	free(wf);
 	free(wd);
 	free(wq);
 	free(x);
+	free(xq);
+	free(xr);
 	return y;
 }
 
@@ -246,6 +267,7 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 		{ TENSOR_IQ4_NL, "iq4_nl", 32 }, { TENSOR_IQ4_XS, "iq4_xs", 256 }, { TENSOR_Q3_K, "q3_k", 256 },
 		{ TENSOR_Q4_K, "q4_k", 256 },
 		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 }, { TENSOR_Q4_0G, "q4_0g", 256 },
+		{ TENSOR_Q4_0G, "q4_0g_x16", 256 }, /* against x as x16 */
 	};
 	static const uint32_t shapes[][4] = {
 		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
@@ -279,7 +301,8 @@ Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 {
 	/* regrouped q4_0 (rows of whole 256-element groups) on 8x the columns */
 	static const struct { uint32_t type; const char *name; uint32_t f; } q[] = {
-		{ TENSOR_Q4_0, "q4_0", 1 }, { TENSOR_Q8_0, "q8_0", 1 }, { TENSOR_Q4_0G, "q4_0g", 8 } };
+		{ TENSOR_Q4_0, "q4_0", 1 }, { TENSOR_Q8_0, "q8_0", 1 }, { TENSOR_Q4_0G, "q4_0g", 8 },
+		{ TENSOR_Q4_0G, "q4_0g_x16", 8 } };
 	static const uint32_t shapes[][4] = {
 		/* ncols, nrows, n_tok, tpr (0: the engine's) */
 		{ 32 * 40, 64, 1, 0 }, { 32 * 37, 37, 2, 0 }, { 32 * 7, 13, 3, 4 }, { 32 * 64, 70, 1, 128 }, { 32 * 33, 129, 1, 64 },
@@ -410,8 +433,45 @@ Test(vk_ops, mv_glu)
 	check_mv(TENSOR_Q4_K, "q4_k", 256, 11, 1, true);
 }
 
+/* rmsnorm's x16 copy of a row (got) against gpu_worker/x16.c's of the row the
+ * kernel wrote (row): the scales within the GPU's division error, each q
+ * within one step of the reference's and equal but for a few rounding ties
+ * the GPU's 32512 / amax moved, the hi and lo bytes a valid split of q, and
+ * every correction word that of the GPU's own q. */
+static void check_x16_row(const uint32_t *got, const float *row, uint32_t n, const char *what)
+{
+	uint32_t *want = malloc(x16_row_bytes(n));
+	x16_quantize(row, n, want);
+	uint32_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		float dg, dw;
+		int32_t qg = x16_q(got, i, &dg), qw = x16_q(want, i, &dw);
+		cr_assert(fabsf(dg - dw) <= 1e-6f * dw, "%s[%u]: d %.9g vs %.9g", what, i, dg, dw);
+		cr_assert(abs(qg - qw) <= 1 && abs(qg) <= 32512, "%s[%u]: q %d vs %d", what, i, qg, qw);
+		off += qg != qw;
+	}
+	for (uint32_t g = 0; g < n / X16_GROUP; g++)
+		for (uint32_t b = 0; b < 4; b++)
+			for (uint32_t k = 0; k < 4; k++) {
+				int32_t sum = 0;
+				for (uint32_t h = 0; h < 2; h++)
+					for (uint32_t j = 0; j < 4; j++) {
+						float d;
+						uint32_t i = g * X16_GROUP + 32 * b + 16 * h + 4 * k + j;
+						int32_t lo = (int8_t)(got[g * X16_GROUP_WORDS + 32 + 8 * k + 2 * b + h] >> (8 * j));
+						cr_assert(lo >= -128 && lo <= 127, "%s[%u]: lo byte", what, i);
+						sum += x16_q(got, i, &d);
+					}
+				cr_assert_eq(got[g * X16_GROUP_WORDS + 64 + 4 * k + b], X16_MAGIC - (uint32_t)(8 * sum),
+					     "%s group %u block %u lane %u: correction", what, g, b, k);
+			}
+	cr_assert_leq(off, n / 256 + 1, "%s: %u of %u values off by one", what, off, n);
+	free(want);
+}
+
 /* rmsnorm modes 0 (plain), 1 (residual add) and 3 (add + next norm), rows of
- * n floats held per elements per thread (engine_norm_per's, or more). */
+ * n floats held per elements per thread (engine_norm_per's, or more); with
+ * rows of whole x16 groups, the x16 copy of modes 0 and 3 (mode 1 writes none). */
 static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n, uint32_t per)
 {
 	const uint32_t T = 3;
@@ -426,15 +486,26 @@ static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n, uint32_t
 	}
 	struct vk_pipe p;
 	uint32_t spec[2] = { wgs, per };
-	cr_assert_eq(vk_pipe_create(vk, pipe, 5, sizeof(struct norm_push), spec, 2, &p), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, pipe, 6, sizeof(struct norm_push), spec, 2, &p), 0, "%s", err_msg());
 	for (uint32_t mode = 0; mode < 4; mode += (mode == 1 ? 2 : 1)) {
-		struct vk_buf *b[5] = { buf_from(x, sizeof x), buf_from(w, sizeof w), buf_from(h, sizeof h),
-					buf_from(w2, sizeof w2), buf_from(NULL, sizeof x) };
-		struct norm_push pc = { n, mode, 1e-6f, 0 };
+		bool x16 = n % X16_GROUP == 0;
+		size_t qb = T * x16_row_bytes(n) + 16;
+		uint32_t *q = malloc(qb), *q0 = malloc(qb);
+		memset(q0, 0xab, qb);
+		struct vk_buf *b[6] = { buf_from(x, sizeof x), buf_from(w, sizeof w), buf_from(h, sizeof h),
+					buf_from(w2, sizeof w2), buf_from(NULL, sizeof x), buf_from(q0, qb) };
+		struct norm_push pc = { n, mode, 1e-6f, x16 ? 1 : 0 };
 		run1(&p, b, &pc, T, 1, 1);
 		float gh[T * n], go[T * n];
 		vk_download(vk, b[2], 0, gh, sizeof gh);
 		vk_download(vk, b[4], 0, go, sizeof go);
+		vk_download(vk, b[5], 0, q, qb);
+		for (uint32_t t = 0; x16 && mode != 1 && t < T; t++)
+			check_x16_row(q + t * x16_row_bytes(n) / 4, (mode == 0 ? gh : go) + t * n, n, "rmsnorm x16");
+		if (!x16 || mode == 1)
+			cr_assert(memcmp(q, q0, qb) == 0, "rmsnorm n %u mode %u: wrote an x16 copy", n, mode);
+		free(q);
+		free(q0);
 		for (uint32_t t = 0; t < T; t++) {
 			double ss = 0, ss2 = 0, wh[n], wo[n];
 			for (uint32_t i = 0; i < n; i++)
@@ -452,7 +523,7 @@ static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n, uint32_t
 			if (mode == 3)
 				check_close(go + t * n, wo, NULL, n, 1e-5, "rmsnorm out2");
 		}
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			vk_buf_destroy(vk, b[i]);
 	}
 	vk_pipe_destroy(vk, &p);
@@ -466,6 +537,8 @@ static void check_rmsnorm(const char *pipe, uint32_t wgs)
 	check_rmsnorm_n(pipe, wgs, 16 * wgs, engine_norm_per(16 * wgs, wgs));
 	check_rmsnorm_n(pipe, wgs, 16 * wgs + 37, engine_norm_per(16 * wgs + 37, wgs));
 	check_rmsnorm_n(pipe, wgs, 3 * wgs - 1, 5);
+	/* Gemma 3 27B rows: 42 x16 groups */
+	check_rmsnorm_n(pipe, wgs, 5376, engine_norm_per(5376, wgs));
 }
 
 Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
@@ -501,7 +574,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	snprintf(name, sizeof name, "mul_mvs_%s", tname);
 	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec, 5, &mvs), 0, "%s",
 		     err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 5, sizeof(struct norm_push), nspec, 2, &norm), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 6, sizeof(struct norm_push), nspec, 2, &norm), 0, "%s", err_msg());
 	/* the engine's threads per row (4 units per thread): 8 on 384 q4_0
 	 * columns, which once exposed modules that rounded apart */
 	uint32_t tpr = engine_mvs_tpr_type(type, ncols, 128, 4, false);
@@ -514,7 +587,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	struct vk_buf *wb = buf_from(wq, n * rb), *xb = buf_from(x, (size_t)n_tok * ncols * 4), *wbuf = buf_from(w, n * 4),
 		      *w2buf = buf_from(w2, n * 4), *cnt = buf_from(zero, sizeof zero);
 	struct vk_buf *ya = buf_from(NULL, rows), *ha = buf_from(h, rows), *oa = buf_from(NULL, rows);
-	struct vk_buf *ma[8] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt }, *na[5] = { ya, wbuf, ha, w2buf, oa };
+	struct vk_buf *ma[ENGINE_MAT_BINDINGS] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt, cnt }, *na[6] = { ya, wbuf, ha, w2buf, oa, cnt };
 	run1(&mvs, ma, &pc, n_tok, groups, 1);
 	run1(&norm, na, &np, n_tok, 1, 1);
 	float *ga = malloc(3 * rows), *gb = malloc(3 * rows);
@@ -523,7 +596,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	vk_download(vk, oa, 0, ga + (size_t)2 * n_tok * n, rows);
 	for (int rep = 0; rep < 2; rep++) {
 		struct vk_buf *yb = buf_from(h, rows), *hb = buf_from(h, rows), *ob = buf_from(NULL, rows);
-		struct vk_buf *bb[8] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt };
+		struct vk_buf *bb[ENGINE_MAT_BINDINGS] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt, cnt };
 		run1(&mvs, bb, &pt, n_tok, groups, 1);
 		vk_download(vk, yb, 0, gb, rows);
 		vk_download(vk, hb, 0, gb + (size_t)n_tok * n, rows);

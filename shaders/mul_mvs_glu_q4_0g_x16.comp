@@ -1,0 +1,6 @@
+#version 450
+// single-token fused gate/up matrix-vector product with GELU-tanh, q4_0 weights regrouped at upload against x as 16-bit integers (shaders/x16.glsl)
+#define TYPE TYPE_Q4_0G
+#define X16 1
+#define GLU 1
+#include "mul_mvs.glsl"

@@ -1,0 +1,5 @@
+#version 450
+// single-token matrix-vector product, q4_0 weights regrouped at upload against x as 16-bit integers (shaders/x16.glsl)
+#define TYPE TYPE_Q4_0G
+#define X16 1
+#include "mul_mvs.glsl"
