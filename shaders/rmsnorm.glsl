@@ -33,10 +33,16 @@ layout(push_constant) uniform Push {
 	uint x16;
 } p;
 
+// the row's result, kept for its x16 copy (each block's scale needs all of
+// it); a pad word per 32: the x16 tasks of one subgroup read 8 blocks at
+// once, which unpadded all fall in one bank
+shared float kept[WG * PER + WG * PER / 32u + 1u];
+#define KEPT(i) ((i) + ((i) >> 5))
+#define NORM_KEEP(i, v) kept[KEPT(i)] = (v)
+#define X16_SRC(i) kept[KEPT(i)]
+uint x16_base;  // the row's first word
+#define X16_OUT(w, v) xq[x16_base + (w)] = (v)
 #include "x16.glsl"
-// the row's result, kept for its x16 copy (each block's scale needs all of it)
-shared float kept[WG * PER];
-#define NORM_KEEP(i, v) kept[i] = (v)
 
 #define NORM_WG WG
 #define NORM_PER PER
@@ -48,38 +54,6 @@ shared float kept[WG * PER];
 #define NORM_OUT2_SET(i, v) out2[i] = (v)
 #include "norm_row.glsl"
 
-// Row o's x16 copy from kept[]: one thread per lane of a block (eight
-// elements), which reads the whole block for its scale. x * (32512 / amax)
-// rounds to nearest even (gpu_worker/x16.c does the same).
-void x16_write(uint o, uint n)
-{
-	uint base = o / X16_GROUP * X16_GROUP_WORDS;
-	for (uint t = gl_LocalInvocationID.x; t < n / 8u; t += WG) {
-		uint g = t >> 4, b = (t >> 2) & 3u, k = t & 3u, e0 = g * X16_GROUP + 32u * b;
-		float amax = 0.0;
-		for (uint j = 0u; j < 32u; j++)
-			amax = max(amax, abs(kept[e0 + j]));
-		float id = amax > 0.0 ? X16_QMAX / amax : 0.0;
-		int sum = 0;
-		uint gw = base + g * X16_GROUP_WORDS;
-		for (uint h = 0u; h < 2u; h++) {
-			uint hw = 0u, lw = 0u;
-			for (uint j = 0u; j < 4u; j++) {
-				float v = clamp(roundEven(kept[e0 + 16u * h + 4u * k + j] * id), -X16_QMAX, X16_QMAX);
-				int q = int(v), hi = (q + 128) >> 8, lo = q - 256 * hi;
-				sum += q;
-				hw |= (uint(hi) & 255u) << (8u * j);
-				lw |= (uint(lo) & 255u) << (8u * j);
-			}
-			xq[gw + 8u * k + 2u * b + h] = hw;
-			xq[gw + 32u + 8u * k + 2u * b + h] = lw;
-		}
-		xq[gw + 64u + 4u * k + b] = X16_MAGIC - uint(8 * sum);
-		if (k == 0u)
-			xq[gw + 80u + b] = floatBitsToUint(amax / X16_QMAX);
-	}
-}
-
 void main()
 {
 	uint o = gl_WorkGroupID.x * p.n;
@@ -87,5 +61,7 @@ void main()
 	if (p.x16 == 0u || p.mode == 1u)
 		return;
 	barrier();
-	x16_write(o, p.n);
+	x16_base = o / X16_GROUP * X16_GROUP_WORDS;
+	for (uint t = gl_LocalInvocationID.x; t < p.n / 8u; t += WG)
+		x16_task(t);
 }

@@ -37,4 +37,37 @@
 #define X16_QMAX 32512.0      // 127 * 256
 #define X16_MAGIC 0x4B400000u // the bits of 1.5 * 2^23 (12582912.0)
 
+// Task t of a row's x16 copy (the includer defines X16_SRC(i), element i of
+// the row as a float, and X16_OUT(w, v), which stores word w of the copy):
+// lane t & 3 of block (t >> 2) & 3 of group t >> 4, its eight elements and
+// their correction word; lane 0 also stores the block's scale. The task reads
+// its whole block for the scale. x * (32512 / amax) rounds to nearest even
+// (gpu_worker/x16.c does the same).
+#ifdef X16_SRC
+void x16_task(uint t)
+{
+	uint g = t >> 4, b = (t >> 2) & 3u, k = t & 3u, e0 = g * X16_GROUP + 32u * b, gw = g * X16_GROUP_WORDS;
+	float amax = 0.0;
+	for (uint j = 0u; j < 32u; j++)
+		amax = max(amax, abs(X16_SRC(e0 + j)));
+	float id = amax > 0.0 ? X16_QMAX / amax : 0.0;
+	int sum = 0;
+	for (uint h = 0u; h < 2u; h++) {
+		uint hw = 0u, lw = 0u;
+		for (uint j = 0u; j < 4u; j++) {
+			float v = clamp(roundEven(X16_SRC(e0 + 16u * h + 4u * k + j) * id), -X16_QMAX, X16_QMAX);
+			int q = int(v), hi = (q + 128) >> 8, lo = q - 256 * hi;
+			sum += q;
+			hw |= (uint(hi) & 255u) << (8u * j);
+			lw |= (uint(lo) & 255u) << (8u * j);
+		}
+		X16_OUT(gw + 8u * k + 2u * b + h, hw);
+		X16_OUT(gw + 32u + 8u * k + 2u * b + h, lw);
+	}
+	X16_OUT(gw + 64u + 4u * k + b, X16_MAGIC - uint(8 * sum));
+	if (k == 0u)
+		X16_OUT(gw + 80u + b, floatBitsToUint(amax / X16_QMAX));
+}
+#endif
+
 #endif
