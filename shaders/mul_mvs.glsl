@@ -151,35 +151,20 @@ uint rd16(uint off) { return (wdata[off >> 2] >> (8u * (off & 2u))) & 0xffffu; }
 uint spread4(uint h) { return ((h * 0x00204081u) & 0x01010101u) << 4; }
 #endif
 
-#if defined(MVS_Q4G) && defined(X16)
-// Regrouped Q4_0 against x as 16-bit integers in two bytes (x16.glsl; the
-// _x16 kernels, for products whose input rmsnorm wrote): the unit is quant
-// word q of four blocks, as below. Per block, four integer dot products of
-// four nibbles and four x bytes (nibbles unsigned, x signed: OpSUDot; the hi
-// bytes' sum times 256 plus the lo bytes'), plus the lane's correction word,
-// are the bits of 1.5 * 2^23 + sum (nibble - 8) q exactly; one subtraction
-// makes it a float, scaled by x's d and then by the weights' d. On NVIDIA the
-// float unit is bound by its instructions, not by memory; this one issues
-// fewer and reads half of x's bytes. The numbers differ from the float
-// kernel's by x's rounding to 16 bits; for one column they are the same for
-// every NT and RPT, as below.
-#include "x16.glsl"
+#if defined(MVS_Q4G)
+// Regrouped Q4_0 (quant.glsl): the work unit is quant word q of four
+// neighbouring blocks, one aligned 16-byte load (the 4-byte reads of 18-byte
+// blocks above need two words per quant word, and a thread's registers hold
+// a quarter as many weight bytes in flight), and their four scales, one
+// 8-byte pair. Lane k of a group of four reads quant word k, so the lanes
+// read x as the quarter units do (x4 k and k+4 of each block). The nibbles
+// become floats in unit_apply: x-independent and exact, so a column's
+// numbers are the same for every NT.
 layout(binding = 0) readonly buffer WBuf4 { uvec4 wdata4[]; };
-layout(binding = 8) readonly buffer XQBuf { uvec4 xq4[]; };
-// OpSUDotKHR (4452), packed 4 x 8-bit operands: capabilities DotProduct
-// (6019) and DotProductInput4x8BitPacked (6018). Debian 12's glslang has no
-// GL_EXT_integer_dot_product, so the instruction is spelled directly.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
-int sudot(uint a, uint b, spirv_literal int fmt);
 #define UNIT_ELEMS 32u
 struct unit_w {
 	vec4 d;  // the four blocks' scales
 	uvec4 q; // quant word q of each block
-};
-struct unit_xv {
-	uvec4 ha, hb, la, lb; // hi and lo bytes of blocks 0, 1 (a) and 2, 3 (b)
-	uvec4 c;              // the correction words of the four blocks
-	vec4 d;               // x's block scales
 };
 unit_w unit_load(uint roff, uint u)
 {
@@ -189,6 +174,30 @@ unit_w unit_load(uint roff, uint u)
 	w.d = vec4(unpackHalf2x16(wdata[so]), unpackHalf2x16(wdata[so + 1u]));
 	return w;
 }
+#ifdef X16
+// Regrouped Q4_0 against x as 16-bit integers in two bytes (x16.glsl; the
+// _x16 kernels, for products whose input rmsnorm wrote): the unit is quant
+// word q of four blocks, as above. Per block, four integer dot products of
+// four nibbles and four x bytes (nibbles unsigned, x signed: OpSUDot; the hi
+// bytes' sum times 256 plus the lo bytes'), plus the lane's correction word,
+// are the bits of 1.5 * 2^23 + sum (nibble - 8) q exactly; one subtraction
+// makes it a float, scaled by x's d and then by the weights' d. On NVIDIA the
+// float unit is bound by its instructions, not by memory; this one issues
+// fewer and reads half of x's bytes. The numbers differ from the float
+// kernel's by x's rounding to 16 bits; for one column they are the same for
+// every NT and RPT, as for the float unit below.
+#include "x16.glsl"
+layout(binding = 8) readonly buffer XQBuf { uvec4 xq4[]; };
+// OpSUDotKHR (4452), packed 4 x 8-bit operands: capabilities DotProduct
+// (6019) and DotProductInput4x8BitPacked (6018). Debian 12's glslang has no
+// GL_EXT_integer_dot_product, so the instruction is spelled directly.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int sudot(uint a, uint b, spirv_literal int fmt);
+struct unit_xv {
+	uvec4 ha, hb, la, lb; // hi and lo bytes of blocks 0, 1 (a) and 2, 3 (b)
+	uvec4 c;              // the correction words of the four blocks
+	vec4 d;               // x's block scales
+};
 // xb4: the row's first element / 4 (rows start on a group: x_off and
 // x_stride are multiples of X16_GROUP, as the host ensures)
 unit_xv unit_x(uint xb4, uint u)
@@ -218,32 +227,10 @@ float unit_apply(unit_w w, unit_xv x)
 			x16_block(lo.w, hi.w, x.hb.z, x.hb.w, x.lb.z, x.lb.w, x.c.w));
 	return dot(w.d, (uintBitsToFloat(f) - 12582912.0) * x.d);
 }
-#elif defined(MVS_Q4G)
-// Regrouped Q4_0 (quant.glsl): the work unit is quant word q of four
-// neighbouring blocks, one aligned 16-byte load (the 4-byte reads of 18-byte
-// blocks above need two words per quant word, and a thread's registers hold
-// a quarter as many weight bytes in flight), and their four scales, one
-// 8-byte pair. Lane k of a group of four reads quant word k, so the lanes
-// read x as the quarter units do (x4 k and k+4 of each block). The nibbles
-// become floats in unit_apply: x-independent and exact, so a column's
-// numbers are the same for every NT.
-layout(binding = 0) readonly buffer WBuf4 { uvec4 wdata4[]; };
-#define UNIT_ELEMS 32u
-struct unit_w {
-	vec4 d;  // the four blocks' scales
-	uvec4 q; // quant word q of each block
-};
+#else
 struct unit_xv {
 	uint xo; // x4 index of element 4q of the first block (x stays in L1)
 };
-unit_w unit_load(uint roff, uint u)
-{
-	uint c = (u >> 2) * 4u, so = q4g_scale_off(roff, c) >> 2;
-	unit_w w;
-	w.q = wdata4[q4g_word_off(roff, c, u & 3u) >> 4];
-	w.d = vec4(unpackHalf2x16(wdata[so]), unpackHalf2x16(wdata[so + 1u]));
-	return w;
-}
 unit_xv unit_x(uint xb4, uint u) { return unit_xv(xb4 + (u >> 2) * 32u + (u & 3u)); }
 float unit_apply(unit_w w, unit_xv x)
 {
@@ -258,6 +245,7 @@ float unit_apply(unit_w w, unit_xv x)
 	}
 	return dot(w.d, s);
 }
+#endif
 #elif defined(MVS_QUARTER)
 // Quarter blocks: the work unit is 8 elements of one 32-element block (IQ4_XS:
 // of one 32-element sub-block, laid out as an IQ4_NL block), so the
