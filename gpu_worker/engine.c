@@ -560,8 +560,11 @@ static int x16_pipes_create(struct engine *e, const bool *used, uint32_t nt_per,
 {
 	const char *env = getenv("UNICORN_VK_X16");
 	int ts = type_slot(TENSOR_Q4_0G);
+	/* rmsnorm keeps its row in shared memory for the copy: up to n_embd + a
+	 * workgroup's worth, a pad word per 32, beside its reduction array */
+	uint64_t keep = ((uint64_t)e->cfg.n_embd + 1024) * 33 / 32 * 4 + 1024 * 4 + 64;
 	e->use_x16 = e->vk->idot && e->use_mvs && used[ts] && !e->norm_tail && e->cfg.n_embd % X16_GROUP == 0 &&
-		    !(env && strcmp(env, "0") == 0);
+		    keep <= e->vk->props.limits.maxComputeSharedMemorySize && !(env && strcmp(env, "0") == 0);
 	if (!e->use_x16)
 		return 0;
 	const uint32_t spec[5] = { WG_MVS, 1, e->mvs_rpt[ts], nt_per, eps_bits };
@@ -706,9 +709,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	/* rmsnorm holds a row in registers: PER elements per thread */
 	uint32_t nwg = e->norm_tail ? WG_MVS : wg_norm[0];
-	const uint32_t spec_norm[2] = { nwg, engine_norm_per(e->cfg.n_embd, nwg) };
+	const uint32_t spec_norm[3] = { nwg, engine_norm_per(e->cfg.n_embd, nwg), e->use_x16 ? 1 : 0 };
 	const char *norm_name = norm_sg && !e->norm_tail ? "rmsnorm_sg" : "rmsnorm";
-	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 2, &e->norm);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 3, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the

@@ -15,6 +15,10 @@ layout(constant_id = 0) const uint WG = 64;
 layout(local_size_x_id = 0) in;
 // elements per thread: the host passes PER >= n / WG
 layout(constant_id = 1) const uint PER = 16;
+// 1: the pipeline writes x16 copies (p.x16 may be 1); 0: kept[] shrinks to
+// one element and p.x16 must be 0 (devices without the x16 kernels, or with
+// little shared memory, pay nothing for it)
+layout(constant_id = 2) const uint X16C = 0;
 
 layout(binding = 0) readonly buffer XBuf { float x[]; };
 layout(binding = 1) readonly buffer WBuf { float w[]; };
@@ -36,9 +40,11 @@ layout(push_constant) uniform Push {
 // the row's result, kept for its x16 copy (each block's scale needs all of
 // it); a pad word per 32: the x16 tasks of one subgroup read 8 blocks at
 // once, which unpadded all fall in one bank
-shared float kept[WG * PER + WG * PER / 32u + 1u];
+shared float kept[X16C != 0u ? WG * PER + WG * PER / 32u + 1u : 1u];
 #define KEPT(i) ((i) + ((i) >> 5))
-#define NORM_KEEP(i, v) kept[KEPT(i)] = (v)
+#define NORM_KEEP(i, v)                  \
+	if (X16C != 0u)                  \
+	kept[KEPT(i)] = (v)
 #define X16_SRC(i) kept[KEPT(i)]
 uint x16_base;  // the row's first word
 #define X16_OUT(w, v) xq[x16_base + (w)] = (v)
@@ -58,7 +64,7 @@ void main()
 {
 	uint o = gl_WorkGroupID.x * p.n;
 	norm_row(o, p.n, p.mode, p.eps);
-	if (p.x16 == 0u || p.mode == 1u)
+	if (X16C == 0u || p.x16 == 0u || p.mode == 1u)
 		return;
 	barrier();
 	x16_base = o / X16_GROUP * X16_GROUP_WORDS;

@@ -485,8 +485,8 @@ static void check_rmsnorm_n(const char *pipe, uint32_t wgs, uint32_t n, uint32_t
 		w2[i] = 1 + frand();
 	}
 	struct vk_pipe p;
-	uint32_t spec[2] = { wgs, per };
-	cr_assert_eq(vk_pipe_create(vk, pipe, 6, sizeof(struct norm_push), spec, 2, &p), 0, "%s", err_msg());
+	uint32_t spec[3] = { wgs, per, 1 }; /* with the x16 copy's row */
+	cr_assert_eq(vk_pipe_create(vk, pipe, 6, sizeof(struct norm_push), spec, 3, &p), 0, "%s", err_msg());
 	for (uint32_t mode = 0; mode < 4; mode += (mode == 1 ? 2 : 1)) {
 		bool x16 = n % X16_GROUP == 0;
 		size_t qb = T * x16_row_bytes(n) + 16;
