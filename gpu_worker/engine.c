@@ -161,7 +161,7 @@ struct engine {
 	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
 	/* x16 (gpu_worker/x16.h): rmsnorm also writes its result as 16-bit integers
 	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
-	 * logits) run the integer dot-product kernels on it (x16_pipes_create) */
+	 * logits) run the integer dot-product kernels on it (x16_pick) */
 	bool use_x16;
 	char kernels[160];                   /* engine_kernels */
 	struct vk_buf *xq;
@@ -550,34 +550,20 @@ static void norm_tail_pick(struct engine *e)
 	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max;
 }
 
-/* The x16 kernels (gpu_worker/x16.h) for regrouped q4_0 products whose input
- * is rmsnorm's result, where the device has integer dot products; not with
- * the norm tail (it writes rows without their x16 copy) nor where rows do not
- * split into x16 groups. UNICORN_VK_X16=0 keeps the float kernels (A/B).
- * Created with the float kernels' constants: the same rows per thread group,
- * so the two kernels split a product alike. */
-static int x16_pipes_create(struct engine *e, const bool *used, uint32_t nt_per, uint32_t eps_bits)
+/* Whether the x16 kernels (gpu_worker/x16.h) run the regrouped q4_0 products
+ * whose input is rmsnorm's result: where the device has integer dot products,
+ * not with the norm tail (it writes rows without their x16 copy), on rows that
+ * split into x16 groups, and where rmsnorm (nwg threads) can keep its row in
+ * shared memory for the copy (shaders/rmsnorm.glsl: kept[] beside nred[]).
+ * UNICORN_VK_X16=0 keeps the float kernels (A/B). */
+static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 {
 	const char *env = getenv("UNICORN_VK_X16");
-	int ts = type_slot(TENSOR_Q4_0G);
-	/* rmsnorm keeps its row in shared memory for the copy: up to n_embd + a
-	 * workgroup's worth, a pad word per 32, beside its reduction array */
-	uint64_t keep = ((uint64_t)e->cfg.n_embd + 1024) * 33 / 32 * 4 + 1024 * 4 + 64;
-	e->use_x16 = e->vk->idot && e->use_mvs && used[ts] && !e->norm_tail && e->cfg.n_embd % X16_GROUP == 0 &&
-		    keep <= e->vk->props.limits.maxComputeSharedMemorySize && !(env && strcmp(env, "0") == 0);
-	if (!e->use_x16)
-		return 0;
-	const uint32_t spec[5] = { WG_MVS, 1, e->mvs_rpt[ts], nt_per, eps_bits };
-	const uint32_t spec_w[5] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits };
-	const uint32_t spec_b[5] = { WG_MVS, e->mvb_nt, 1, nt_per, eps_bits };
-	const size_t ps = sizeof(struct mv_push);
-	int rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec, 5, &e->mvs_x16);
-	if (!rc) rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_w, 5, &e->mvs_x16_wide);
-	if (!rc) rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec, 5, &e->mvs_glu_x16);
-	if (!rc && e->use_mvb) rc = vk_pipe_create(e->vk, "mul_mvb_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_b, 5, &e->mvb_x16);
-	if (!rc && e->use_mvb)
-		rc = vk_pipe_create(e->vk, "mul_mvb_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, ps, spec_b, 5, &e->mvb_glu_x16);
-	return rc;
+	uint64_t row = (uint64_t)nwg * engine_norm_per(e->cfg.n_embd, nwg);
+	uint64_t keep = (row + row / 32 + 1 + nwg) * 4;
+	e->use_x16 = e->vk->idot && e->use_mvs && used[type_slot(TENSOR_Q4_0G)] && !e->norm_tail &&
+		     e->cfg.n_embd % X16_GROUP == 0 && keep <= e->vk->props.limits.maxComputeSharedMemorySize &&
+		     !(env && strcmp(env, "0") == 0);
 }
 
 /* engine_kernels' text, once the pipelines are made */
@@ -660,6 +646,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
 	norm_tail_pick(e);
+	x16_pick(e, used, wg_norm[0]);
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
 	memcpy(&eps_bits, &e->cfg.eps, sizeof eps_bits);
 	for (int i = 0; i < N_SLOTS && !rc; i++) {
@@ -672,12 +659,24 @@ static int pipes_create(struct engine *e, const struct model *m)
 			/* the tail's row registers and epsilon: the same in every
 			 * module of the kernel, which keeps their loops alike */
 			const uint32_t spec_mvs[5] = { WG_MVS, 1, e->mvs_rpt[i], nt_per, eps_bits };
-			if (slot_type[i] == TENSOR_Q4_0G && !rc) {
+			if (slot_type[i] == TENSOR_Q4_0G) {
+				/* the x16 kernels with the float ones' constants: the
+				 * same rows per thread group, so both split a product alike */
 				const uint32_t spec_w[5] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits };
 				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 5, &e->mvs_q4g_wide);
+				if (!rc && e->use_x16)
+					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 5,
+							    &e->mvs_x16_wide);
+				if (!rc && e->use_x16)
+					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5,
+							    &e->mvs_x16);
+				if (!rc && e->use_x16)
+					rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5,
+							    &e->mvs_glu_x16);
 			}
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
-			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs[i]);
+			if (!rc)
+				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs_glu[i]);
@@ -689,6 +688,12 @@ static int pipes_create(struct engine *e, const struct model *m)
 			snprintf(name, sizeof name, "mul_mvb_glu_%s%s", slot_name[i], gen);
 			if (!rc)
 				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvb, 5, &e->mvb_glu[i]);
+			if (!rc && slot_type[i] == TENSOR_Q4_0G && e->use_x16)
+				rc = vk_pipe_create(e->vk, "mul_mvb_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvb, 5,
+						    &e->mvb_x16);
+			if (!rc && slot_type[i] == TENSOR_Q4_0G && e->use_x16)
+				rc = vk_pipe_create(e->vk, "mul_mvb_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvb, 5,
+						    &e->mvb_glu_x16);
 		}
 		snprintf(name, sizeof name, "mul_mm_%s", slot_name[i]);
 		for (uint32_t v = 0; v < 3 && !rc && e->use_mm; v++) {
@@ -696,8 +701,6 @@ static int pipes_create(struct engine *e, const struct model *m)
 			rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), bn, 1, &e->mm[v][i]);
 		}
 	}
-	if (!rc)
-		rc = x16_pipes_create(e, used, nt_per, eps_bits);
 	if (!rc && e->use_mm)
 		cm_pipes_create(e, used);
 	kernels_describe(e);
