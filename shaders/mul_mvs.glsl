@@ -225,7 +225,7 @@ float unit_apply(unit_w w, unit_xv x)
 			x16_block(lo.y, hi.y, x.ha.z, x.ha.w, x.la.z, x.la.w, x.c.y),
 			x16_block(lo.z, hi.z, x.hb.x, x.hb.y, x.lb.x, x.lb.y, x.c.z),
 			x16_block(lo.w, hi.w, x.hb.z, x.hb.w, x.lb.z, x.lb.w, x.c.w));
-	return dot(w.d, (uintBitsToFloat(f) - 12582912.0) * x.d);
+	return dot(w.d, (uintBitsToFloat(f) - uintBitsToFloat(X16_MAGIC)) * x.d);
 }
 #else
 struct unit_xv {
