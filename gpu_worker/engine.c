@@ -335,7 +335,8 @@ static bool regroups(const struct engine *e, const struct model_tensor *t)
 
 /* ew_upload's copy of n Q4_0 tensors, regrouped (regroup.h) through a
  * bounded host buffer. */
-static int ew_upload_regrouped(struct engine *e, const struct model_tensor *const *t, uint32_t n, struct ew *w)
+static int ew_upload_regrouped(struct engine *e, const struct model_tensor *const *t, uint32_t n, uint64_t src_rb,
+				struct ew *w)
 {
 	const uint64_t chunk_rows = (16u << 20) / w->row_bytes + 1;
 	uint8_t *tmp = malloc(chunk_rows * w->row_bytes);
@@ -344,10 +345,10 @@ static int ew_upload_regrouped(struct engine *e, const struct model_tensor *cons
 	int rc = 0;
 	uint64_t off = 0;
 	for (uint32_t i = 0; i < n && !rc; i++) {
-		uint64_t rows = t[i]->nbytes / w->row_bytes;
+		uint64_t rows = t[i]->nbytes / src_rb;
 		for (uint64_t r = 0; r < rows && !rc; r += chunk_rows) {
 			uint64_t k = rows - r < chunk_rows ? rows - r : chunk_rows, bytes = k * w->row_bytes;
-			rc = regroup_q4_0(tmp, (const uint8_t *)t[i]->data + r * w->row_bytes, k, w->ncols);
+			rc = regroup_q4_0(tmp, (const uint8_t *)t[i]->data + r * src_rb, k, w->ncols);
 			if (!rc)
 				rc = vk_upload(e->vk, w->buf, off, tmp, bytes);
 			if (rc)
@@ -388,12 +389,15 @@ static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint
 			return err_set(ERR_INVAL, "engine: %s: size/type does not match its group", t[i]->name);
 		rows += r;
 	}
-	if (rows > UINT32_MAX || rows * rb > VK_MAX_BUFFER_BYTES)
+	/* regrouped rows may be longer than the file's (a trailing half group) */
+	bool regroup = regroups(e, t[0]);
+	uint64_t drb = regroup ? regroup_q4_0_row_bytes(w->ncols) : rb;
+	if (rows > UINT32_MAX || rows * drb > VK_MAX_BUFFER_BYTES)
 		return err_set(ERR_UNSUP, "engine: %s: %llu bytes exceed the 2 GiB per-buffer limit (unsupported; "
-			       "use a quantized or f16 copy)", t[0]->name, (unsigned long long)(rows * rb));
+			       "use a quantized or f16 copy)", t[0]->name, (unsigned long long)(rows * drb));
 	w->nrows = (uint32_t)rows;
-	w->row_bytes = (uint32_t)rb;
-	w->bytes = rows * rb;
+	w->row_bytes = (uint32_t)drb;
+	w->bytes = rows * drb;
 	e->bytes_matrix += w->bytes;
 	bool adjacent = true;
 	for (uint32_t i = 1; i < n; i++)
@@ -403,11 +407,11 @@ static int ew_upload(struct engine *e, const struct model_tensor *const *t, uint
 		e->bytes_imported += w->bytes;
 		return 0;
 	}
-	rc = vk_buf_create(e->vk, VK_BUF_DEVICE, rows * rb, &w->buf);
+	rc = vk_buf_create(e->vk, VK_BUF_DEVICE, w->bytes, &w->buf);
 	if (rc)
 		return err_prefix(rc, "engine: %s", t[0]->name);
-	if (regroups(e, t[0]))
-		return ew_upload_regrouped(e, t, n, w);
+	if (regroup)
+		return ew_upload_regrouped(e, t, n, rb, w);
 	uint64_t off = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		rc = vk_upload(e->vk, w->buf, off, t[i]->data, t[i]->nbytes);

@@ -121,6 +121,17 @@ Test(engine_types, q4_0_regrouped, .timeout = 120)
 	cr_assert_eq(check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD), 0);
 }
 
+/* The tiny shape's rows (128 and 384 elements, as 1B's 1152) end in a half
+ * group: every matrix regrouped with the longer rows, the same tolerances. */
+Test(engine_types, q4_0_regrouped_half_groups, .timeout = 120)
+{
+	cr_assert_gt(check_model(TENSOR_Q4_0, "tiny", ENGINE_IMPORT_UPLOAD), 0, "nothing was regrouped");
+	/* and the x16 kernels on them (the norm tail off, as in q4_0_x16) */
+	setenv("UNICORN_VK_NORM_TAIL", "0", 1);
+	check_model(TENSOR_Q4_0, "tiny", ENGINE_IMPORT_UPLOAD);
+	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
+}
+
 /* The x16 kernels (gpu_worker/x16.h: qkv, gate/up and logits against rmsnorm's
  * result as 16-bit integers, on devices with integer dot products) within the
  * same tolerances. tiny256's rows are short enough for the norm tail, which

@@ -65,6 +65,8 @@ static uint8_t *quantize_rows(uint32_t type, const float *wf, float *wd, uint32_
 	cr_assert_eq(quant_quantize(qt, wf, wq, (uint64_t)n * cols), 0, "%s", err_msg());
 	cr_assert_eq(quant_dequantize(qt, wq, wd, (uint64_t)n * cols), 0);
 	if (type == TENSOR_Q4_0G) {
+		/* rows ending in a half group are longer than the file's */
+		*rb = regroup_q4_0_row_bytes(cols);
 		uint8_t *g = malloc(n * *rb);
 		cr_assert_eq(regroup_q4_0(g, wq, n, cols), 0, "%s", err_msg());
 		free(wq);
@@ -224,6 +226,8 @@ static const struct { uint32_t type; const char *name; uint32_t blk; } all_types
 	{ TENSOR_Q3_K, "q3_k", 256 }, { TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_IQ4_XS, "iq4_xs", 256 },
 	/* the engine's regrouped q4_0 (rows of whole 256-element groups) */
 	{ TENSOR_Q4_0G, "q4_0g", 256 },
+	/* and rows that end in a half group (n x 128 elements, n odd: 1B's 1152) */
+	{ TENSOR_Q4_0G, "q4_0g", 128 },
 };
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -242,16 +246,16 @@ ParameterizedTest(size_t *i, vk_ops, mvs_type)
 {
 	uint32_t type = all_types[*i].type, b = all_types[*i].blk;
 	const char *name = all_types[*i].name;
-	check_mv_kernel(1, type, name, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
-	check_mv_kernel(1, type, name, b == 32 ? 32 * 3 : 256, 13, 2, true);
-	check_mv_kernel(1, type, name, b == 32 ? 32 * 7 : 256 * 2, 5, 1, true);
+	check_mv_kernel(1, type, name, b == 32 ? 32 * 37 : b * 3, 37, 1, false);
+	check_mv_kernel(1, type, name, b == 32 ? 32 * 3 : b, 13, 2, true);
+	check_mv_kernel(1, type, name, b == 32 ? 32 * 7 : b * 2, 5, 1, true);
 	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
 		return;
 	/* the generic whole-block unit (UNICORN_VK_MVS_GENERIC=1) */
 	char gen[32];
 	snprintf(gen, sizeof gen, "%s_gen", name);
-	check_mv_kernel(1, type, gen, b == 32 ? 32 * 37 : 256 * 3, 37, 1, false);
-	check_mv_kernel(1, type, gen, b == 32 ? 32 * 3 : 256, 13, 2, true);
+	check_mv_kernel(1, type, gen, b == 32 ? 32 * 37 : b * 3, 37, 1, false);
+	check_mv_kernel(1, type, gen, b == 32 ? 32 * 3 : b, 13, 2, true);
 }
 
 /* The per-type fast units of mul_mvs (8-element quarter blocks of q4_1, q5_0,
@@ -268,6 +272,8 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 		{ TENSOR_Q4_K, "q4_k", 256 },
 		{ TENSOR_Q5_K, "q5_k", 256 }, { TENSOR_Q6_K, "q6_k", 256 }, { TENSOR_Q4_0G, "q4_0g", 256 },
 		{ TENSOR_Q4_0G, "q4_0g_x16", 256 }, /* against x as x16 */
+		/* half-group rows: the shapes' odd block counts (1B's 1152 columns in 9) */
+		{ TENSOR_Q4_0G, "q4_0g", 128 }, { TENSOR_Q4_0G, "q4_0g_x16", 128 },
 	};
 	static const uint32_t shapes[][4] = {
 		/* blocks per row, nrows, n_tok, tpr (0: the engine's) */
@@ -299,10 +305,11 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
  * row per thread group, 4 or 8 token columns) bitwise equal to it. */
 Test(vk_ops, mvs_rows_per_thread, .timeout = 240)
 {
-	/* regrouped q4_0 (rows of whole 256-element groups) on 8x the columns */
+	/* regrouped q4_0 on 8x the columns (whole 256-element groups) and on 4x
+	 * (odd counts end in a half group) */
 	static const struct { uint32_t type; const char *name; uint32_t f; } q[] = {
 		{ TENSOR_Q4_0, "q4_0", 1 }, { TENSOR_Q8_0, "q8_0", 1 }, { TENSOR_Q4_0G, "q4_0g", 8 },
-		{ TENSOR_Q4_0G, "q4_0g_x16", 8 } };
+		{ TENSOR_Q4_0G, "q4_0g_x16", 8 }, { TENSOR_Q4_0G, "q4_0g", 4 }, { TENSOR_Q4_0G, "q4_0g_x16", 4 } };
 	static const uint32_t shapes[][4] = {
 		/* ncols, nrows, n_tok, tpr (0: the engine's) */
 		{ 32 * 40, 64, 1, 0 }, { 32 * 37, 37, 2, 0 }, { 32 * 7, 13, 3, 4 }, { 32 * 64, 70, 1, 128 }, { 32 * 33, 129, 1, 64 },
@@ -336,6 +343,9 @@ Test(vk_ops, q4_0g_equals_q4_0, .timeout = 120)
 		/* kernel, ncols, nrows, n_tok */
 		{ 0, 256 * 3, 37, 5 }, { 0, 256, 13, 1 }, { 2, 256 * 5, 67, 70 }, { 2, 512, 37, 17 },
 		{ 4, 256 * 5, 130, 150 }, { 5, 256 * 2, 67, 70 },
+		/* rows that end in a half group (1B's 1152 columns) */
+		{ 0, 128 * 9, 37, 5 }, { 0, 128, 13, 1 }, { 2, 128 * 9, 67, 70 }, { 4, 128 * 9, 130, 150 },
+		{ 5, 128 * 3, 67, 70 },
 	};
 	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
 		const uint32_t *sh = shapes[k];
@@ -369,8 +379,8 @@ ParameterizedTest(size_t *i, vk_ops, mm_type)
 {
 	uint32_t type = all_types[*i].type, b = all_types[*i].blk;
 	const char *name = all_types[*i].name;
-	check_mv_kernel(2, type, name, b == 32 ? 32 * 5 : 256, 67, 70, false);
-	check_mv_kernel(2, type, name, b == 32 ? 32 * 2 : 512, 37, 17, false);
+	check_mv_kernel(2, type, name, b == 32 ? 32 * 5 : b, 67, 70, false);
+	check_mv_kernel(2, type, name, b == 32 ? 32 * 2 : 2 * b, 37, 17, false);
 }
 
 /* The batch kernel: token counts not a multiple of its group (the last
@@ -380,13 +390,13 @@ ParameterizedTest(size_t *i, vk_ops, mvb_type)
 {
 	uint32_t type = all_types[*i].type, b = all_types[*i].blk;
 	const char *name = all_types[*i].name;
-	free(check_mv_run(3, type, name, b == 32 ? 32 * 11 : 256 * 2, 37, 7, false, 1, 4, 0));
-	free(check_mv_run(3, type, name, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
+	free(check_mv_run(3, type, name, b == 32 ? 32 * 11 : b * 2, 37, 7, false, 1, 4, 0));
+	free(check_mv_run(3, type, name, b == 32 ? 32 * 3 : b, 13, 5, true, 1, 4, 0));
 	if (engine_mvs_unit(type, false) == engine_mvs_unit(type, true))
 		return;
 	char gen[32];
 	snprintf(gen, sizeof gen, "%s_gen", name);
-	free(check_mv_run(3, type, gen, b == 32 ? 32 * 3 : 256, 13, 5, true, 1, 4, 0));
+	free(check_mv_run(3, type, gen, b == 32 ? 32 * 3 : b, 13, 5, true, 1, 4, 0));
 }
 
 /* The first-generation matvec (any token count; the fallback) for every type. */
@@ -395,9 +405,9 @@ ParameterizedTest(size_t *i, vk_ops, mv_type)
 {
 	uint32_t type = all_types[*i].type, b = all_types[*i].blk;
 	const char *name = all_types[*i].name;
-	check_mv(type, name, b == 32 ? 32 * 7 : 256 * 3, 37, 1, false);
-	check_mv(type, name, b == 32 ? 32 * 3 : 256, 19, 10, false);
-	check_mv(type, name, b == 32 ? 32 * 5 : 256, 11, 3, true);
+	check_mv(type, name, b == 32 ? 32 * 7 : b * 3, 37, 1, false);
+	check_mv(type, name, b == 32 ? 32 * 3 : b, 19, 10, false);
+	check_mv(type, name, b == 32 ? 32 * 5 : b, 11, 3, true);
 }
 
 /* The prefill kernel on matrix cores (VK_KHR_cooperative_matrix), both
@@ -412,9 +422,9 @@ Test(vk_ops, mm_coopmat_every_type)
 	for (int k = 4; k <= 5; k++) {
 		for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
 			uint32_t b = all_types[i].blk;
-			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : 256, 67, 70, false);
-			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 512, 37, 17, false);
-			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : 256 * 5, 130, 150, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : b, 67, 70, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 2 : 2 * b, 37, 17, false);
+			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 37 : b * 5, 130, 150, false);
 		}
 		/* a model-like shape: 1152 -> 1536 rows over 200 tokens (q4_0) */
 		check_mv_kernel(k, TENSOR_Q4_0, "q4_0", 1152, 1536 + 5, 200, false);
@@ -1005,7 +1015,9 @@ Test(vk_ops, argmax_rows)
 ParameterizedTestParameters(vk_ops, get_rows_type) { return every_type(); }
 ParameterizedTest(size_t *i, vk_ops, get_rows_type)
 {
-	check_get_rows(all_types[*i].type, all_types[*i].name, all_types[*i].blk == 32 ? 32 * 3 : 256 * 2);
+	uint32_t b = all_types[*i].blk;
+	/* (half-group q4_0g rows: 384) */
+	check_get_rows(all_types[*i].type, all_types[*i].name, b == 32 ? 32 * 3 : 2 * b + b % 256);
 	if (all_types[*i].type == TENSOR_F16)
 		check_get_rows(TENSOR_F16, "f16", 77); /* a row length that is no multiple of 32 */
 }
