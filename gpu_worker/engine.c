@@ -42,6 +42,7 @@
  * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
  * not measured yet */
 #define MVS_RPT 1u
+#define MVS_MAX_RPT 4u /* rows per thread group at most (engine_mvs_rows) */
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
 /* Regrouped q4_0 (regroup.h) in mul_mvs, H100 tg64 (BENCHMARKS.md): 2 units
  * per thread (27B 82.6 tok/s; 4: 78.8, 1: 70.7); 1 for products of fewer
@@ -222,7 +223,7 @@ static const char *slot_name[N_SLOTS] = { "f32",  "f16",    "bf16", "q8_0", "q4_
 uint32_t engine_mvs_rows(uint32_t type, uint32_t want)
 {
 	bool quarter = type == TENSOR_Q4_0 || type == TENSOR_Q8_0;
-	return quarter && want >= 1 && want <= 4 ? want : 1;
+	return quarter && want >= 1 && want <= MVS_MAX_RPT ? want : 1;
 }
 
 struct vk_ctx *engine_vk(struct engine *e) { return e->vk; }
@@ -556,18 +557,21 @@ static void norm_tail_pick(struct engine *e)
 
 /* Whether the x16 kernels (gpu_worker/x16.h) run the regrouped q4_0 products
  * whose input is rmsnorm's result: where the device has integer dot products,
- * not with the norm tail (it writes rows without their x16 copy), on rows that
- * split into x16 groups, and where rmsnorm (nwg threads) can keep its row in
- * shared memory for the copy (shaders/rmsnorm.glsl: kept[] beside nred[]).
- * UNICORN_VK_X16=0 keeps the float kernels (A/B). */
+ * on rows that split into x16 groups, and where the norm that writes the copy
+ * can keep its row in shared memory: rmsnorm (nwg threads: kept[] beside
+ * nred[]), or with the norm tail the wo/down matvec (WG_MVS threads: kept[]
+ * beside nred[] and red[]; shaders/mul_mvs.glsl X16T). UNICORN_VK_X16=0 keeps
+ * the float kernels (A/B). */
 static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 {
 	const char *env = getenv("UNICORN_VK_X16");
-	uint64_t row = (uint64_t)nwg * engine_norm_per(e->cfg.n_embd, nwg);
-	uint64_t keep = (row + row / 32 + 1 + nwg) * 4;
-	e->use_x16 = e->vk->idot && e->use_mvs && used[type_slot(TENSOR_Q4_0G)] && !e->norm_tail &&
-		     e->cfg.n_embd % X16_GROUP == 0 && keep <= e->vk->props.limits.maxComputeSharedMemorySize &&
-		     !(env && strcmp(env, "0") == 0);
+	uint32_t wg = e->norm_tail ? WG_MVS : nwg;
+	uint64_t row = (uint64_t)wg * engine_norm_per(e->cfg.n_embd, wg);
+	uint64_t keep = (row + row / 32 + 1 + wg) * 4;
+	if (e->norm_tail) /* the matvec's red[]: one token column, RPT rows */
+		keep += (uint64_t)MVS_MAX_RPT * WG_MVS * 4;
+	e->use_x16 = e->vk->idot && e->use_mvs && used[type_slot(TENSOR_Q4_0G)] && e->cfg.n_embd % X16_GROUP == 0 &&
+		     keep <= e->vk->props.limits.maxComputeSharedMemorySize && !(env && strcmp(env, "0") == 0);
 }
 
 /* engine_kernels' text, once the pipelines are made */
@@ -652,6 +656,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	norm_tail_pick(e);
 	x16_pick(e, used, wg_norm[0]);
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
+	/* the tail keeps its row for the x16 copy (mul_mvs.glsl X16T); the
+	 * batch kernels never run a tail that writes one */
+	uint32_t x16t = e->norm_tail && e->use_x16 ? 1 : 0;
 	memcpy(&eps_bits, &e->cfg.eps, sizeof eps_bits);
 	for (int i = 0; i < N_SLOTS && !rc; i++) {
 		if (!used[i])
@@ -662,28 +669,28 @@ static int pipes_create(struct engine *e, const struct model *m)
 		if (e->use_mvs) {
 			/* the tail's row registers and epsilon: the same in every
 			 * module of the kernel, which keeps their loops alike */
-			const uint32_t spec_mvs[5] = { WG_MVS, 1, e->mvs_rpt[i], nt_per, eps_bits };
+			const uint32_t spec_mvs[6] = { WG_MVS, 1, e->mvs_rpt[i], nt_per, eps_bits, x16t };
 			if (slot_type[i] == TENSOR_Q4_0G) {
 				/* the x16 kernels with the float ones' constants: the
 				 * same rows per thread group, so both split a product alike */
-				const uint32_t spec_w[5] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits };
-				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 5, &e->mvs_q4g_wide);
+				const uint32_t spec_w[6] = { WG_MVS, 1, Q4G_WIDE_RPT, nt_per, eps_bits, x16t };
+				rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 6, &e->mvs_q4g_wide);
 				if (!rc && e->use_x16)
-					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 5,
+					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_w, 6,
 							    &e->mvs_x16_wide);
 				if (!rc && e->use_x16)
-					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5,
+					rc = vk_pipe_create(e->vk, "mul_mvs_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 6,
 							    &e->mvs_x16);
 				if (!rc && e->use_x16)
-					rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5,
+					rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 6,
 							    &e->mvs_glu_x16);
 			}
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs[i]);
+				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 6, &e->mvs[i]);
 			snprintf(name, sizeof name, "mul_mvs_glu_%s%s", slot_name[i], gen);
 			if (!rc)
-				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 5, &e->mvs_glu[i]);
+				rc = vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 6, &e->mvs_glu[i]);
 		}
 		if (!rc && e->use_mvb) { /* one row per thread group: the token columns hold the registers */
 			const uint32_t spec_mvb[5] = { WG_MVS, e->mvb_nt, 1, nt_per, eps_bits };
@@ -822,8 +829,8 @@ static int sets_create(struct engine *e)
 		if (!rc) rc = mksetv(e, &e->attn, &l->s_attn, ab, 9);
 		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, d, d, d);
 		/* wo and down: the norm tail's buffers too (rmsnorm's mode 3 sets below) */
-		struct vk_buf *wo[7] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt };
-		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 7);
+		struct vk_buf *wo[8] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt, e->xq };
+		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
 		if (!rc && l->n_gu == 1)
@@ -835,8 +842,8 @@ static int sets_create(struct engine *e)
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
 		if (!rc && l->n_gu == 1)
 			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu);
-		struct vk_buf *dn[7] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt };
-		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 7);
+		struct vk_buf *dn[8] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt, e->xq };
+		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, e->xq);
 	}
 	return rc;
@@ -1300,8 +1307,10 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE;
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
+	/* the tail also writes out2's x16 copy wherever x16 runs: its product is
+	 * a decode one (kind 1), so the next products read the copy */
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr,
-			     tail && kind == 1 && !glu ? 1 : 0 };
+			     tail && kind == 1 && !glu ? (e->use_x16 ? 3 : 1) : 0 };
 	if (kind == 2 && !glu) {
 		int ts = type_slot(w->type);
 		/* matrix cores: large tiles where they give the GPU enough workgroups, else small */

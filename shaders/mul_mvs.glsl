@@ -82,6 +82,23 @@ layout(binding = 4) readonly buffer NWBuf { float nw[]; };
 layout(binding = 5) readonly buffer NW2Buf { float nw2[]; };
 layout(binding = 6) writeonly buffer O2Buf { float out2[]; };
 layout(binding = 7) coherent buffer CntBuf { uint cnt[]; };
+#ifndef X16
+// 1: the tail also writes out2's x16 copy (x16.glsl, p.tail bit 1) for the
+// x16 kernels that read it next, from the row kept in shared memory as
+// rmsnorm.glsl keeps it (the same tasks: the copies are bitwise alike); 0:
+// kept[] shrinks to one element. The x16 kernels themselves never run a tail.
+layout(constant_id = 5) const uint X16T = 0;
+layout(binding = 8) writeonly buffer XQOut { uint xqo[]; };
+shared float kept[X16T != 0u ? WG * NPER + WG * NPER / 32u + 1u : 1u];
+#define KEPT(i) ((i) + ((i) >> 5))
+#define NORM_KEEP(i, v)                  \
+	if (X16T != 0u)                  \
+	kept[KEPT(i)] = (v)
+#define X16_SRC(i) kept[KEPT(i)]
+uint x16_base;  // the row's first word
+#define X16_OUT(w, v) xqo[x16_base + (w)] = (v)
+#include "x16.glsl"
+#endif
 #define NORM_WG WG
 #define NORM_PER NPER
 #define NORM_X(i) y[i]
@@ -631,8 +648,18 @@ void main()
 	if (nt_last == 0u)
 		return;
 	memoryBarrierBuffer();
-	for (uint t = 0u; t < p.n_tok; t++)
+	for (uint t = 0u; t < p.n_tok; t++) {
 		norm_row(t * p.nrows, p.nrows, 3u, NEPS);
+#ifndef X16
+		if (X16T != 0u && (p.tail & 2u) != 0u) {
+			barrier();
+			x16_base = t * p.nrows / X16_GROUP * X16_GROUP_WORDS;
+			for (uint k = tid; k < p.nrows / 8u; k += WG)
+				x16_task(k);
+			barrier();
+		}
+#endif
+	}
 	if (tid == 0u)
 		atomicExchange(cnt[0], 0u);
 #endif

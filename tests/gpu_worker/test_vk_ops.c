@@ -556,8 +556,11 @@ Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
  * mul_mvs with tail = 0 then rmsnorm's mode 3 give (the engine's pipelines
  * with the tail: the tree reduction at the matvec's 128 threads): y, h and
  * out2, for n_tok rows of n = nrows. Two dispatches in a row: the last
- * workgroup resets the count; y starts with stale values. */
-static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, uint32_t n, uint32_t n_tok, uint32_t rpt)
+ * workgroup resets the count; y starts with stale values. x16 (n a multiple
+ * of X16_GROUP): both also write out2's x16 copy (tail = 3, the X16T
+ * constant; rmsnorm's X16C), bitwise alike and as gpu_worker/x16.c has it. */
+static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, uint32_t n, uint32_t n_tok, uint32_t rpt,
+			    bool x16)
 {
 	uint64_t rb;
 	float *wf = malloc((size_t)n * ncols * 4), *wd = malloc((size_t)n * ncols * 4);
@@ -580,33 +583,37 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	memcpy(&eps_bits, &eps, 4);
 	struct vk_pipe mvs, norm;
 	char name[64];
-	uint32_t spec[5] = { 128, 1, rpt, per, eps_bits }, nspec[2] = { 128, per };
+	uint32_t spec[6] = { 128, 1, rpt, per, eps_bits, x16 }, nspec[3] = { 128, per, x16 };
 	snprintf(name, sizeof name, "mul_mvs_%s", tname);
-	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec, 5, &mvs), 0, "%s",
+	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec, 6, &mvs), 0, "%s",
 		     err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 6, sizeof(struct norm_push), nspec, 2, &norm), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 6, sizeof(struct norm_push), nspec, 3, &norm), 0, "%s", err_msg());
 	/* the engine's threads per row (4 units per thread): 8 on 384 q4_0
 	 * columns, which once exposed modules that rounded apart */
 	uint32_t tpr = engine_mvs_tpr_type(type, ncols, 128, 4, false);
 	struct mv_push pc = { ncols, n, (uint32_t)rb, ncols, 0, n, 0, n_tok, n, tpr, 0 }, pt = pc;
-	pt.tail = 1;
-	struct norm_push np = { n, 3, eps, 0 };
+	pt.tail = x16 ? 3 : 1;
+	struct norm_push np = { n, 3, eps, x16 };
 	uint32_t zero[4] = { 0 }, groups = (n + 128 / tpr * rpt - 1) / (128 / tpr * rpt);
-	size_t rows = (size_t)n_tok * n * 4;
+	size_t rows = (size_t)n_tok * n * 4, qb = x16 ? n_tok * x16_row_bytes(n) : 4;
+	uint32_t *qa = malloc(qb), *qgot = malloc(qb);
 	/* a: the two dispatches; b: the tail, twice from the same h */
 	struct vk_buf *wb = buf_from(wq, n * rb), *xb = buf_from(x, (size_t)n_tok * ncols * 4), *wbuf = buf_from(w, n * 4),
 		      *w2buf = buf_from(w2, n * 4), *cnt = buf_from(zero, sizeof zero);
-	struct vk_buf *ya = buf_from(NULL, rows), *ha = buf_from(h, rows), *oa = buf_from(NULL, rows);
-	struct vk_buf *ma[ENGINE_MAT_BINDINGS] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt, cnt }, *na[6] = { ya, wbuf, ha, w2buf, oa, cnt };
+	struct vk_buf *ya = buf_from(NULL, rows), *ha = buf_from(h, rows), *oa = buf_from(NULL, rows), *xqa = buf_from(NULL, qb);
+	struct vk_buf *ma[ENGINE_MAT_BINDINGS] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt, cnt }, *na[6] = { ya, wbuf, ha, w2buf, oa, xqa };
 	run1(&mvs, ma, &pc, n_tok, groups, 1);
 	run1(&norm, na, &np, n_tok, 1, 1);
 	float *ga = malloc(3 * rows), *gb = malloc(3 * rows);
 	vk_download(vk, ya, 0, ga, rows);
 	vk_download(vk, ha, 0, ga + (size_t)n_tok * n, rows);
 	vk_download(vk, oa, 0, ga + (size_t)2 * n_tok * n, rows);
+	vk_download(vk, xqa, 0, qa, qb);
+	for (uint32_t t = 0; x16 && t < n_tok; t++)
+		check_x16_row(qa + t * x16_row_bytes(n) / 4, ga + (size_t)(2 * n_tok + t) * n, n, "rmsnorm x16");
 	for (int rep = 0; rep < 2; rep++) {
-		struct vk_buf *yb = buf_from(h, rows), *hb = buf_from(h, rows), *ob = buf_from(NULL, rows);
-		struct vk_buf *bb[ENGINE_MAT_BINDINGS] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt, cnt };
+		struct vk_buf *yb = buf_from(h, rows), *hb = buf_from(h, rows), *ob = buf_from(NULL, rows), *xqb = buf_from(NULL, qb);
+		struct vk_buf *bb[ENGINE_MAT_BINDINGS] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt, xqb };
 		run1(&mvs, bb, &pt, n_tok, groups, 1);
 		vk_download(vk, yb, 0, gb, rows);
 		vk_download(vk, hb, 0, gb + (size_t)n_tok * n, rows);
@@ -615,31 +622,40 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 		for (size_t i = 0; i < 3 * (size_t)n_tok * n; i++)
 			cr_assert(memcmp(&ga[i], &gb[i], 4) == 0, "%s n %u n_tok %u run %d: %s[%zu] %.9g vs %.9g", tname, n, n_tok,
 				  rep, what[i / ((size_t)n_tok * n)], i % ((size_t)n_tok * n), ga[i], gb[i]);
+		vk_download(vk, xqb, 0, qgot, qb);
+		for (size_t i = 0; x16 && i < qb / 4; i++)
+			cr_assert(qgot[i] == qa[i], "%s n %u n_tok %u run %d: x16 word %zu %08x vs %08x", tname, n, n_tok, rep, i,
+				  qgot[i], qa[i]);
 		uint32_t c;
 		vk_download(vk, cnt, 0, &c, 4);
 		cr_assert_eq(c, 0, "the tail left the count at %u", c);
 		vk_buf_destroy(vk, yb);
 		vk_buf_destroy(vk, hb);
 		vk_buf_destroy(vk, ob);
+		vk_buf_destroy(vk, xqb);
 	}
-	struct vk_buf *all[] = { wb, xb, wbuf, w2buf, cnt, ya, ha, oa };
+	struct vk_buf *all[] = { wb, xb, wbuf, w2buf, cnt, ya, ha, oa, xqa };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		vk_buf_destroy(vk, all[i]);
 	vk_pipe_destroy(vk, &mvs);
 	vk_pipe_destroy(vk, &norm);
-	free(wf), free(wd), free(x), free(h), free(w), free(w2), free(wq), free(ga), free(gb);
+	free(wf), free(wd), free(x), free(h), free(w), free(w2), free(wq), free(ga), free(gb), free(qa), free(qgot);
 }
 
 Test(vk_ops, mvs_norm_tail, .timeout = 120)
 {
 	/* rows that are not a multiple of the workgroup's; several workgroups */
-	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 3, 299, 1, 1);
-	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 2, 131, 2, 2);
-	check_norm_tail(TENSOR_Q4_0, "q4_0", 32 * 9, 200, 1, 1);
-	check_norm_tail(TENSOR_F16, "f16", 32 * 5, 257, 2, 1);
-	check_norm_tail(TENSOR_Q6_K, "q6_k", 256, 64, 1, 1);
-	check_norm_tail(TENSOR_Q4_0, "q4_0", 128, 128, 1, 2); /* the golden model's wo and down */
-	check_norm_tail(TENSOR_Q4_0, "q4_0", 384, 128, 1, 2);
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 3, 299, 1, 1, false);
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 256 * 2, 131, 2, 2, false);
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 32 * 9, 200, 1, 1, false);
+	check_norm_tail(TENSOR_F16, "f16", 32 * 5, 257, 2, 1, false);
+	check_norm_tail(TENSOR_Q6_K, "q6_k", 256, 64, 1, 1, false);
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 128, 128, 1, 2, false); /* the golden model's wo and down */
+	check_norm_tail(TENSOR_Q4_0, "q4_0", 384, 128, 1, 2, false);
+	/* with the x16 copy: 1B's 1152-element rows (9 per thread), the golden model's 128 */
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 128 * 7, 1152, 2, 2, true);
+	check_norm_tail(TENSOR_Q4_0G, "q4_0g", 128 * 3, 128, 1, 1, true);
+	check_norm_tail(TENSOR_Q6_K, "q6_k", 256, 384, 2, 1, true);
 }
 
 /* subgroup reductions; 128 threads: several subgroups on every device */
