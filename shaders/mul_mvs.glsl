@@ -97,6 +97,7 @@ shared float kept[X16T != 0u ? WG * NPER + WG * NPER / 32u + 1u : 1u];
 #define X16_SRC(i) kept[KEPT(i)]
 uint x16_base;  // the row's first word
 #define X16_OUT(w, v) xqo[x16_base + (w)] = (v)
+#define X16_SG 1
 #include "x16.glsl"
 #endif
 #define NORM_WG WG

@@ -6,7 +6,11 @@
 // the norm in its tail (engine.c: the tail reduces with the tree).
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #define NORM_SG 1
+// the x16 copy's block maxima by shuffles (x16.glsl); the engine takes
+// rmsnorm_sg only where mul_mvs runs, which needs shuffles too
+#define X16_SG 1
 #endif
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"

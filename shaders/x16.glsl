@@ -40,22 +40,37 @@
 // Task t of a row's x16 copy (the includer defines X16_SRC(i), element i of
 // the row as a float, and X16_OUT(w, v), which stores word w of the copy):
 // lane t & 3 of block (t >> 2) & 3 of group t >> 4, its eight elements and
-// their correction word; lane 0 also stores the block's scale. The task reads
-// its whole block for the scale. x * (32512 / amax) rounds to nearest even
-// (gpu_worker/x16.c does the same).
+// their correction word; lane 0 also stores the block's scale. The block's
+// amax: with X16_SG (the includer has subgroup shuffles, and tasks 4m..4m+3
+// run in neighbouring invocations of one subgroup, all or none of them) each
+// task takes the max of its own eight elements and the four share theirs by
+// two shuffles; else the task reads the whole block. A max is exact in any
+// order, so both give the same bits. x * (32512 / amax) rounds to nearest
+// even (gpu_worker/x16.c does the same).
 #ifdef X16_SRC
 void x16_task(uint t)
 {
 	uint g = t >> 4, b = (t >> 2) & 3u, k = t & 3u, e0 = g * X16_GROUP + 32u * b, gw = g * X16_GROUP_WORDS;
+	float xv[8];
+	for (uint h = 0u; h < 2u; h++)
+		for (uint j = 0u; j < 4u; j++)
+			xv[4u * h + j] = X16_SRC(e0 + 16u * h + 4u * k + j);
 	float amax = 0.0;
+#ifdef X16_SG
+	for (uint j = 0u; j < 8u; j++)
+		amax = max(amax, abs(xv[j]));
+	amax = max(amax, subgroupShuffleXor(amax, 1u));
+	amax = max(amax, subgroupShuffleXor(amax, 2u));
+#else
 	for (uint j = 0u; j < 32u; j++)
 		amax = max(amax, abs(X16_SRC(e0 + j)));
+#endif
 	float id = amax > 0.0 ? X16_QMAX / amax : 0.0;
 	int sum = 0;
 	for (uint h = 0u; h < 2u; h++) {
 		uint hw = 0u, lw = 0u;
 		for (uint j = 0u; j < 4u; j++) {
-			float v = clamp(roundEven(X16_SRC(e0 + 16u * h + 4u * k + j) * id), -X16_QMAX, X16_QMAX);
+			float v = clamp(roundEven(xv[4u * h + j] * id), -X16_QMAX, X16_QMAX);
 			int q = int(v), hi = (q + 128) >> 8, lo = q - 256 * hi;
 			sum += q;
 			hw |= (uint(hi) & 255u) << (8u * j);
