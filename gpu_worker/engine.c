@@ -156,7 +156,7 @@ struct engine {
 	struct vk_pipe mvs_q4g_wide;         /* mul_mvs_q4_0g, Q4G_WIDE_RPT rows per thread group */
 	/* decode's wo and down run the post-norm that follows them in their last
 	 * workgroup (mul_mvs's tail, norm_tail_pick); the rmsnorm pipeline then
-	 * has the tail's thread count and tree reduction, so rows agree bitwise */
+	 * has the tail's thread count and subgroup reductions, so rows agree bitwise */
 	bool norm_tail;
 	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
 	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
@@ -552,7 +552,10 @@ static void norm_tail_pick(struct engine *e)
 		else
 			max = (uint32_t)v;
 	}
-	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max;
+	/* the tail reduces with subgroup operations, as rmsnorm_sg does: not
+	 * with UNICORN_VK_NORM=tree (the tree kernels then run every norm) */
+	const char *nenv = getenv("UNICORN_VK_NORM");
+	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max && !(nenv && strcmp(nenv, "tree") == 0);
 }
 
 /* Whether the x16 kernels (gpu_worker/x16.h) run the regrouped q4_0 products
@@ -724,7 +727,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 	/* rmsnorm holds a row in registers: PER elements per thread */
 	uint32_t nwg = e->norm_tail ? WG_MVS : wg_norm[0];
 	const uint32_t spec_norm[3] = { nwg, engine_norm_per(e->cfg.n_embd, nwg), e->use_x16 ? 1 : 0 };
-	const char *norm_name = norm_sg && !e->norm_tail ? "rmsnorm_sg" : "rmsnorm";
+	const char *norm_name = norm_sg ? "rmsnorm_sg" : "rmsnorm";
 	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 3, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine

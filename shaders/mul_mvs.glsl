@@ -68,8 +68,9 @@ layout(constant_id = 2) const uint RPT = 1; // rows per thread group
 // Norm tail (p.tail = 1; decode in the fused forward, after wo and after the
 // FFN's down): y is the projection whose post-norm, residual add and next
 // pre-norm rmsnorm's mode 3 computes. The last workgroup to finish
-// runs that norm on y's rows itself (norm_row.glsl, the code and thread count
-// of the engine's rmsnorm pipeline then, so the rows are bitwise the same):
+// runs that norm on y's rows itself (norm_row.glsl, the code, thread count
+// and subgroup reductions of the engine's rmsnorm_sg pipeline then, so the
+// rows are bitwise the same):
 // one dispatch and one barrier fewer per norm, which on the H100 cost more
 // than the norm (1B decode: 52 norms, 4 us each). Each workgroup writes its
 // rows, fences, then counts itself in cnt[0]; the one that brings the count
@@ -102,6 +103,8 @@ uint x16_base;  // the row's first word
 #endif
 #define NORM_WG WG
 #define NORM_PER NPER
+// subgroup reductions, as the engine's rmsnorm_sg at the tail's 128 threads
+#define NORM_SG 1
 #define NORM_X(i) y[i]
 #define NORM_W(i) nw[i]
 #define NORM_H(i) h[i]

@@ -554,7 +554,7 @@ static void check_rmsnorm(const char *pipe, uint32_t wgs)
 Test(vk_ops, rmsnorm) { check_rmsnorm("rmsnorm", 64); }
 /* The norm tail (mul_mvs with tail = 1): one dispatch gives bitwise what
  * mul_mvs with tail = 0 then rmsnorm's mode 3 give (the engine's pipelines
- * with the tail: the tree reduction at the matvec's 128 threads): y, h and
+ * with the tail: rmsnorm_sg at the matvec's 128 threads): y, h and
  * out2, for n_tok rows of n = nrows. Two dispatches in a row: the last
  * workgroup resets the count; y starts with stale values. x16 (n a multiple
  * of X16_GROUP): both also write out2's x16 copy (tail = 3, the X16T
@@ -587,7 +587,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	snprintf(name, sizeof name, "mul_mvs_%s", tname);
 	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec, 6, &mvs), 0, "%s",
 		     err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "rmsnorm", 6, sizeof(struct norm_push), nspec, 3, &norm), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "rmsnorm_sg", 6, sizeof(struct norm_push), nspec, 3, &norm), 0, "%s", err_msg());
 	/* the engine's threads per row (4 units per thread): 8 on 384 q4_0
 	 * columns, which once exposed modules that rounded apart */
 	uint32_t tpr = engine_mvs_tpr_type(type, ncols, 128, 4, false);
