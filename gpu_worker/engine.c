@@ -174,7 +174,6 @@ struct engine {
 	uint64_t prof_bytes[PROF_MAX];
 	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_logits_d, s_argmax, s_topk;
 	VkCommandBuffer *cbs[2 * N_MODES]; /* [short * N_MODES + mode][n], recorded on first use */
-	struct vk_wait_est *cb_est[2 * N_MODES]; /* their submit-to-done times (vk_submit_wait_est) */
 	VkCommandBuffer once;          /* re-recorded for stage calls */
 	/* paged KV cache: block tables [max_seqs][tab_len], written by the host
 	 * into tabh and copied to tabd before the next submission that follows a
@@ -937,10 +936,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		goto fail;
 	e->L = calloc(c->n_layer, sizeof *e->L);
 	bool cbs_ok = true;
-	for (uint32_t i = 0; i < 2 * N_MODES; i++) {
+	for (uint32_t i = 0; i < 2 * N_MODES; i++)
 		cbs_ok = (e->cbs[i] = calloc(e->max_batch + 1, sizeof(VkCommandBuffer))) != NULL && cbs_ok;
-		cbs_ok = (e->cb_est[i] = calloc(e->max_batch + 1, sizeof(struct vk_wait_est))) != NULL && cbs_ok;
-	}
 	if (!e->L || !cbs_ok) {
 		rc = err_set(ERR_NOMEM, "engine: out of memory");
 		goto fail;
@@ -1093,10 +1090,8 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, x16p[i]);
 		vk_destroy(e->vk);
 	}
-	for (uint32_t m = 0; m < 2 * N_MODES; m++) {
+	for (uint32_t m = 0; m < 2 * N_MODES; m++)
 		free(e->cbs[m]);
-		free(e->cb_est[m]);
-	}
 	free(e->stage_cbs);
 	free(e->stageb_cbs);
 	free(e->L);
@@ -1169,26 +1164,20 @@ static int tab_record(struct engine *e, bool *recorded)
 	return 0;
 }
 
-/* Every submission goes through here: the tables first when they changed.
- * est: a replayed command buffer's times (vk_submit_wait_est), or NULL. */
-static int submit_est(struct engine *e, VkCommandBuffer cb, struct vk_wait_est *est)
+/* Every submission goes through here: the tables first when they changed. */
+static int submit(struct engine *e, VkCommandBuffer cb)
 {
 	bool tab;
 	int rc = tab_record(e, &tab);
 	if (rc)
 		return rc;
 	VkCommandBuffer cbs[2] = { e->tabcb, cb };
-	rc = tab ? vk_submit_wait_est(e->vk, cbs, 2, est) : vk_submit_wait_est(e->vk, &cb, 1, est);
+	rc = tab ? vk_submit_wait_n(e->vk, cbs, 2) : vk_submit_wait(e->vk, cb);
 	if (!rc && tab) {
 		memset(e->tab_dirty, 0, sizeof e->tab_dirty);
 		e->tab_any_dirty = false;
 	}
 	return rc;
-}
-
-static int submit(struct engine *e, VkCommandBuffer cb)
-{
-	return submit_est(e, cb, NULL);
 }
 
 int engine_seq_reset(struct engine *e, uint32_t seq)
@@ -1635,9 +1624,9 @@ static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_
 }
 
 /* Submit a recorded forward and count its GPU time. */
-static int run_forward(struct engine *e, VkCommandBuffer cb, struct vk_wait_est *est)
+static int run_forward(struct engine *e, VkCommandBuffer cb)
 {
-	int rc = submit_est(e, cb, est);
+	int rc = submit(e, cb);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
 		gpu_ns_add(e, 0, e->n_ts - 1);
@@ -1648,8 +1637,7 @@ static int replay(struct engine *e, int mode, uint32_t n)
 {
 	int rc;
 	/* short steps (no attn_combine) have their own command buffers */
-	uint32_t slot = (e->fuse && e->step_short ? N_MODES : 0) + mode;
-	VkCommandBuffer *cb = &e->cbs[slot][n];
+	VkCommandBuffer *cb = &e->cbs[(e->fuse && e->step_short ? N_MODES : 0) + mode][n];
 	if (!*cb) {
 		bool heads = mode == MODE_ALL || mode >= MODE_B_ALL;
 		rc = vk_cmd_alloc(e->vk, cb);
@@ -1665,7 +1653,7 @@ static int replay(struct engine *e, int mode, uint32_t n)
 			return rc;
 		}
 	}
-	return run_forward(e, *cb, &e->cb_est[slot][n]);
+	return run_forward(e, *cb);
 }
 
 uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
@@ -1839,7 +1827,7 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		vkResetCommandBuffer(e->chunkcb, 0);
 		rc = record_mode(e, e->chunkcb, rows, m, md);
 		if (!rc)
-			rc = run_forward(e, e->chunkcb, NULL);
+			rc = run_forward(e, e->chunkcb);
 	}
 	if (rc || !m)
 		return rc;

@@ -2,11 +2,9 @@
 #include "gpu_worker/vk.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu_worker/coopmat.h"
 #include "gpu_worker/shaders.h"
@@ -15,8 +13,6 @@
 
 #define VK_STAGING_BYTES ((VkDeviceSize)64 << 20)
 #define VK_QUERIES 2048
-/* vk_submit_wait_est: shorter sleeps than this are polled instead */
-#define WAIT_SLEEP_MIN_NS 50000
 
 static const char *vk_res(VkResult r)
 {
@@ -631,21 +627,6 @@ int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb)
 
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 {
-	return vk_submit_wait_est(vk, cbs, n, NULL);
-}
-
-/* Sleep until the monotonic time t (ns), if that is worth a timer. */
-static void sleep_until_ns(int64_t t)
-{
-	if (t - spin_now_ns() < WAIT_SLEEP_MIN_NS)
-		return;
-	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
-int vk_submit_wait_est(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n, struct vk_wait_est *est)
-{
 	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
 	int64_t t0 = spin_now_ns();
 	VkResult r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
@@ -654,30 +635,16 @@ int vk_submit_wait_est(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n
 	int64_t t1 = spin_now_ns();
 	r = VK_NOT_READY;
 	if (vk->spin_us) {
-		/* a short submission is done sooner than a sleeping wait wakes up;
-		 * a recurring one is polled from a window before its expected end
-		 * (the window also covers the timer's slack), one window long
-		 * past it at most, then the blocking wait takes over */
-		int64_t spin = (int64_t)vk->spin_us * 1000, until = t1 + spin;
-		if (est && est->expect_ns > (uint64_t)spin) {
-			int64_t wake = t1 + (int64_t)est->expect_ns - spin;
-			sleep_until_ns(wake);
-			until = wake + 2 * spin;
-		}
+		/* a short submission is done sooner than a sleeping wait wakes up */
+		int64_t until = spin_now_ns() + (int64_t)vk->spin_us * 1000;
 		while ((r = vkGetFenceStatus(vk->dev, vk->fence)) == VK_NOT_READY && spin_now_ns() < until)
 			spin_pause();
 	}
 	if (r == VK_NOT_READY)
 		r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-	int64_t t2 = spin_now_ns();
-	if (est && r == VK_SUCCESS) {
-		uint64_t took = (uint64_t)(t2 - t1);
-		est->expect_ns = est->last_ns && est->last_ns < took ? est->last_ns : est->last_ns ? took : 0;
-		est->last_ns = took;
-	}
 	vk->n_submits++;
 	vk->submit_ns += (uint64_t)(t1 - t0);
-	vk->wait_ns += (uint64_t)(t2 - t1);
+	vk->wait_ns += (uint64_t)(spin_now_ns() - t1);
 	vkResetFences(vk->dev, 1, &vk->fence);
 	return r == VK_SUCCESS ? 0 : vk_fail(r, "vkWaitForFences");
 }

@@ -139,20 +139,6 @@ void vk_cmd_barrier(VkCommandBuffer cb);
 int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb);
 /* Several command buffers in one submission (in order), one fence wait. */
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n);
-/* A recurring submission's submit-to-done times (zeroed at first): the
- * last one, and the expectation, the lesser of the last two (none before
- * two runs: a first run may compile or fault in), so one slow run does not
- * move it. */
-struct vk_wait_est {
-	uint64_t last_ns, expect_ns;
-};
-/* The same for a submission that recurs (a replayed decode step), whose
- * times est keeps. The bounded poll (spin_us) is spent where completion is
- * due: the call sleeps until a poll window before the expected end, polls
- * up to a window past it, then blocks, instead of polling right after the
- * submit and sleeping through the end (a fence wake-up costs tens of
- * microseconds: ~4% of a 1B decode token on the H100). */
-int vk_submit_wait_est(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n, struct vk_wait_est *est);
 void vk_cmd_free(struct vk_ctx *vk, VkCommandBuffer cb);
 
 /* Timestamps: vk_cmd_timestamp writes query i; vk_query_ns reads n values as ns. */

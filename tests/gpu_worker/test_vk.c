@@ -2,7 +2,6 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -135,48 +134,5 @@ Test(vk, copy_bandwidth, .timeout = 120)
 	cr_assert_eq(vk_copy_bw(vk, &bytes, &gbs), 0, "%s", err_msg());
 	cr_assert(bytes > 0 && bytes <= 256ull << 20 && bytes % 4096 == 0, "copied %llu bytes", (unsigned long long)bytes);
 	cr_assert(gbs > 0.01 && gbs < 1e5, "copy bandwidth %g GB/s", gbs);
-	vk_destroy(vk);
-}
-
-/* vk_submit_wait_est: a recurring submission's expectation is the lesser of
- * its last two times (none after one run), and with an expectation the wait
- * sleeps until a poll window before it: a fill expected to take 5 ms returns
- * after about that long, with the work done. UNICORN_SPIN_US turns the poll
- * on, as on a GPU (lavapipe's default is no poll). */
-Test(vk, submit_wait_est, .timeout = 60)
-{
-	setenv("UNICORN_SPIN_US", "100", 1);
-	struct vk_ctx *vk;
-	cr_assert_eq(vk_create(NULL, &vk), 0, "%s", err_msg());
-	cr_assert_eq(vk->spin_us, 100);
-	struct vk_buf *buf;
-	cr_assert_eq(vk_buf_create(vk, VK_BUF_HOST, 4096, &buf), 0, "%s", err_msg());
-	VkCommandBuffer cb;
-	cr_assert_eq(vk_cmd_alloc(vk, &cb), 0, "%s", err_msg());
-	cr_assert_eq(vk_cmd_begin(cb, false), 0);
-	vkCmdFillBuffer(cb, buf->buf, 0, 4096, 0x5a5a5a5au);
-	vk_cmd_barrier(cb);
-	cr_assert_eq(vkEndCommandBuffer(cb), VK_SUCCESS);
-	struct vk_wait_est est = { 0, 0 };
-	for (int i = 0; i < 4; i++) {
-		uint64_t before = est.last_ns;
-		cr_assert_eq(vk_submit_wait_est(vk, &cb, 1, &est), 0, "%s", err_msg());
-		cr_assert_gt(est.last_ns, 0);
-		uint64_t want = before == 0 ? 0 : before < est.last_ns ? before : est.last_ns;
-		cr_assert_eq(est.expect_ns, want, "run %d: expect %llu, want %llu", i, (unsigned long long)est.expect_ns,
-			     (unsigned long long)want);
-	}
-	memset(buf->map, 0, 4096);
-	est.last_ns = est.expect_ns = 5000000;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	cr_assert_eq(vk_submit_wait_est(vk, &cb, 1, &est), 0, "%s", err_msg());
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-	cr_assert_geq(ms, 4.5, "returned after %.3f ms: no sleep before the expected end", ms);
-	cr_assert_eq(((uint32_t *)buf->map)[1023], 0x5a5a5a5au, "the fill did not run");
-	cr_assert_leq(est.expect_ns, 5000000);
-	vk_cmd_free(vk, cb);
-	vk_buf_destroy(vk, buf);
 	vk_destroy(vk);
 }
