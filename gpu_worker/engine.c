@@ -31,10 +31,14 @@
 #define WG 64u
 #define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
 #define MAX_GROUPS 65535u
-/* the norm tail's default row limit: its rows are held in NORM_PER registers
- * per thread of the matvec's workgroup (9 for 1B's 1152), which every thread
- * of the matvec then reserves */
+/* the norm tail's row limit with UNICORN_VK_NORM_TAIL=dispatch: its rows are
+ * held in NORM_PER registers per thread of the matvec's workgroup (9 for 1B's
+ * 1152), which every thread of the matvec then reserves */
 #define NT_MAX_EMBD 1536u
+/* and by default: off. With x16 copies to write, 1B decode ran faster with the
+ * norm dispatched (rmsnorm_sg, 512 threads) than in the tail's one 128-thread
+ * workgroup (H100 tg128 645.28 against 608.87, BENCHMARKS.md) */
+#define NT_DEFAULT_EMBD 0u
 #define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
 #define MM_TILE 64u     /* mul_mm tile: rows, and tokens at most (shaders/mul_mm.glsl) */
 #define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
@@ -534,15 +538,16 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 	}
 }
 
-/* UNICORN_VK_NORM_TAIL: unset, rows of up to NT_MAX_EMBD; a number, that
- * limit (0: never); "dispatch": the default limit's numbers with the norm
- * recorded as its own dispatch (A/B of the tail alone). The tail runs in
- * mul_mvs, so it needs the device's subgroup features (use_mvs). */
+/* UNICORN_VK_NORM_TAIL: unset, rows of up to NT_DEFAULT_EMBD (none); a
+ * number, that limit (0: never); "dispatch": the numbers of the tail on rows
+ * of up to NT_MAX_EMBD with the norm recorded as its own dispatch (A/B of
+ * the tail alone). The tail runs in mul_mvs, so it needs the device's
+ * subgroup features (use_mvs). */
 static void norm_tail_pick(struct engine *e)
 {
 	const char *env = getenv("UNICORN_VK_NORM_TAIL");
-	uint32_t max = NT_MAX_EMBD;
 	e->nt_dispatch = env && strcmp(env, "dispatch") == 0;
+	uint32_t max = e->nt_dispatch ? NT_MAX_EMBD : NT_DEFAULT_EMBD;
 	if (env && *env && !e->nt_dispatch) {
 		char *end;
 		unsigned long v = strtoul(env, &end, 10);

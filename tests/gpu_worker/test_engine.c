@@ -407,16 +407,17 @@ static void check_same_decode(struct fx x[2], const uint32_t want[2], const char
 	fx_close(&x[1]);
 }
 
-/* The norm tail (decode's wo and down run the post-norm that follows them in
- * their last workgroup) changes the recorded dispatches, not the numbers: a
- * prompt and 30 single-token steps give bitwise the logits of the same
- * engine recording the norm as its own dispatch (UNICORN_VK_NORM_TAIL=
- * dispatch), and a decode step records 5 dispatches per layer instead of 7. */
+/* The norm tail (UNICORN_VK_NORM_TAIL=N: decode's wo and down run the
+ * post-norm that follows them in their last workgroup; off by default)
+ * changes the recorded dispatches, not the numbers: a prompt and 30
+ * single-token steps give bitwise the logits of the same engine recording
+ * the norm as its own dispatch (UNICORN_VK_NORM_TAIL=dispatch), and a decode
+ * step records 5 dispatches per layer instead of 7. */
 Test(engine, norm_tail_equals_dispatch, .timeout = 120)
 {
 	struct fx x[2];
 	for (int f = 0; f < 2; f++) {
-		cr_assert_eq(f ? setenv("UNICORN_VK_NORM_TAIL", "dispatch", 1) : unsetenv("UNICORN_VK_NORM_TAIL"), 0);
+		cr_assert_eq(setenv("UNICORN_VK_NORM_TAIL", f ? "dispatch" : "1536", 1), 0);
 		fx_open(&x[f], "q4_0", 8);
 	}
 	unsetenv("UNICORN_VK_NORM_TAIL");
@@ -613,7 +614,7 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 	}
 	unsetenv("UNICORN_NO_FUSE");
 	unsetenv("UNICORN_VK_ATTN_CHUNK");
-	/* the norm tail takes 2 dispatches per layer off both (the golden model's rows take it) */
+	/* the norm tail (when the environment turns it on) takes 2 dispatches per layer off both */
 	uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
 	uint32_t want[2] = { 7 * L + 4 - nt, 9 * L + 4 - nt };
 	const char *const name[2] = { "fused", "unfused" };

@@ -127,21 +127,21 @@ Test(engine_types, q4_0_regrouped_half_groups, .timeout = 120)
 {
 	cr_assert_gt(check_model(TENSOR_Q4_0, "tiny", ENGINE_IMPORT_UPLOAD), 0, "nothing was regrouped");
 	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
-	/* and without the norm tail (rmsnorm dispatches write the x16 copies) */
-	setenv("UNICORN_VK_NORM_TAIL", "0", 1);
+	/* and with the norm tail writing the x16 copies */
+	setenv("UNICORN_VK_NORM_TAIL", "1536", 1);
 	check_model(TENSOR_Q4_0, "tiny", ENGINE_IMPORT_UPLOAD);
 	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
 }
 
 /* The x16 kernels (gpu_worker/x16.h: qkv, gate/up and logits against rmsnorm's
  * result as 16-bit integers, on devices with integer dot products) within the
- * same tolerances: with tiny256's norm tail writing the copies (its rows are
- * short enough for it), with rmsnorm dispatches writing them, and off. */
+ * same tolerances: with rmsnorm dispatches writing the copies, with the norm
+ * tail writing them (tiny256's rows are short enough for it), and off. */
 Test(engine_types, q4_0_x16, .timeout = 120)
 {
 	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
 	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
-	setenv("UNICORN_VK_NORM_TAIL", "0", 1);
+	setenv("UNICORN_VK_NORM_TAIL", "1536", 1);
 	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
 	/* (not just "x16": matrix cores' "16x16x16" has it) */
 	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
