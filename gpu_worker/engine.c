@@ -55,10 +55,13 @@
  * thread group so each x load serves both (at 8192+, the FFN down matrices:
  * 27B down 3.11 -> 2.43 ms per token, 4B 0.511 -> 0.484; from 2048 qkv and
  * wo too: tg64 4B 351.1 -> 358.1, 27B 91.1 -> 92.2; not the GLU gate/up,
- * whose two rows per thread already share x: 4 rows were 3-6% slower) */
+ * whose two rows per thread already share x: 4 rows were 3-6% slower), but
+ * not on products of fewer than 2048 rows, whose workgroups the GPU would
+ * then not fill (1B's 1152-row down: tg64 680.3 -> 693.9 at 1 row) */
 #define Q4G_BPT 2u
 #define Q4G_FEW_THREADS 100000u
 #define Q4G_WIDE 2048u
+#define Q4G_WIDE_MIN_ROWS 2048u
 #define Q4G_WIDE_RPT 2u
 #define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
@@ -1312,7 +1315,7 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
-	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE;
+	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE && nrows >= Q4G_WIDE_MIN_ROWS;
 	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
 	/* the tail also writes out2's x16 copy wherever x16 runs: its product is
