@@ -1394,14 +1394,16 @@ static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
 /* Whether rmsnorm's n rows get their x16 copy: where a product reading them
  * may run an x16 kernel (mul_mvs or mul_mvb: x16 needs no other kind), and for
  * the final norm always (the logits of a prompt's last rows take mul_mvs
- * whatever the prompt's length). Elsewhere (prefill) the copy is not read. */
+ * whatever the prompt's length): s_final, and the last layer's post-FFN norm,
+ * which the fused forward runs as the final norm too (mode 3). Elsewhere
+ * (prefill) the copy is not read. */
 static bool x16_rows(const struct engine *e, VkDescriptorSet s, uint32_t n)
 {
 	if (!e->use_x16)
 		return false;
 	struct ew row = { .ncols = e->cfg.n_embd };
 	int kind = mv_kind(e, &row, e->cfg.n_embd, 0, n);
-	return s == e->s_final || kind == 1 || kind == 3;
+	return s == e->s_final || s == e->L[e->cfg.n_layer - 1].s_post_ffn || kind == 1 || kind == 3;
 }
 
 static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)

@@ -94,6 +94,12 @@ static uint64_t check_model(uint32_t type, const char *shape, enum engine_import
 		snprintf(what, sizeof what, "%s decode pos %u", tn, t);
 		compare(got, want + t * V, V, what);
 	}
+	/* the prompt again, the logits of its last row only (what generation
+	 * reads after a prompt: mul_mvs on the final norm's rows, x16 where it
+	 * runs, after the decode steps above left their copies behind) */
+	cr_assert_eq(engine_forward(e, tok, P, 0, got, false), 0, "%s", err_msg());
+	snprintf(what, sizeof what, "%s prompt's last row", tn);
+	compare(got, want + (P - 1) * V, V, what);
 	uint64_t regrouped = engine_weights_regrouped(e);
 	snprintf(kernels, sizeof kernels, "%s", engine_kernels(e));
 	free(want);
