@@ -97,7 +97,9 @@ Test(engine, greedy_matches_reference, .timeout = 120)
 	fx_close(&x);
 }
 
-/* Prefill split 5+11+16+16 gives the same logits as token-by-token decode. */
+/* Prefill split 5+11+16+16 gives the same logits as token-by-token decode:
+ * to 1e-3, or where the prefill runs on matrix cores (f16 products against
+ * decode's f32: measured 7.1e-3 on the H100) to 2e-2. */
 Test(engine, chunked_prefill_equals_decode, .timeout = 120)
 {
 	struct fx x;
@@ -120,7 +122,8 @@ Test(engine, chunked_prefill_equals_decode, .timeout = 120)
 		if (d > worst)
 			worst = d;
 	}
-	cr_assert(worst < 1e-3, "chunked vs decode: max abs diff %g", worst);
+	double bound = strstr(engine_kernels(x.e), "matrix cores") ? 2e-2 : 1e-3;
+	cr_assert(worst < bound, "chunked vs decode: max abs diff %g (bound %g)", worst, bound);
 	free(a);
 	free(b);
 	fx_close(&x);
