@@ -90,16 +90,11 @@ layout(binding = 7) coherent buffer CntBuf { uint cnt[]; };
 // kept[] shrinks to one element. The x16 kernels themselves never run a tail.
 layout(constant_id = 5) const uint X16T = 0;
 layout(binding = 8) writeonly buffer XQOut { uint xqo[]; };
-shared float kept[X16T != 0u ? WG * NPER + WG * NPER / 32u + 1u : 1u];
-#define KEPT(i) ((i) + ((i) >> 5))
-#define NORM_KEEP(i, v)                  \
-	if (X16T != 0u)                  \
-	kept[KEPT(i)] = (v)
-#define X16_SRC(i) kept[KEPT(i)]
-uint x16_base;  // the row's first word
+#define X16_KEPT_ON X16T
+#define X16_KEPT_LEN (WG * NPER)
 #define X16_OUT(w, v) xqo[x16_base + (w)] = (v)
 #define X16_SG 1
-#include "x16.glsl"
+#include "x16_kept.glsl"
 #endif
 #define NORM_WG WG
 #define NORM_PER NPER
@@ -657,9 +652,7 @@ void main()
 #ifndef X16
 		if (X16T != 0u && (p.tail & 2u) != 0u) {
 			barrier();
-			x16_base = t * p.nrows / X16_GROUP * X16_GROUP_WORDS;
-			for (uint k = tid; k < p.nrows / 8u; k += WG)
-				x16_task(k);
+			x16_copy_row(t * p.nrows, p.nrows);
 			barrier();
 		}
 #endif

@@ -41,18 +41,11 @@ layout(push_constant) uniform Push {
 	uint x16;
 } p;
 
-// the row's result, kept for its x16 copy (each block's scale needs all of
-// it); a pad word per 32: the x16 tasks of one subgroup read 8 blocks at
-// once, which unpadded all fall in one bank
-shared float kept[X16C != 0u ? WG * PER + WG * PER / 32u + 1u : 1u];
-#define KEPT(i) ((i) + ((i) >> 5))
-#define NORM_KEEP(i, v)                  \
-	if (X16C != 0u)                  \
-	kept[KEPT(i)] = (v)
-#define X16_SRC(i) kept[KEPT(i)]
-uint x16_base;  // the row's first word
+// the row's result, kept for its x16 copy
+#define X16_KEPT_ON X16C
+#define X16_KEPT_LEN (WG * PER)
 #define X16_OUT(w, v) xq[x16_base + (w)] = (v)
-#include "x16.glsl"
+#include "x16_kept.glsl"
 
 #define NORM_WG WG
 #define NORM_PER PER
@@ -71,7 +64,5 @@ void main()
 	if (X16C == 0u || p.x16 == 0u || p.mode == 1u)
 		return;
 	barrier();
-	x16_base = o / X16_GROUP * X16_GROUP_WORDS;
-	for (uint t = gl_LocalInvocationID.x; t < p.n / 8u; t += WG)
-		x16_task(t);
+	x16_copy_row(o, p.n);
 }
