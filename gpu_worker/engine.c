@@ -58,6 +58,15 @@
  * whose two rows per thread already share x: 4 rows were 3-6% slower), but
  * not on products of fewer than 2048 rows, whose workgroups the GPU would
  * then not fill (1B's 1152-row down: tg64 680.3 -> 693.9 at 1 row) */
+/* K-quant units per thread by product (mvs_bpt), H100 tg64 (BENCHMARKS.md):
+ * 27B Q4_K_M gate/up 7.11 -> 6.53 ms per token at 8 (4B flat), logits 0.93 ->
+ * 0.74 at 16, qkv 2.40 -> 2.18 at 2 (4B 0.60 -> 0.54); one value for all was
+ * a trade (27B best at 8, 4B at 4) */
+#define KQ_FEW_ROWS 16384u
+#define KQ_FEW_BPT 2u
+#define KQ_GLU_BPT 8u
+#define KQ_MANY_ROWS 65536u
+#define KQ_MANY_BPT 16u
 #define Q4G_BPT 2u
 #define Q4G_FEW_THREADS 100000u
 #define Q4G_WIDE 2048u
@@ -158,6 +167,7 @@ struct engine {
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
+	bool mvs_bpt_set;              /* UNICORN_VK_MVS_BPT given: every type but regrouped q4_0 takes it */
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
 	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
 	struct vk_pipe mvs_q4g_wide;         /* mul_mvs_q4_0g, Q4G_WIDE_RPT rows per thread group */
@@ -644,7 +654,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
-	e->mvs_bpt = benv && atoi(benv) > 0 && atoi(benv) <= 64 ? (uint32_t)atoi(benv) : 4;
+	e->mvs_bpt_set = benv && atoi(benv) > 0 && atoi(benv) <= 64;
+	e->mvs_bpt = e->mvs_bpt_set ? (uint32_t)atoi(benv) : 4;
 	/* UNICORN_VK_MVS_GENERIC=1: every quantized type through the generic
 	 * whole-block unit (the <kernel>_gen pipelines), to compare against the
 	 * per-type fast units in one benchmark run */
@@ -1290,9 +1301,15 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 /* Work units per thread of mul_mvs/mul_mvb for a matrix of nrows output rows
  * (the same for both: mul_mvb must split rows as mul_mvs does). Regrouped
  * q4_0 units are a word of four blocks: Q4G_BPT per thread, one where that
- * leaves the product fewer than Q4G_FEW_THREADS threads. */
-static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nrows)
+ * leaves the product fewer than Q4G_FEW_THREADS threads. The K-quant units
+ * (16 weights) take 2 on products of fewer than KQ_FEW_ROWS rows (qkv, wo,
+ * down), 8 on the GLU's gate/up and 16 from KQ_MANY_ROWS rows (the logits);
+ * other types UNICORN_VK_MVS_BPT (default 4). */
+static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nrows, bool glu)
 {
+	bool kq = w->type == TENSOR_Q4_K || w->type == TENSOR_Q5_K || w->type == TENSOR_Q6_K || w->type == TENSOR_Q3_K;
+	if (kq && !e->mvs_bpt_set && !e->mvs_generic)
+		return glu ? KQ_GLU_BPT : nrows >= KQ_MANY_ROWS ? KQ_MANY_BPT : nrows < KQ_FEW_ROWS ? KQ_FEW_BPT : e->mvs_bpt;
 	if (w->type != TENSOR_Q4_0G)
 		return e->mvs_bpt;
 	uint64_t threads = (uint64_t)nrows * engine_mvs_tpr_type(w->type, w->ncols, WG_MVS, Q4G_BPT, false);
@@ -1316,7 +1333,7 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
 	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE && nrows >= Q4G_WIDE_MIN_ROWS;
-	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows), e->mvs_generic)
+	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows, glu), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
 	/* the tail also writes out2's x16 copy wherever x16 runs: its product is
 	 * a decode one (kind 1), so the next products read the copy */
