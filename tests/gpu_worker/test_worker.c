@@ -74,6 +74,9 @@ static void teardown(void)
 	(void)!system(cmd);
 }
 
+/* The gpu worker's --import for the next cluster (NULL: its default, auto). */
+static const char *gpu_import;
+
 static void start(const char *exe_name, int i, char *extra)
 {
 	char exe[4096], err[128];
@@ -81,7 +84,17 @@ static void start(const char *exe_name, int i, char *extra)
 	snprintf(err, sizeof err, "%s/%s.err", dir, exe_name);
 	/* extra: "--attn-backend" (npu worker, vulkan) or "--max-seqs" (gpu worker, 2) */
 	bool seqs = extra && strcmp(extra, "--max-seqs") == 0;
-	char *argv[] = { exe, "--rundir", dir, extra ? extra : NULL, extra ? (seqs ? "2" : "vulkan") : NULL, NULL };
+	char *argv[8] = { exe, "--rundir", dir };
+	int k = 3;
+	if (extra) {
+		argv[k++] = extra;
+		argv[k++] = seqs ? "2" : "vulkan";
+	}
+	if (gpu_import && strcmp(exe_name, "unicorn-gpu-worker") == 0) {
+		argv[k++] = "--import";
+		argv[k++] = (char *)gpu_import;
+	}
+	argv[k] = NULL;
 	pids[i] = proc_spawn(argv, err);
 }
 
@@ -156,8 +169,13 @@ static void stage(uint32_t kind, uint32_t seq_id, uint32_t slot, uint32_t layer,
 
 static const uint32_t chunks[] = { 40, 3, 1, 1, 1, 1, 1 }; /* 48 tokens; 40 > the engine's batch of 32 */
 
-Test(worker, split_and_fused_match_golden, .init = setup, .fini = teardown, .timeout = 60)
+/* Split (per-stage messages) and fused (RUN) decode of the golden prompt
+ * against the golden logits; import: the gpu worker's --import (NULL: auto,
+ * in place on lavapipe; "upload": regrouped, with the x16 kernels a discrete
+ * GPU runs, the prompt's first token included). */
+static void check_split_and_fused(const char *import)
 {
+	gpu_import = import;
 	struct golden g;
 	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
 	cr_assert_eq(g.n_tokens, 48);
@@ -260,7 +278,7 @@ Test(worker, split_and_fused_match_golden, .init = setup, .fini = teardown, .tim
 	cr_assert_eq(vk_list_devices(dv, 8, &n_dev), 0, "%s", err_msg());
 	for (uint32_t i = 0; i < n_dev; i++)
 		discrete = discrete || strcmp(dv[i].type, "discrete") == 0;
-	if (discrete)
+	if (discrete || import)
 		cr_assert_eq(r.u.status.import_mode, MSG_IMPORT_UPLOAD);
 	else if (strcmp(dv[0].type, "cpu") == 0)
 		cr_assert_eq(r.u.status.import_mode, MSG_IMPORT_ZERO_COPY, "lavapipe should use the regions in place");
@@ -272,6 +290,16 @@ Test(worker, split_and_fused_match_golden, .init = setup, .fini = teardown, .tim
 	       fused_us / n_fused, fused_work_us / n_fused, checked);
 	fflush(stdout);
 	golden_free(&g);
+}
+
+Test(worker, split_and_fused_match_golden, .init = setup, .fini = teardown, .timeout = 60)
+{
+	check_split_and_fused(NULL);
+}
+
+Test(worker, split_and_fused_match_golden_uploaded, .init = setup, .fini = teardown, .timeout = 60)
+{
+	check_split_and_fused("upload");
 }
 
 static void expect_alive(struct bus *b, enum msg_role role)
