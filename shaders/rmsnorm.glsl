@@ -2,8 +2,8 @@
 // workgroup per row; the modes and the arithmetic are norm_row.glsl's.
 #ifdef SG
 // SG: reductions with subgroupAdd (one barrier instead of log2(WG)); the host
-// uses this variant where subgroup arithmetic is supported and no matvec runs
-// the norm in its tail (engine.c: the tail reduces with the tree).
+// uses this variant where subgroup arithmetic is supported (and the norm tail,
+// which reduces the same way, only then: engine.c norm_tail_pick).
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
