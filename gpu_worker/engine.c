@@ -554,9 +554,9 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 /* UNICORN_VK_NORM_TAIL: unset, rows of up to NT_DEFAULT_EMBD (none); a
  * number, that limit (0: never); "dispatch": the numbers of the tail on rows
  * of up to NT_MAX_EMBD with the norm recorded as its own dispatch (A/B of
- * the tail alone). The tail runs in mul_mvs, so it needs the device's
- * subgroup features (use_mvs). */
-static void norm_tail_pick(struct engine *e)
+ * the tail alone). The tail runs in mul_mvs and reduces as rmsnorm_sg does,
+ * so it needs the subgroup kernels (norm_sg, which implies use_mvs). */
+static void norm_tail_pick(struct engine *e, bool norm_sg)
 {
 	const char *env = getenv("UNICORN_VK_NORM_TAIL");
 	e->nt_dispatch = env && strcmp(env, "dispatch") == 0;
@@ -572,23 +572,21 @@ static void norm_tail_pick(struct engine *e)
 	}
 	/* the tail reduces with subgroup operations, as rmsnorm_sg does: not
 	 * with UNICORN_VK_NORM=tree (the tree kernels then run every norm) */
-	const char *nenv = getenv("UNICORN_VK_NORM");
-	e->norm_tail = e->use_mvs && e->cfg.n_embd <= max && !(nenv && strcmp(nenv, "tree") == 0);
+	e->norm_tail = norm_sg && e->cfg.n_embd <= max;
 }
 
 /* Whether the x16 kernels (gpu_worker/x16.h) run the regrouped q4_0 products
  * whose input is rmsnorm's result: where the device has integer dot products,
  * on rows that split into x16 groups, and where the norm that writes the copy
- * can keep its row in shared memory: rmsnorm (nwg threads: kept[] beside
- * nred[]), or with the norm tail the wo/down matvec (WG_MVS threads: kept[]
- * beside nred[] and red[]; shaders/mul_mvs.glsl X16T). UNICORN_VK_X16=0 keeps
+ * can keep its row in shared memory: rmsnorm (nwg threads, norm_wg's:
+ * kept[] beside nred[]), and with the norm tail the wo/down matvec as well
+ * (as many threads: kept[] beside nred[] and red[]; mul_mvs.glsl X16T). UNICORN_VK_X16=0 keeps
  * the float kernels (A/B). */
 static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 {
 	const char *env = getenv("UNICORN_VK_X16");
-	uint32_t wg = e->norm_tail ? WG_MVS : nwg;
-	uint64_t row = (uint64_t)wg * engine_norm_per(e->cfg.n_embd, wg);
-	uint64_t keep = (row + row / 32 + 1 + wg) * 4;
+	uint64_t row = (uint64_t)nwg * engine_norm_per(e->cfg.n_embd, nwg);
+	uint64_t keep = (row + row / 32 + 1 + nwg) * 4;
 	if (e->norm_tail) /* the matvec's red[]: one token column, RPT rows */
 		keep += (uint64_t)MVS_MAX_RPT * WG_MVS * 4;
 	e->use_x16 = e->vk->idot && e->use_mvs && used[type_slot(TENSOR_Q4_0G)] && e->cfg.n_embd % X16_GROUP == 0 &&
@@ -675,8 +673,16 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
-	norm_tail_pick(e);
-	x16_pick(e, used, wg_norm[0]);
+	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
+	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
+	 * of all three (A/B). rope_kv and attn always take the same kind: they
+	 * share the q/k norm, which must round alike in both */
+	const char *nenv = getenv("UNICORN_VK_NORM");
+	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
+	norm_tail_pick(e, norm_sg);
+	/* rmsnorm's threads: the tail's where it runs (their rows agree bitwise) */
+	uint32_t norm_wg = e->norm_tail ? WG_MVS : wg_norm[0];
+	x16_pick(e, used, norm_wg);
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
 	/* the tail keeps its row for the x16 copy (mul_mvs.glsl X16T); the
 	 * batch kernels never run a tail that writes one */
@@ -737,15 +743,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	if (!rc && e->use_mm)
 		cm_pipes_create(e, used);
 	kernels_describe(e);
-	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
-	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
-	 * of all three (A/B). rope_kv and attn always take the same kind: they
-	 * share the q/k norm, which must round alike in both */
-	const char *nenv = getenv("UNICORN_VK_NORM");
-	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	/* rmsnorm holds a row in registers: PER elements per thread */
-	uint32_t nwg = e->norm_tail ? WG_MVS : wg_norm[0];
-	const uint32_t spec_norm[3] = { nwg, engine_norm_per(e->cfg.n_embd, nwg), e->use_x16 ? 1 : 0 };
+	const uint32_t spec_norm[3] = { norm_wg, engine_norm_per(e->cfg.n_embd, norm_wg), e->use_x16 ? 1 : 0 };
 	const char *norm_name = norm_sg ? "rmsnorm_sg" : "rmsnorm";
 	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 3, &e->norm);
 	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
@@ -1309,12 +1308,12 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
 {
 	bool kq = w->type == TENSOR_Q4_K || w->type == TENSOR_Q5_K || w->type == TENSOR_Q6_K || w->type == TENSOR_Q3_K;
 	bool tuned = !e->mvs_bpt_set && !e->mvs_generic;
-	if (kq && tuned)
-		return glu ? KQ_GLU_BPT : nrows >= KQ_MANY_ROWS ? KQ_MANY_BPT : nrows < KQ_FEW_ROWS ? KQ_FEW_BPT : e->mvs_bpt;
 	/* q8_0's logits too (4B 0.356 -> 0.289 ms per token at 16; its other
 	 * products are best at 4) */
-	if (w->type == TENSOR_Q8_0 && tuned && !glu && nrows >= KQ_MANY_ROWS)
+	if (tuned && (kq || w->type == TENSOR_Q8_0) && !glu && nrows >= KQ_MANY_ROWS)
 		return KQ_MANY_BPT;
+	if (kq && tuned)
+		return glu ? KQ_GLU_BPT : nrows < KQ_FEW_ROWS ? KQ_FEW_BPT : e->mvs_bpt;
 	if (w->type != TENSOR_Q4_0G)
 		return e->mvs_bpt;
 	uint64_t threads = (uint64_t)nrows * engine_mvs_tpr_type(w->type, w->ncols, WG_MVS, Q4G_BPT, false);
