@@ -166,6 +166,14 @@ struct engine {
 	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
 	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
+	/* run_forward: the command buffer replayed last and its last two GPU
+	 * times (est_n of them so far), the lesser of which is the next replay's
+	 * expected time (vk_submit_wait_expect); UNICORN_VK_WAIT=start keeps the
+	 * poll right after the submission (A/B) */
+	VkCommandBuffer est_cb;
+	uint64_t est_ns[2];
+	uint32_t est_n;
+	bool wait_start;
 	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
 	bool mvs_bpt_set;              /* UNICORN_VK_MVS_BPT given: every type but regrouped q4_0 takes it */
 	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
@@ -650,6 +658,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
 	const char *bar_env = getenv("UNICORN_VK_BARRIER");
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
+	const char *wait_env = getenv("UNICORN_VK_WAIT");
+	e->wait_start = wait_env && strcmp(wait_env, "start") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
 	/* 4 units per thread: best of 1/2/4/8 on the H100 (1B and 4B q4_0 decode) */
 	e->mvs_bpt_set = benv && atoi(benv) > 0 && atoi(benv) <= 64;
@@ -1182,20 +1192,27 @@ static int tab_record(struct engine *e, bool *recorded)
 	return 0;
 }
 
-/* Every submission goes through here: the tables first when they changed. */
-static int submit(struct engine *e, VkCommandBuffer cb)
+/* Every submission goes through here: the tables first when they changed.
+ * expect_ns: the GPU time the submission is expected to take (0: unknown;
+ * vk_submit_wait_expect). */
+static int submit_expect(struct engine *e, VkCommandBuffer cb, uint64_t expect_ns)
 {
 	bool tab;
 	int rc = tab_record(e, &tab);
 	if (rc)
 		return rc;
 	VkCommandBuffer cbs[2] = { e->tabcb, cb };
-	rc = tab ? vk_submit_wait_n(e->vk, cbs, 2) : vk_submit_wait(e->vk, cb);
+	rc = vk_submit_wait_expect(e->vk, tab ? cbs : &cb, tab ? 2 : 1, expect_ns);
 	if (!rc && tab) {
 		memset(e->tab_dirty, 0, sizeof e->tab_dirty);
 		e->tab_any_dirty = false;
 	}
 	return rc;
+}
+
+static int submit(struct engine *e, VkCommandBuffer cb)
+{
+	return submit_expect(e, cb, 0);
 }
 
 int engine_seq_reset(struct engine *e, uint32_t seq)
@@ -1631,11 +1648,13 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 
 /* Replay (recording on first use) the command buffer of (mode, n) over the step buffer as written. */
 /* Add the GPU time between timestamp queries q0 and q1 to e->gpu_ns. */
-static void gpu_ns_add(struct engine *e, uint32_t q0, uint32_t q1)
+static uint64_t gpu_ns_add(struct engine *e, uint32_t q0, uint32_t q1)
 {
 	uint64_t a, b;
-	if (!vk_query_ns(e->vk, q0, 1, &a) && !vk_query_ns(e->vk, q1, 1, &b) && b >= a)
-		e->gpu_ns += b - a;
+	if (vk_query_ns(e->vk, q0, 1, &a) || vk_query_ns(e->vk, q1, 1, &b) || b < a)
+		return 0;
+	e->gpu_ns += b - a;
+	return b - a;
 }
 
 uint64_t engine_gpu_ns(const struct engine *e)
@@ -1657,10 +1676,25 @@ static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_
 /* Submit a recorded forward and count its GPU time. */
 static int run_forward(struct engine *e, VkCommandBuffer cb)
 {
-	int rc = submit(e, cb);
+	/* a replayed step is expected to take the lesser of the GPU times its
+	 * last two runs took, as its own timestamps measured them (the host's
+	 * wait would count a late wake-up into the next expectation; one slow
+	 * run, a warm-up, does not make the next one sleep too long) */
+	if (cb != e->est_cb)
+		e->est_n = 0;
+	uint64_t expect = 0;
+	if (e->est_n >= 2 && !e->wait_start)
+		expect = e->est_ns[0] < e->est_ns[1] ? e->est_ns[0] : e->est_ns[1];
+	int rc = submit_expect(e, cb, expect);
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
-	if (e->timed && !e->prof) /* the first and last timestamps bracket the submission */
-		gpu_ns_add(e, 0, e->n_ts - 1);
+	e->est_cb = VK_NULL_HANDLE;
+	if (e->timed && !e->prof) { /* the first and last timestamps bracket the submission */
+		uint64_t ns = gpu_ns_add(e, 0, e->n_ts - 1);
+		if (ns) {
+			e->est_ns[e->est_n++ % 2] = ns;
+			e->est_cb = cb;
+		}
+	}
 	return rc;
 }
 

@@ -2,9 +2,11 @@
 #include "gpu_worker/vk.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu_worker/coopmat.h"
 #include "gpu_worker/shaders.h"
@@ -13,6 +15,11 @@
 
 #define VK_STAGING_BYTES ((VkDeviceSize)64 << 20)
 #define VK_QUERIES 2048
+/* vk_submit_wait_expect: shorter sleeps are polled instead; from this
+ * expectation on (a prefill chunk), a late wake-up costs nothing worth the
+ * risk of sleeping past a faster run, and the wait blocks as before */
+#define WAIT_SLEEP_MIN_NS 50000
+#define WAIT_EXPECT_MAX_NS 50000000
 
 static const char *vk_res(VkResult r)
 {
@@ -627,6 +634,21 @@ int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb)
 
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 {
+	return vk_submit_wait_expect(vk, cbs, n, 0);
+}
+
+/* Sleep until the monotonic time t (ns), when that is worth a timer. */
+static void sleep_until_ns(int64_t t)
+{
+	if (t - spin_now_ns() < WAIT_SLEEP_MIN_NS)
+		return;
+	struct timespec ts = { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+int vk_submit_wait_expect(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n, uint64_t expect_ns)
+{
 	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
 	int64_t t0 = spin_now_ns();
 	VkResult r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
@@ -635,8 +657,17 @@ int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n)
 	int64_t t1 = spin_now_ns();
 	r = VK_NOT_READY;
 	if (vk->spin_us) {
-		/* a short submission is done sooner than a sleeping wait wakes up */
-		int64_t until = spin_now_ns() + (int64_t)vk->spin_us * 1000;
+		/* a short submission is done sooner than a sleeping wait wakes up;
+		 * one expected to take longer than two poll bounds sleeps until one
+		 * bound before its expected end, then polls up to a bound past it
+		 * (the poll's time moves from the start of the step, where nothing
+		 * ends, to its end; the timer's slack, 50 us, falls inside it) */
+		int64_t spin = (int64_t)vk->spin_us * 1000, until = t1 + spin;
+		if (expect_ns > (uint64_t)(2 * spin) && expect_ns < (uint64_t)WAIT_EXPECT_MAX_NS) {
+			int64_t wake = t1 + (int64_t)expect_ns - spin;
+			sleep_until_ns(wake);
+			until = wake + 2 * spin;
+		}
 		while ((r = vkGetFenceStatus(vk->dev, vk->fence)) == VK_NOT_READY && spin_now_ns() < until)
 			spin_pause();
 	}

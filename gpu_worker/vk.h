@@ -139,6 +139,11 @@ void vk_cmd_barrier(VkCommandBuffer cb);
 int vk_submit_wait(struct vk_ctx *vk, VkCommandBuffer cb);
 /* Several command buffers in one submission (in order), one fence wait. */
 int vk_submit_wait_n(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n);
+/* The same for a submission expected to run expect_ns on the GPU (0: no
+ * idea): it sleeps until one poll bound (spin_us) before that, then polls up
+ * to one bound past it, then blocks. Expectations under two bounds or from
+ * 50 ms on wait as vk_submit_wait_n does. */
+int vk_submit_wait_expect(struct vk_ctx *vk, const VkCommandBuffer *cbs, uint32_t n, uint64_t expect_ns);
 void vk_cmd_free(struct vk_ctx *vk, VkCommandBuffer cb);
 
 /* Timestamps: vk_cmd_timestamp writes query i; vk_query_ns reads n values as ns. */

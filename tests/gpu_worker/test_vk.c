@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -134,5 +135,46 @@ Test(vk, copy_bandwidth, .timeout = 120)
 	cr_assert_eq(vk_copy_bw(vk, &bytes, &gbs), 0, "%s", err_msg());
 	cr_assert(bytes > 0 && bytes <= 256ull << 20 && bytes % 4096 == 0, "copied %llu bytes", (unsigned long long)bytes);
 	cr_assert(gbs > 0.01 && gbs < 1e5, "copy bandwidth %g GB/s", gbs);
+	vk_destroy(vk);
+}
+
+/* vk_submit_wait_expect: a submission expected to take 5 ms sleeps until one
+ * poll bound before that, then polls: it returns after about 5 ms, the work
+ * done; one with no expectation (or a shorter one than two bounds) returns
+ * as soon as the work is done. UNICORN_SPIN_US turns the poll on, as on a
+ * GPU (lavapipe's default is no poll, and no sleep). */
+static double wait_ms(struct vk_ctx *vk, VkCommandBuffer cb, uint64_t expect_ns)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(vk_submit_wait_expect(vk, &cb, 1, expect_ns), 0, "%s", err_msg());
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+}
+
+Test(vk, submit_wait_expect, .timeout = 60)
+{
+	setenv("UNICORN_SPIN_US", "100", 1);
+	struct vk_ctx *vk;
+	cr_assert_eq(vk_create(NULL, &vk), 0, "%s", err_msg());
+	cr_assert_eq(vk->spin_us, 100);
+	struct vk_buf *buf;
+	cr_assert_eq(vk_buf_create(vk, VK_BUF_HOST, 4096, &buf), 0, "%s", err_msg());
+	VkCommandBuffer cb;
+	cr_assert_eq(vk_cmd_alloc(vk, &cb), 0, "%s", err_msg());
+	cr_assert_eq(vk_cmd_begin(cb, false), 0);
+	vkCmdFillBuffer(cb, buf->buf, 0, 4096, 0x5a5a5a5au);
+	vk_cmd_barrier(cb);
+	cr_assert_eq(vkEndCommandBuffer(cb), VK_SUCCESS);
+	double fast = wait_ms(vk, cb, 0);
+	memset(buf->map, 0, 4096);
+	double slept = wait_ms(vk, cb, 5000000);
+	cr_assert_geq(slept, 4.8, "returned after %.3f ms: no sleep until a bound before the expected 5 ms", slept);
+	cr_assert_eq(((uint32_t *)buf->map)[1023], 0x5a5a5a5au, "the fill did not run");
+	/* 150 us: less than two bounds, polled from the submission as before */
+	double polled = wait_ms(vk, cb, 150000);
+	cr_assert_lt(polled, 4.0, "no expectation %.3f ms, 150 us expected %.3f ms", fast, polled);
+	vk_cmd_free(vk, cb);
+	vk_buf_destroy(vk, buf);
 	vk_destroy(vk);
 }
