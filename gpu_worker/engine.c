@@ -92,6 +92,10 @@
 enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
        MODE_W_ALL = 7, MODE_W_ARGMAX = 8, MODE_W_TOPK = 9, N_MODES = 10 };
 #define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
+/* workgroups per argmax row: slices of 8192 of a 262144-token vocabulary,
+ * two vec4 loads per thread (H100: 22 us as one workgroup, BENCHMARKS.md) */
+#define AM_GROUPS 32u
+#define AM_GROUPS_MAX 64u /* UNICORN_VK_ARGMAX_GROUPS's limit (<= the 128-thread workgroup) */
 /* the top-k kernel's per-row log-sum-exps follow the batch_max result rows */
 #define LSE_OFF(e) ((e)->batch_max * RES_ROW)
 
@@ -185,6 +189,8 @@ struct engine {
 	bool norm_tail;
 	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
 	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
+	struct vk_buf *amp;                  /* argmax's row counters (zero between dispatches) and slice bests */
+	uint32_t am_groups;                  /* workgroups per argmax row: AM_GROUPS, UNICORN_VK_ARGMAX_GROUPS (A/B) */
 	/* x16 (gpu_worker/x16.h): rmsnorm also writes its result as 16-bit integers
 	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
 	 * logits) run the integer dot-product kernels on it (x16_pick) */
@@ -658,6 +664,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 		    lim->maxComputeSharedMemorySize >= 2 * MM_TILE * MM_TILE * 4;
 	const char *bar_env = getenv("UNICORN_VK_BARRIER");
 	e->full_barriers = bar_env && strcmp(bar_env, "full") == 0;
+	const char *am_env = getenv("UNICORN_VK_ARGMAX_GROUPS");
+	e->am_groups = am_env && atoi(am_env) >= 1 && atoi(am_env) <= (int)AM_GROUPS_MAX ? (uint32_t)atoi(am_env) : AM_GROUPS;
 	const char *wait_env = getenv("UNICORN_VK_WAIT");
 	e->wait_start = wait_env && strcmp(wait_env, "start") == 0;
 	const char *benv = getenv("UNICORN_VK_MVS_BPT");
@@ -774,7 +782,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *chenv = getenv("UNICORN_VK_ATTN_CHUNK");
 	e->attn_chunk = chenv && atoi(chenv) > 0 ? (uint32_t)atoi(chenv) : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
-	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 2, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
+	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
 	if (!rc) rc = vk_pipe_create(e->vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &e->topk);
 	return rc;
 }
@@ -846,7 +854,7 @@ static int sets_create(struct engine *e)
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, e->xq);
 	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
 	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
-	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, d, d, d, d);
+	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
@@ -1007,6 +1015,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
+		/* argmax's row counters and slice bests (shaders/argmax.comp) */
+		{ &e->amp, VK_BUF_DEVICE, ((uint64_t)ENGINE_AM_PART + (uint64_t)RB * AM_GROUPS_MAX * 2) * 4 },
 		{ &e->tabh, VK_BUF_HOST, (uint64_t)e->max_seqs * e->tab_len * 4 },
 		{ &e->tabd, VK_BUF_DEVICE, (uint64_t)e->max_seqs * e->tab_len * 4 },
 	};
@@ -1035,6 +1045,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = vk_fill_zero(e->vk, e->part); /* the fused combine's counters start at zero */
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->nt_cnt); /* and the norm tail's */
+	if (!rc)
+		rc = vk_fill_zero(e->vk, e->amp); /* and argmax's */
 	if (!rc)
 		rc = engine_reset(e);
 	if (!rc)
@@ -1093,7 +1105,7 @@ void engine_destroy(struct engine *e)
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->tabh, e->tabd };
+					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -1610,7 +1622,7 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, uint
 		rec_logits_to(e, cb, n, n_out, am || tk ? e->s_logits_d : e->s_logits);
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (am && n_out)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n_out, 1);
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n_out, 1);
 	if (tk && n_out)
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n_out, 1);
 	fbar(e, cb);
@@ -2264,7 +2276,7 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 	e->rec_batch = e->rec_wide = false;
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (mode == ENGINE_BATCH_ARGMAX)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, 1, n, 1);
+		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n, 1);
 	else
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n, 1);
 	fbar(e, cb);

@@ -102,6 +102,9 @@ _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mu
 /* one workgroup per row: row r at off + r * stride; topk.comp also writes the
  * row's log-sum-exp to res[lse_off + r] (argmax.comp ignores lse_off) */
 struct argmax_push { uint32_t n, off, stride, lse_off; };
+/* argmax.comp over G > 1 workgroups per row: per-row counters, then from
+ * this uint on the slices' bests (2 uints each, G per row) */
+#define ENGINE_AM_PART 4096u
 _Static_assert(sizeof(struct argmax_push) == 16, "argmax_push mirrors shaders/argmax.comp, topk.comp");
 
 /* One token of a step: the kernels read its position and KV base from here, so

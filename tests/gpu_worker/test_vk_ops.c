@@ -939,13 +939,15 @@ Test(vk_ops, gelu_argmax_topk)
 		lg[i] = frand();
 	lg[4000] = lg[17] = 7.0f; /* tie: the lower index wins */
 	struct vk_pipe pa, pt;
-	cr_assert_eq(vk_pipe_create(vk, "argmax", 2, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "argmax", 3, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
 	uint32_t wg32[1] = { 32 };
 	cr_assert_eq(vk_pipe_create(vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &pt), 0, "%s", err_msg());
 	uint32_t step[4] = { 0, 1, 64, 0 };
 	struct vk_buf *bl = buf_from(lg, n * 4), *br = buf_from(NULL, 128 * 4), *bs = buf_from(step, sizeof step);
 	struct argmax_push ap = { n, 0, n, 0 };
-	run1(&pa, (struct vk_buf *[]){ bl, br }, &ap, 1, 1, 1);
+	struct vk_buf *bp = buf_from(NULL, (ENGINE_AM_PART + 64) * 4);
+	run1(&pa, (struct vk_buf *[]){ bl, br, bp }, &ap, 1, 1, 1);
+	vk_buf_destroy(vk, bp);
 	uint32_t res[128];
 	vk_download(vk, br, 0, res, 8);
 	cr_assert_eq(res[0], 17);
@@ -972,8 +974,10 @@ Test(vk_ops, gelu_argmax_topk)
 /* argmax over rows of n logits at offset off, stride apart (batch rows): the
  * vec4 path (rows at a multiple of 4 floats, n with and without a tail of
  * n % 4), the scalar path (rows at an odd offset), ties (the lowest index),
- * the maximum in the tail and at index 0, NaN-free negatives. */
-static void check_argmax(uint32_t n, uint32_t off, uint32_t stride, uint32_t rows, uint32_t wgs)
+ * the maximum in the tail and at index 0, NaN-free negatives; each row once
+ * by one workgroup and once cut into G slices (its counters must be back at
+ * zero after each dispatch, as the engine replays them). */
+static void check_argmax_g(uint32_t n, uint32_t off, uint32_t stride, uint32_t rows, uint32_t wgs, uint32_t G)
 {
 	size_t len = off + (size_t)(rows - 1) * stride + n;
 	float *lg = malloc(len * 4);
@@ -999,24 +1003,42 @@ static void check_argmax(uint32_t n, uint32_t off, uint32_t stride, uint32_t row
 	}
 	struct vk_pipe pa;
 	uint32_t wg[1] = { wgs };
-	cr_assert_eq(vk_pipe_create(vk, "argmax", 2, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
-	struct vk_buf *bl = buf_from(lg, len * 4), *br = buf_from(NULL, rows * 128 * 4);
+	cr_assert_eq(vk_pipe_create(vk, "argmax", 3, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
+	size_t pb = (ENGINE_AM_PART + (size_t)rows * G * 2) * 4;
+	uint32_t *zero = calloc(1, pb), *cnt = malloc(pb);
+	cr_assert(zero && cnt);
+	struct vk_buf *bl = buf_from(lg, len * 4), *br = buf_from(NULL, rows * 128 * 4), *bp = buf_from(zero, pb);
 	struct argmax_push ap = { n, off, stride, 0 };
-	run1(&pa, (struct vk_buf *[]){ bl, br }, &ap, 1, rows, 1);
 	uint32_t *res = malloc(rows * 128 * 4);
 	cr_assert(res);
+	for (int rep = 0; rep < 2; rep++) {
+	run1(&pa, (struct vk_buf *[]){ bl, br, bp }, &ap, G, rows, 1);
+	vk_download(vk, bp, 0, cnt, ENGINE_AM_PART * 4);
+	for (uint32_t r = 0; r < rows; r++)
+		cr_assert_eq(cnt[r], 0, "G %u row %u: counter %u left", G, r, cnt[r]);
 	vk_download(vk, br, 0, res, rows * 128 * 4);
 	for (uint32_t r = 0; r < rows; r++) {
-		cr_assert_eq(res[128 * r], want[r], "n %u off %u row %u: %u, want %u", n, off, r, res[128 * r], want[r]);
+		cr_assert_eq(res[128 * r], want[r], "G %u n %u off %u row %u: %u, want %u", G, n, off, r, res[128 * r], want[r]);
 		float v;
 		memcpy(&v, &res[128 * r + 1], 4);
-		cr_assert_eq(v, lg[off + (size_t)r * stride + want[r]], "n %u off %u row %u: value", n, off, r);
+		cr_assert_eq(v, lg[off + (size_t)r * stride + want[r]], "G %u n %u off %u row %u: value", G, n, off, r);
+	}
 	}
 	vk_buf_destroy(vk, bl);
 	vk_buf_destroy(vk, br);
+	vk_buf_destroy(vk, bp);
 	vk_pipe_destroy(vk, &pa);
 	free(lg);
 	free(res);
+	free(zero);
+	free(cnt);
+}
+
+static void check_argmax(uint32_t n, uint32_t off, uint32_t stride, uint32_t rows, uint32_t wgs)
+{
+	check_argmax_g(n, off, stride, rows, wgs, 1);
+	check_argmax_g(n, off, stride, rows, wgs, 32); /* the engine's slices */
+	check_argmax_g(n, off, stride, rows, wgs, 7);  /* slices that end inside a vec4 run */
 }
 
 Test(vk_ops, argmax_rows)
