@@ -81,9 +81,11 @@
 /* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
  * with at most this many visible keys is one split, written by attn itself, so
  * a decode step whose tokens are all that short needs no attn_combine
- * dispatch. 128 covers tg128 and the 64-position profile step; a longer range
- * is cut into n_split slices of at least ATTN_MIN_CHUNK keys as before. */
-#define ATTN_CHUNK 128u
+ * dispatch; a longer range is cut into n_split slices of at least
+ * ATTN_MIN_CHUNK keys. 64: from 65 keys the splits' parallel workgroups and a
+ * combine dispatch beat one workgroup per head (H100 tg128 against 128: 1B
+ * +3.4%, 4B +2-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md) */
+#define ATTN_CHUNK 64u
 #define ATTN_MIN_CHUNK 32u
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
