@@ -84,7 +84,7 @@
  * dispatch; a longer range is cut into n_split slices of at least
  * ATTN_MIN_CHUNK keys. 64: from 65 keys the splits' parallel workgroups and a
  * combine dispatch beat one workgroup per head (H100 tg128 against 128: 1B
- * +3.4%, 4B +2-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md) */
+ * +3.4-5.5%, 4B +1-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md) */
 #define ATTN_CHUNK 64u
 #define ATTN_MIN_CHUNK 32u
 
