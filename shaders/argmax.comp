@@ -73,10 +73,11 @@ void main()
 	uint first = min(g * slice, p.n), last = min(first + slice, p.n);
 	float bv = NEG_INF;
 	uint bi = 0xffffffffu;
-	// One workgroup streams the whole vocabulary, so latency, not bandwidth,
-	// is the limit: rows at a multiple of 4 floats are read as vec4s, eight
-	// issued before any compare (262144 logits: 8 rounds of loads per thread,
-	// where four scalar loads a round took 64); others four floats a round.
+	// A workgroup's slice is a chain of dependent load rounds, so latency,
+	// not bandwidth, is the limit: rows at a multiple of 4 floats are read as
+	// vec4s, eight issued before any compare (one workgroup over 262144
+	// logits: 8 rounds per thread, where four scalar loads a round took 64);
+	// others four floats a round.
 	if ((lo & 3u) == 0u) {
 		// the slice's vec4s [first / 4, min(last, 4 n4) / 4): slices start
 		// at multiples of 4, so only the row's last n % 4 logits are scalars
