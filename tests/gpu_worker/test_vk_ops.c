@@ -1005,24 +1005,26 @@ static void check_argmax_g(uint32_t n, uint32_t off, uint32_t stride, uint32_t r
 	uint32_t wg[1] = { wgs };
 	cr_assert_eq(vk_pipe_create(vk, "argmax", 3, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
 	size_t pb = (ENGINE_AM_PART + (size_t)rows * G * 2) * 4;
-	uint32_t *zero = calloc(1, pb), *cnt = malloc(pb);
+	uint32_t *zero = calloc(1, pb), *cnt = malloc(ENGINE_AM_PART * 4);
 	cr_assert(zero && cnt);
 	struct vk_buf *bl = buf_from(lg, len * 4), *br = buf_from(NULL, rows * 128 * 4), *bp = buf_from(zero, pb);
 	struct argmax_push ap = { n, off, stride, 0 };
 	uint32_t *res = malloc(rows * 128 * 4);
 	cr_assert(res);
 	for (int rep = 0; rep < 2; rep++) {
-	run1(&pa, (struct vk_buf *[]){ bl, br, bp }, &ap, G, rows, 1);
-	vk_download(vk, bp, 0, cnt, ENGINE_AM_PART * 4);
-	for (uint32_t r = 0; r < rows; r++)
-		cr_assert_eq(cnt[r], 0, "G %u row %u: counter %u left", G, r, cnt[r]);
-	vk_download(vk, br, 0, res, rows * 128 * 4);
-	for (uint32_t r = 0; r < rows; r++) {
-		cr_assert_eq(res[128 * r], want[r], "G %u n %u off %u row %u: %u, want %u", G, n, off, r, res[128 * r], want[r]);
-		float v;
-		memcpy(&v, &res[128 * r + 1], 4);
-		cr_assert_eq(v, lg[off + (size_t)r * stride + want[r]], "G %u n %u off %u row %u: value", G, n, off, r);
-	}
+		run1(&pa, (struct vk_buf *[]){ bl, br, bp }, &ap, G, rows, 1);
+		vk_download(vk, bp, 0, cnt, ENGINE_AM_PART * 4);
+		for (uint32_t r = 0; r < rows; r++)
+			cr_assert_eq(cnt[r], 0, "G %u row %u: counter %u left", G, r, cnt[r]);
+		vk_download(vk, br, 0, res, rows * 128 * 4);
+		for (uint32_t r = 0; r < rows; r++) {
+			cr_assert_eq(res[128 * r], want[r], "G %u n %u off %u row %u run %d: %u, want %u", G, n, off, r, rep,
+				     res[128 * r], want[r]);
+			float v;
+			memcpy(&v, &res[128 * r + 1], 4);
+			cr_assert_eq(v, lg[off + (size_t)r * stride + want[r]], "G %u n %u off %u row %u run %d: value", G, n,
+				     off, r, rep);
+		}
 	}
 	vk_buf_destroy(vk, bl);
 	vk_buf_destroy(vk, br);
