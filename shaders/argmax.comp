@@ -124,11 +124,10 @@ void main()
 		if (am_last == 0u)
 			return;
 		memoryBarrierBuffer();
-		for (uint s = tid; s < WG; s += WG) {
-			uint qi = AM_PART + 2u * (row * G + s);
-			si[s] = s < G ? part[qi] : 0xffffffffu;
-			sv[s] = s < G ? uintBitsToFloat(part[qi + 1u]) : NEG_INF;
-		}
+		// thread t loads slice t's best (G <= WG, as the host ensures)
+		uint qi = AM_PART + 2u * (row * G + tid);
+		si[tid] = tid < G ? part[qi] : 0xffffffffu;
+		sv[tid] = tid < G ? uintBitsToFloat(part[qi + 1u]) : NEG_INF;
 		reduce_shared(tid);
 		if (tid == 0u)
 			atomicExchange(part[row], 0u);
