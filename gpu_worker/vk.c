@@ -280,7 +280,7 @@ int vk_create(const char *select, struct vk_ctx **out)
 	vk->queue_family = fam;
 	vk->timestamps = qf[fam].timestampValidBits > 0 && vk->props.limits.timestampPeriod > 0;
 
-	const char *exts[5];
+	const char *exts[6];
 	uint32_t n_ext = 0;
 	if (vk_has_ext(vk->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
 		exts[n_ext++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
@@ -318,6 +318,21 @@ int vk_create(const char *select, struct vk_ctx **out)
 		features = &idf;
 		vk->idot = true;
 	}
+	/* compiler statistics per pipeline, for kernel work (vk_pipe_create) */
+	const char *stats_env = getenv("UNICORN_VK_PIPE_STATS");
+	VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+		.pNext = (void *)features, .pipelineExecutableInfo = VK_TRUE,
+	};
+	bool want_stats = stats_env && strcmp(stats_env, "1") == 0;
+	if (want_stats && vk_has_ext(vk->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+		exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+		features = &pef;
+	} else if (want_stats) {
+		fprintf(stderr, "vulkan: %s: no VK_KHR_pipeline_executable_properties: UNICORN_VK_PIPE_STATS has nothing to show\n",
+			vk->info.name);
+		want_stats = false;
+	}
 	float prio = 1.0f;
 	VkDeviceQueueCreateInfo qci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -334,6 +349,9 @@ int vk_create(const char *select, struct vk_ctx **out)
 		goto fail;
 	}
 	vkGetDeviceQueue(vk->dev, fam, 0, &vk->queue);
+	if (want_stats)
+		vk->pipe_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+			vk->dev, "vkGetPipelineExecutableStatisticsKHR");
 	if (vk->host_import_align) {
 		vk->get_host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
 			vk->dev, "vkGetMemoryHostPointerPropertiesEXT");
@@ -782,6 +800,35 @@ int vk_fill_zero(struct vk_ctx *vk, struct vk_buf *b)
 	return rc;
 }
 
+/* One line per pipeline: its name, specialization constants and the
+ * driver's statistics of its (compute) executable. */
+static void pipe_stats_print(struct vk_ctx *vk, const char *name, const uint32_t *spec, uint32_t n_spec, VkPipeline pipe)
+{
+	VkPipelineExecutableInfoKHR ei = { .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = pipe };
+	VkPipelineExecutableStatisticKHR st[16];
+	uint32_t n = 16;
+	for (uint32_t i = 0; i < n; i++)
+		st[i] = (VkPipelineExecutableStatisticKHR){ .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR };
+	VkResult r = vk->pipe_stats(vk->dev, &ei, &n, st);
+	if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+		return;
+	char line[1024];
+	int len = snprintf(line, sizeof line, "vulkan: pipeline %s [", name);
+	for (uint32_t i = 0; i < n_spec && len < (int)sizeof line; i++)
+		len += snprintf(line + len, sizeof line - len, "%s%u", i ? " " : "", spec[i]);
+	len += snprintf(line + len, sizeof line - len, "]");
+	for (uint32_t i = 0; i < n && len < (int)sizeof line; i++) {
+		const VkPipelineExecutableStatisticKHR *s = &st[i];
+		if (s->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR)
+			len += snprintf(line + len, sizeof line - len, " %s=%llu", s->name, (unsigned long long)s->value.u64);
+		else if (s->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR)
+			len += snprintf(line + len, sizeof line - len, " %s=%lld", s->name, (long long)s->value.i64);
+		else if (s->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR)
+			len += snprintf(line + len, sizeof line - len, " %s=%g", s->name, s->value.f64);
+	}
+	fprintf(stderr, "%s\n", line);
+}
+
 int vk_pipe_create(struct vk_ctx *vk, const char *name, uint32_t n_bindings, uint32_t push_size,
 		   const uint32_t *spec, uint32_t n_spec, struct vk_pipe *out)
 {
@@ -829,11 +876,14 @@ int vk_pipe_create(struct vk_ctx *vk, const char *name, uint32_t n_bindings, uin
 			.pSpecializationInfo = n_spec ? &si : NULL,
 		},
 		.layout = out->layout,
+		.flags = vk->pipe_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
 	};
 	if ((r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &out->pipe)) != VK_SUCCESS) {
 		rc = vk_fail(r, name);
 		goto out_sm;
 	}
+	if (vk->pipe_stats)
+		pipe_stats_print(vk, name, spec, n_spec, out->pipe);
 	out->n_bindings = n_bindings;
 	out->push_size = push_size;
 	out->local_x = n_spec ? spec[0] : 0;

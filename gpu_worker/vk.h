@@ -61,6 +61,10 @@ struct vk_ctx {
 	bool host_import;            /* VK_EXT_external_memory_host enabled (vk_buf_import_host) */
 	bool coopmat;                /* VK_KHR_cooperative_matrix and shaderFloat16 enabled (info.coopmat) */
 	bool idot;                   /* shaderIntegerDotProduct enabled (info.idot): the x16 decode kernels */
+	/* UNICORN_VK_PIPE_STATS=1 and VK_KHR_pipeline_executable_properties: each
+	 * pipeline's compiler statistics (NVIDIA: registers per thread, which set
+	 * how many workgroups an SM holds) go to stderr as it is created */
+	PFN_vkGetPipelineExecutableStatisticsKHR pipe_stats;
 	VkDeviceSize host_import_align; /* minImportedHostPointerAlignment (0 without the extension) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	/* staging ring used by vk_upload/vk_download */
