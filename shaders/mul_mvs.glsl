@@ -85,17 +85,20 @@ layout(binding = 6) writeonly buffer O2Buf { float out2[]; };
 layout(binding = 7) coherent buffer CntBuf { uint cnt[]; };
 #ifndef X16
 // 1: the tail also writes out2's x16 copy (x16.glsl, p.tail bit 1) for the
-// x16 kernels that read it next, from the row kept in shared memory as
-// rmsnorm.glsl keeps it (the same tasks: the copies are bitwise alike); 0:
-// kept[] shrinks to one element. The x16 kernels themselves never run a tail.
+// x16 kernels that read it next, from its registers as rmsnorm.glsl's
+// norm_row does (the same code: the copies are bitwise alike). The x16
+// kernels themselves never run a tail.
 layout(constant_id = 5) const uint X16T = 0;
 layout(binding = 8) writeonly buffer XQOut { uint xqo[]; };
-#define X16_KEPT_ON X16T
-#define X16_KEPT_LEN (WG * NPER)
-#define X16_OUT(w, v) xqo[x16_base + (w)] = (v)
+#define X16_OUT(w, v) xqo[w] = (v)
 #define X16_SG 1
-#include "x16_kept.glsl"
 #endif
+// y, h and the weights as vec4s, for norm_row's loads and stores of whole runs
+layout(binding = 2) coherent buffer YBuf4 { vec4 y4[]; };
+layout(binding = 3) buffer HBuf4 { vec4 h4[]; };
+layout(binding = 4) readonly buffer NWBuf4 { vec4 nw4[]; };
+layout(binding = 5) readonly buffer NW2Buf4 { vec4 nw24[]; };
+layout(binding = 6) writeonly buffer O2Buf4 { vec4 out24[]; };
 #define NORM_WG WG
 #define NORM_PER NPER
 // subgroup reductions, as the engine's rmsnorm_sg at the tail's 128 threads
@@ -106,6 +109,12 @@ layout(binding = 8) writeonly buffer XQOut { uint xqo[]; };
 #define NORM_H_SET(i, v) h[i] = (v)
 #define NORM_W2(i) nw2[i]
 #define NORM_OUT2_SET(i, v) out2[i] = (v)
+#define NORM_X4(i) y4[i]
+#define NORM_W4(i) nw4[i]
+#define NORM_H4(i) h4[i]
+#define NORM_H4_SET(i, v) h4[i] = (v)
+#define NORM_W24(i) nw24[i]
+#define NORM_OUT24_SET(i, v) out24[i] = (v)
 #include "norm_row.glsl"
 shared uint nt_last;
 #endif
@@ -647,16 +656,13 @@ void main()
 	if (nt_last == 0u)
 		return;
 	memoryBarrierBuffer();
-	for (uint t = 0u; t < p.n_tok; t++) {
-		norm_row(t * p.nrows, p.nrows, 3u, NEPS);
 #ifndef X16
-		if (X16T != 0u && (p.tail & 2u) != 0u) {
-			barrier();
-			x16_copy_row(t * p.nrows, p.nrows);
-			barrier();
-		}
+	bool xq = X16T != 0u && (p.tail & 2u) != 0u;
+#else
+	bool xq = false;
 #endif
-	}
+	for (uint t = 0u; t < p.n_tok; t++)
+		norm_row(t * p.nrows, p.nrows, 3u, NEPS, xq);
 	if (tid == 0u)
 		atomicExchange(cnt[0], 0u);
 #endif

@@ -6,18 +6,20 @@
 //   mode 0: h = norm(x) * w
 //   mode 1: h += norm(x) * w                     (post-norm + residual add)
 //   mode 3: h += norm(x) * w; out2 = norm(h) * w2 (and the next pre-norm, fused)
-// The includer defines NORM_WG and NORM_PER (elements per thread, at least
-// n / NORM_WG: constants), the accessors NORM_X(i), NORM_W(i), NORM_H(i),
-// NORM_H_SET(i, v), NORM_W2(i), NORM_OUT2_SET(i, v), and NORM_SG to reduce
-// with subgroup operations (then it enables the subgroup extensions). It may
-// define NORM_KEEP(i, v): called with element i of the row's result (h in
-// mode 0, out2 in mode 3) by the thread that writes it.
+// The includer defines NORM_WG (a multiple of 8) and NORM_PER (elements per
+// thread, at least n / NORM_WG: constants), the accessors NORM_X(i),
+// NORM_W(i), NORM_H(i), NORM_H_SET(i, v), NORM_W2(i), NORM_OUT2_SET(i, v) and
+// their vec4 forms NORM_X4(i) ... NORM_OUT24_SET(i, v) (elements 4i..4i+3),
+// and NORM_SG to reduce with subgroup operations (then it enables the
+// subgroup extensions). For the result's x16 copy it defines X16_OUT(w, v)
+// (x16.glsl) and either X16_SG (shuffles: subgroups of at least 8
+// invocations, mapped linearly from the local id) or NORM_X16_ON (a constant:
+// 0 shrinks the shared arrays the copy uses without shuffles to one element,
+// and norm_row may not be asked for a copy).
 #ifndef NORM_ROW_GLSL
 #define NORM_ROW_GLSL
 
-#ifndef NORM_KEEP
-#define NORM_KEEP(i, v)
-#endif
+#include "x16.glsl"
 
 shared float nred[NORM_WG];
 
@@ -51,64 +53,196 @@ float norm_block_sum(float v)
 }
 #endif
 
-// Each thread holds its elements of the row (element tid + k * NORM_WG) in
-// registers and loads all of them, x, h, w and w2, before the first
+// The row in runs of four elements, the x16 copy's (x16.glsl: run r is
+// elements x16_run_elem(r) + 0..3): thread tid holds the runs of units
+// tid + m * NORM_WG, NORM_UR runs each (unit u: runs NORM_UR u ..
+// NORM_UR u + NORM_UR - 1), so it quantizes its own runs for the copy from
+// its registers. The copy's block of eight runs then lies in 8 / NORM_UR
+// neighbouring threads (NORM_WG is a multiple of 8), which share its amax by
+// shuffles, and the two runs of one lane's correction word in one thread or
+// in a pair. Before, the result went through shared memory (kept[]) to a
+// second pass over its tasks: a barrier and a read-back, 1.6 of the 8.3 us of
+// a 27B norm (5376 elements, 512 threads) on the H100. NORM_UR 1 holds
+// ceil(NORM_PER / 4) runs per thread (27B: 12 elements against 11 in the
+// element order before); 2 (one x16 task per unit: two shuffles and no sum
+// exchange) ceil(NORM_PER / 8) pairs (16: a third more registers for the
+// row, also in every mul_mvs module with the tail). No includer sets it, so
+// rmsnorm and the tail agree. Elements past n are 0.0, which changes no sum.
+#ifndef NORM_UR
+#define NORM_UR 1
+#endif
+#define NORM_UNITS ((NORM_PER + 4u * NORM_UR - 1u) / (4u * NORM_UR))
+#define NORM_RUNS (NORM_UR * NORM_UNITS)
+
+// the run in a thread's slot s (of unit s / NORM_UR)
+uint norm_run(uint s)
+{
+	return NORM_UR * (gl_LocalInvocationID.x + s / NORM_UR * NORM_WG) + s % NORM_UR;
+}
+
+// element e..e+3 of h / out2 (row offset o), those below n; v4: as one vec4
+void norm_set_h(uint o, uint n, uint e, vec4 v, bool v4)
+{
+	if (v4) {
+		if (e < n)
+			NORM_H4_SET((o + e) >> 2, v);
+		return;
+	}
+	[[unroll]] for (uint j = 0u; j < 4u; j++)
+		if (e + j < n)
+			NORM_H_SET(o + e + j, v[j]);
+}
+
+void norm_set_out2(uint o, uint n, uint e, vec4 v, bool v4)
+{
+	if (v4) {
+		if (e < n)
+			NORM_OUT24_SET((o + e) >> 2, v);
+		return;
+	}
+	[[unroll]] for (uint j = 0u; j < 4u; j++)
+		if (e + j < n)
+			NORM_OUT2_SET(o + e + j, v[j]);
+}
+
+#if defined(X16_OUT) && !defined(X16_SG)
+// the copy's block maxima and lane sums between threads, without shuffles
+shared float nxam[NORM_X16_ON != 0u ? NORM_WG * NORM_UNITS : 1u];
+shared int nxsum[NORM_X16_ON != 0u && NORM_UR == 1 ? NORM_WG * NORM_UNITS : 1u];
+#endif
+
+// Each thread loads all of its elements, x, h, w and w2, before the first
 // reduction, so the row waits for memory once. A loop over the row keeps one
 // load in flight per thread: h is written between the reads, and the
 // compiler cannot move a read of one binding above a write to another (they
 // may alias), so every element cost a round trip (27B's 5376-wide rows: 15 us
-// per dispatch, 124 dispatches per token). Elements past n add 0.0, which
-// changes no sum. o: the row's first element in x, h and out2.
-void norm_row(uint o, uint n, uint mode, float eps)
+// per dispatch, 124 dispatches per token). o: the row's first element in x,
+// h and out2. xq: also write the result's x16 copy (X16_OUT; modes 0 and 3,
+// n a multiple of X16_GROUP, else none), whose first word is
+// o / X16_GROUP * X16_GROUP_WORDS.
+void norm_row(uint o, uint n, uint mode, float eps, bool xq)
 {
-	uint tid = gl_LocalInvocationID.x;
-	float xv[NORM_PER], hv[NORM_PER], wv[NORM_PER], w2v[NORM_PER];
-	[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
-		uint i = tid + k * NORM_WG;
-		bool in_row = i < n;
-		xv[k] = in_row ? NORM_X(o + i) : 0.0;
-		hv[k] = in_row && mode != 0u ? NORM_H(o + i) : 0.0;
-		wv[k] = in_row ? NORM_W(i) : 0.0;
-		w2v[k] = in_row && mode == 3u ? NORM_W2(i) : 0.0;
+	vec4 xv[NORM_RUNS], hv[NORM_RUNS], wv[NORM_RUNS], w2v[NORM_RUNS];
+	// a run is whole in the row or wholly past it, and 4-aligned in every
+	// buffer: one load of four (w's runs start at multiples of 4 anyway)
+	bool v4 = ((o | n) & 3u) == 0u;
+	if (v4) {
+		[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++) {
+			uint e = x16_run_elem(norm_run(s)), i = (o + e) >> 2;
+			bool in_row = e < n;
+			xv[s] = in_row ? NORM_X4(i) : vec4(0.0);
+			hv[s] = in_row && mode != 0u ? NORM_H4(i) : vec4(0.0);
+			wv[s] = in_row ? NORM_W4(e >> 2) : vec4(0.0);
+			w2v[s] = in_row && mode == 3u ? NORM_W24(e >> 2) : vec4(0.0);
+		}
+	} else {
+		[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++) {
+			uint e = x16_run_elem(norm_run(s));
+			[[unroll]] for (uint j = 0u; j < 4u; j++) {
+				bool in_row = e + j < n;
+				xv[s][j] = in_row ? NORM_X(o + e + j) : 0.0;
+				hv[s][j] = in_row && mode != 0u ? NORM_H(o + e + j) : 0.0;
+				wv[s][j] = in_row ? NORM_W(e + j) : 0.0;
+				w2v[s][j] = in_row && mode == 3u ? NORM_W2(e + j) : 0.0;
+			}
+		}
 	}
 	// precise: no contraction into FMAs that could differ between the two
 	// shaders that run this code
 	precise float ss = 0.0;
-	[[unroll]] for (uint k = 0u; k < NORM_PER; k++)
-		ss += xv[k] * xv[k];
+	[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++)
+		[[unroll]] for (uint j = 0u; j < 4u; j++)
+			ss += xv[s][j] * xv[s][j];
 	precise float r = inversesqrt(norm_block_sum(ss) / float(n) + eps);
+	// hv becomes the result: h in mode 0, out2 in mode 3
 	if (mode == 0u) {
-		[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
-			uint i = tid + k * NORM_WG;
-			precise float v = xv[k] * r * wv[k];
-			if (i < n) {
-				NORM_H_SET(o + i, v);
-				NORM_KEEP(i, v);
-			}
+		[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++) {
+			precise vec4 v = xv[s] * r * wv[s];
+			hv[s] = v;
+			norm_set_h(o, n, x16_run_elem(norm_run(s)), v, v4);
 		}
+	} else {
+		precise float ss2 = 0.0;
+		[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++) {
+			precise vec4 v = hv[s] + xv[s] * r * wv[s];
+			hv[s] = v;
+			norm_set_h(o, n, x16_run_elem(norm_run(s)), v, v4);
+			[[unroll]] for (uint j = 0u; j < 4u; j++)
+				ss2 += v[j] * v[j];
+		}
+		if (mode != 3u)
+			return;
+		precise float r2 = inversesqrt(norm_block_sum(ss2) / float(n) + eps);
+		[[unroll]] for (uint s = 0u; s < NORM_RUNS; s++) {
+			precise vec4 v = hv[s] * r2 * w2v[s];
+			hv[s] = v;
+			norm_set_out2(o, n, x16_run_elem(norm_run(s)), v, v4);
+		}
+	}
+#ifdef X16_OUT
+	// the x16 copy of the result, each thread its own runs (uniform control
+	// flow: every thread of the workgroup takes the shuffles)
+	if (!xq || n % X16_GROUP != 0u)
 		return;
-	}
-	precise float ss2 = 0.0;
-	[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
-		uint i = tid + k * NORM_WG;
-		precise float v = hv[k] + xv[k] * r * wv[k];
-		hv[k] = v;
-		if (i < n) {
-			NORM_H_SET(o + i, v);
-			ss2 += v * v;
+	uint tid = gl_LocalInvocationID.x, w0 = o / X16_GROUP * X16_GROUP_WORDS;
+	float am[NORM_UNITS];
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
+		float a = 0.0;
+		[[unroll]] for (uint h = 0u; h < NORM_UR; h++) {
+			vec4 v = abs(hv[m * NORM_UR + h]);
+			a = max(a, max(max(v.x, v.y), max(v.z, v.w)));
 		}
+		am[m] = a;
 	}
-	if (mode != 3u)
-		return;
-	precise float r2 = inversesqrt(norm_block_sum(ss2) / float(n) + eps);
-	[[unroll]] for (uint k = 0u; k < NORM_PER; k++) {
-		uint i = tid + k * NORM_WG;
-		precise float v = hv[k] * r2 * w2v[k];
-		if (i < n) {
-			NORM_OUT2_SET(o + i, v);
-			NORM_KEEP(i, v);
-		}
+	// the block's amax from its 8 / NORM_UR threads (a max is exact in any order)
+#ifdef X16_SG
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
+#if NORM_UR == 1
+		am[m] = max(am[m], subgroupShuffleXor(am[m], 4u));
+#endif
+		am[m] = max(am[m], subgroupShuffleXor(am[m], 2u));
+		am[m] = max(am[m], subgroupShuffleXor(am[m], 1u));
 	}
+#else
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+		nxam[m * NORM_WG + tid] = am[m];
+	barrier();
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
+		uint first = m * NORM_WG + (tid & ~(8u / NORM_UR - 1u));
+		float a = 0.0;
+		for (uint i = 0u; i < 8u / NORM_UR; i++)
+			a = max(a, nxam[first + i]);
+		am[m] = a;
+	}
+#endif
+	int qs[NORM_UNITS];
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
+		// whole blocks: a run is in the row or the block past it is
+		uint r0 = NORM_UR * (tid + m * NORM_WG);
+		int sum = 0;
+		[[unroll]] for (uint h = 0u; h < NORM_UR; h++)
+			sum += x16_run_store(w0, r0 + h, hv[m * NORM_UR + h], am[m], r0 < n / 4u);
+		qs[m] = sum;
+	}
+	// one run per thread: the lane's other run is the neighbour's
+#if NORM_UR == 1
+#ifdef X16_SG
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+		qs[m] += subgroupShuffleXor(qs[m], 1u);
+#else
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+		nxsum[m * NORM_WG + tid] = qs[m];
+	barrier();
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+		qs[m] += nxsum[m * NORM_WG + (tid ^ 1u)];
+#endif
+#endif
+	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
+		uint r0 = NORM_UR * (tid + m * NORM_WG);
+		if (r0 < n / 4u && (r0 & 1u) == 0u)
+			x16_lane_store(w0, r0, qs[m], am[m]);
+	}
+#endif
 }
 
 #endif

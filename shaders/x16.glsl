@@ -37,48 +37,48 @@
 #define X16_QMAX 32512.0      // 127 * 256
 #define X16_MAGIC 0x4B400000u // the bits of 1.5 * 2^23 (12582912.0)
 
-// Task t of a row's x16 copy (the includer defines X16_SRC(i), element i of
-// the row as a float, and X16_OUT(w, v), which stores word w of the copy):
-// lane t & 3 of block (t >> 2) & 3 of group t >> 4, its eight elements and
-// their correction word; lane 0 also stores the block's scale. The block's
-// amax: with X16_SG (the includer has subgroup shuffles, and tasks 4m..4m+3
-// run in neighbouring invocations of one subgroup, all or none of them) each
-// task takes the max of its own eight elements and the four share theirs by
-// two shuffles; else the task reads the whole block. A max is exact in any
-// order, so both give the same bits. x * (32512 / amax) rounds to nearest
-// even (gpu_worker/x16.c does the same).
-#ifdef X16_SRC
-void x16_task(uint t)
+// Run r of a row's x16 copy: four neighbouring elements whose q bytes fill
+// one hi word and one lo word, element x16_run_elem(r) + 0..3: half h = r & 1
+// (the low or the high nibbles' elements) of lane k = (r >> 1) & 3 of block
+// (r >> 3) & 3 of group r >> 5. The eight runs of a block are 8r'..8r'+7, the
+// two of a lane (whose q sum makes its correction word) 2r'' and 2r''+1.
+// norm_row.glsl quantizes the runs it holds in registers, one run per thread
+// or two, and gives each the block's amax; gpu_worker/x16.c is the
+// reference: x * (32512 / amax) rounds to nearest even in both.
+uint x16_run_elem(uint r)
 {
-	uint g = t >> 4, b = (t >> 2) & 3u, k = t & 3u, e0 = g * X16_GROUP + 32u * b, gw = g * X16_GROUP_WORDS;
-	float xv[8];
-	for (uint h = 0u; h < 2u; h++)
-		for (uint j = 0u; j < 4u; j++)
-			xv[4u * h + j] = X16_SRC(e0 + 16u * h + 4u * k + j);
-	float amax = 0.0;
-#ifdef X16_SG
-	for (uint j = 0u; j < 8u; j++)
-		amax = max(amax, abs(xv[j]));
-	amax = max(amax, subgroupShuffleXor(amax, 1u));
-	amax = max(amax, subgroupShuffleXor(amax, 2u));
-#else
-	for (uint j = 0u; j < 32u; j++)
-		amax = max(amax, abs(X16_SRC(e0 + j)));
-#endif
+	return 32u * (r >> 3) + 16u * (r & 1u) + 4u * ((r >> 1) & 3u);
+}
+
+#ifdef X16_OUT
+// Run r's hi and lo words (the includer defines X16_OUT(w, v), which stores
+// word w of the copy; w0: the row's first word), stored where on; returns
+// the sum of its four q.
+int x16_run_store(uint w0, uint r, vec4 v, float amax, bool on)
+{
+	uint gw = w0 + (r >> 5) * X16_GROUP_WORDS, b = (r >> 3) & 3u, k = (r >> 1) & 3u, h = r & 1u;
 	float id = amax > 0.0 ? X16_QMAX / amax : 0.0;
 	int sum = 0;
-	for (uint h = 0u; h < 2u; h++) {
-		uint hw = 0u, lw = 0u;
-		for (uint j = 0u; j < 4u; j++) {
-			float v = clamp(roundEven(xv[4u * h + j] * id), -X16_QMAX, X16_QMAX);
-			int q = int(v), hi = (q + 128) >> 8, lo = q - 256 * hi;
-			sum += q;
-			hw |= (uint(hi) & 255u) << (8u * j);
-			lw |= (uint(lo) & 255u) << (8u * j);
-		}
+	uint hw = 0u, lw = 0u;
+	for (uint j = 0u; j < 4u; j++) {
+		float f = clamp(roundEven(v[j] * id), -X16_QMAX, X16_QMAX);
+		int q = int(f), hi = (q + 128) >> 8, lo = q - 256 * hi;
+		sum += q;
+		hw |= (uint(hi) & 255u) << (8u * j);
+		lw |= (uint(lo) & 255u) << (8u * j);
+	}
+	if (on) {
 		X16_OUT(gw + 8u * k + 2u * b + h, hw);
 		X16_OUT(gw + 32u + 8u * k + 2u * b + h, lw);
 	}
+	return sum;
+}
+
+// The correction word of the lane whose runs are r and r + 1 (r even; sum:
+// their eight q) and, from lane 0, the block's scale.
+void x16_lane_store(uint w0, uint r, int sum, float amax)
+{
+	uint gw = w0 + (r >> 5) * X16_GROUP_WORDS, b = (r >> 3) & 3u, k = (r >> 1) & 3u;
 	X16_OUT(gw + 64u + 4u * k + b, X16_MAGIC - uint(8 * sum));
 	if (k == 0u)
 		X16_OUT(gw + 80u + b, floatBitsToUint(amax / X16_QMAX));

@@ -546,6 +546,8 @@ static void check_rmsnorm(const char *pipe, uint32_t wgs)
 	check_rmsnorm_n(pipe, wgs, 131, engine_norm_per(131, wgs));
 	check_rmsnorm_n(pipe, wgs, 16 * wgs, engine_norm_per(16 * wgs, wgs));
 	check_rmsnorm_n(pipe, wgs, 16 * wgs + 37, engine_norm_per(16 * wgs + 37, wgs));
+	/* whole runs of four (vec4 loads and stores), the last 32-element block partial */
+	check_rmsnorm_n(pipe, wgs, 16 * wgs + 36, engine_norm_per(16 * wgs + 36, wgs));
 	check_rmsnorm_n(pipe, wgs, 3 * wgs - 1, 5);
 	/* Gemma 3 27B rows: 42 x16 groups */
 	check_rmsnorm_n(pipe, wgs, 5376, engine_norm_per(5376, wgs));
