@@ -594,15 +594,16 @@ static void norm_tail_pick(struct engine *e, bool norm_sg)
 /* Whether the x16 kernels (gpu_worker/x16.h) run the regrouped q4_0 products
  * whose input is rmsnorm's result: where the device has integer dot products,
  * on rows that split into x16 groups, and where the norm that writes the copy
- * can keep its row in shared memory: rmsnorm (nwg threads, norm_wg's:
- * kept[] beside nred[]), and with the norm tail the wo/down matvec as well
- * (as many threads: kept[] beside nred[] and red[]; mul_mvs.glsl X16T). UNICORN_VK_X16=0 keeps
+ * has the shared memory for it: rmsnorm (nwg threads, norm_wg's; the tree
+ * variant exchanges two words per run of four elements, norm_row.glsl,
+ * beside nred[]), and with the norm tail the wo/down matvec as well (as many
+ * threads: nred[] beside red[]; mul_mvs.glsl X16T). UNICORN_VK_X16=0 keeps
  * the float kernels (A/B). */
 static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 {
 	const char *env = getenv("UNICORN_VK_X16");
-	uint64_t row = (uint64_t)nwg * engine_norm_per(e->cfg.n_embd, nwg);
-	uint64_t keep = (row + row / 32 + 1 + nwg) * 4;
+	uint64_t runs = (uint64_t)nwg * ((engine_norm_per(e->cfg.n_embd, nwg) + 3) / 4);
+	uint64_t keep = (2 * runs + nwg) * 4;
 	if (e->norm_tail) /* the matvec's red[]: one token column, RPT rows */
 		keep += (uint64_t)MVS_MAX_RPT * WG_MVS * 4;
 	e->use_x16 = e->vk->idot && e->use_mvs && used[type_slot(TENSOR_Q4_0G)] && e->cfg.n_embd % X16_GROUP == 0 &&
