@@ -701,8 +701,19 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *nenv = getenv("UNICORN_VK_NORM");
 	bool norm_sg = e->use_mvs && !(nenv && strcmp(nenv, "tree") == 0);
 	norm_tail_pick(e, norm_sg);
-	/* rmsnorm's threads: the tail's where it runs (their rows agree bitwise) */
-	uint32_t norm_wg = e->norm_tail ? WG_MVS : wg_norm[0];
+	/* rmsnorm's threads: the tail's where it runs (their rows agree bitwise);
+	 * else wg_norm, or one per run of 4 elements (norm_row.glsl) where a row
+	 * has fewer runs, in 32s (subgroup reductions only: the tree needs a power
+	 * of two). H100 tg128 against 512 threads: 1B (288) 693 -> 699 (BENCHMARKS.md).
+	 * UNICORN_VK_NORM_WG: a thread count, a multiple of 32 (A/B) */
+	uint32_t runs32 = (e->cfg.n_embd / 4 + 31) / 32 * 32;
+	uint32_t norm_wg = norm_sg && runs32 < wg_norm[0] ? (runs32 > 64 ? runs32 : 64) : wg_norm[0];
+	const char *nwenv = getenv("UNICORN_VK_NORM_WG");
+	uint32_t nw = nwenv ? (uint32_t)atoi(nwenv) : 0;
+	if (nw >= 32 && nw % 32 == 0 && nw <= maxwg && (norm_sg || (nw & (nw - 1)) == 0))
+		norm_wg = nw;
+	if (e->norm_tail)
+		norm_wg = WG_MVS;
 	x16_pick(e, used, norm_wg);
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
 	/* the tail keeps its row for the x16 copy (mul_mvs.glsl X16T); the
