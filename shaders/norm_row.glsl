@@ -54,31 +54,21 @@ float norm_block_sum(float v)
 #endif
 
 // The row in runs of four elements, the x16 copy's (x16.glsl: run r is
-// elements x16_run_elem(r) + 0..3): thread tid holds the runs of units
-// tid + m * NORM_WG, NORM_UR runs each (unit u: runs NORM_UR u ..
-// NORM_UR u + NORM_UR - 1), so it quantizes its own runs for the copy from
-// its registers. The copy's block of eight runs then lies in 8 / NORM_UR
-// neighbouring threads (NORM_WG is a multiple of 8), which share its amax by
-// shuffles, and the two runs of one lane's correction word in one thread or
-// in a pair. Before, the result went through shared memory (kept[]) to a
-// second pass over its tasks: a barrier and a read-back, 1.6 of the 8.3 us of
-// a 27B norm (5376 elements, 512 threads) on the H100. NORM_UR 1 holds
-// ceil(NORM_PER / 4) runs per thread (27B: 12 elements against 11 in the
-// element order before); 2 (one x16 task per unit: two shuffles and no sum
-// exchange) ceil(NORM_PER / 8) pairs (16: a third more registers for the
-// row, also in every mul_mvs module with the tail). No includer sets it, so
-// rmsnorm and the tail agree. Elements past n are 0.0, which changes no sum.
-#ifndef NORM_UR
-#define NORM_UR 1
-#endif
-#define NORM_UNITS ((NORM_PER + 4u * NORM_UR - 1u) / (4u * NORM_UR))
-#define NORM_RUNS (NORM_UR * NORM_UNITS)
+// elements x16_run_elem(r) + 0..3): thread tid holds runs tid + m * NORM_WG
+// (NORM_RUNS of them, ceil(NORM_PER / 4): 27B at 512 threads, 12 elements
+// per array), so it quantizes its own runs for the copy from its registers.
+// The copy's block of eight runs lies in eight neighbouring threads
+// (NORM_WG is a multiple of 8), which share its amax by shuffles, and the
+// two runs of one lane's correction word in a pair. Before, the result went
+// through shared memory (kept[]) to a second pass over its tasks: a barrier
+// and a read-back, 1.6 of the 8.3 us of a 27B norm (5376 elements, 512
+// threads) on the H100. Whole x16 tasks per thread (two runs: two shuffles
+// and no pair sum, but 16 elements per array on 27B) measured slower on 1B,
+// 4B and 27B (BENCHMARKS.md). Elements past n are 0.0, which changes no sum.
+#define NORM_RUNS ((NORM_PER + 3u) / 4u)
 
-// the run in a thread's slot s (of unit s / NORM_UR)
-uint norm_run(uint s)
-{
-	return NORM_UR * (gl_LocalInvocationID.x + s / NORM_UR * NORM_WG) + s % NORM_UR;
-}
+// the run in a thread's slot s
+uint norm_run(uint s) { return gl_LocalInvocationID.x + s * NORM_WG; }
 
 // element e..e+3 of h / out2 (row offset o), those below n; v4: as one vec4
 void norm_set_h(uint o, uint n, uint e, vec4 v, bool v4)
@@ -107,8 +97,8 @@ void norm_set_out2(uint o, uint n, uint e, vec4 v, bool v4)
 
 #if defined(X16_OUT) && !defined(X16_SG)
 // the copy's block maxima and lane sums between threads, without shuffles
-shared float nxam[NORM_X16_ON != 0u ? NORM_WG * NORM_UNITS : 1u];
-shared int nxsum[NORM_X16_ON != 0u && NORM_UR == 1 ? NORM_WG * NORM_UNITS : 1u];
+shared float nxam[NORM_X16_ON != 0u ? NORM_WG * NORM_RUNS : 1u];
+shared int nxsum[NORM_X16_ON != 0u ? NORM_WG * NORM_RUNS : 1u];
 #endif
 
 // Each thread loads all of its elements, x, h, w and w2, before the first
@@ -185,60 +175,47 @@ void norm_row(uint o, uint n, uint mode, float eps, bool xq)
 	if (!xq || n % X16_GROUP != 0u)
 		return;
 	uint tid = gl_LocalInvocationID.x, w0 = o / X16_GROUP * X16_GROUP_WORDS;
-	float am[NORM_UNITS];
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
-		float a = 0.0;
-		[[unroll]] for (uint h = 0u; h < NORM_UR; h++) {
-			vec4 v = abs(hv[m * NORM_UR + h]);
-			a = max(a, max(max(v.x, v.y), max(v.z, v.w)));
-		}
-		am[m] = a;
+	float am[NORM_RUNS];
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++) {
+		vec4 v = abs(hv[m]);
+		am[m] = max(max(v.x, v.y), max(v.z, v.w));
 	}
-	// the block's amax from its 8 / NORM_UR threads (a max is exact in any order)
+	// the block's amax from its 8 threads (a max is exact in any order)
 #ifdef X16_SG
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
-#if NORM_UR == 1
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++) {
 		am[m] = max(am[m], subgroupShuffleXor(am[m], 4u));
-#endif
 		am[m] = max(am[m], subgroupShuffleXor(am[m], 2u));
 		am[m] = max(am[m], subgroupShuffleXor(am[m], 1u));
 	}
 #else
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
 		nxam[m * NORM_WG + tid] = am[m];
 	barrier();
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
-		uint first = m * NORM_WG + (tid & ~(8u / NORM_UR - 1u));
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++) {
+		uint first = m * NORM_WG + (tid & ~7u);
 		float a = 0.0;
-		for (uint i = 0u; i < 8u / NORM_UR; i++)
+		for (uint i = 0u; i < 8u; i++)
 			a = max(a, nxam[first + i]);
 		am[m] = a;
 	}
 #endif
-	int qs[NORM_UNITS];
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
-		// whole blocks: a run is in the row or the block past it is
-		uint r0 = NORM_UR * (tid + m * NORM_WG);
-		int sum = 0;
-		[[unroll]] for (uint h = 0u; h < NORM_UR; h++)
-			sum += x16_run_store(w0, r0 + h, hv[m * NORM_UR + h], am[m], r0 < n / 4u);
-		qs[m] = sum;
-	}
-	// one run per thread: the lane's other run is the neighbour's
-#if NORM_UR == 1
+	// whole blocks: a run is in the row or the block past it is
+	int qs[NORM_RUNS];
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
+		qs[m] = x16_run_store(w0, norm_run(m), hv[m], am[m], norm_run(m) < n / 4u);
+	// the lane's other run is the neighbour's
 #ifdef X16_SG
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
 		qs[m] += subgroupShuffleXor(qs[m], 1u);
 #else
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
 		nxsum[m * NORM_WG + tid] = qs[m];
 	barrier();
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++)
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
 		qs[m] += nxsum[m * NORM_WG + (tid ^ 1u)];
 #endif
-#endif
-	[[unroll]] for (uint m = 0u; m < NORM_UNITS; m++) {
-		uint r0 = NORM_UR * (tid + m * NORM_WG);
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++) {
+		uint r0 = norm_run(m);
 		if (r0 < n / 4u && (r0 & 1u) == 0u)
 			x16_lane_store(w0, r0, qs[m], am[m]);
 	}
