@@ -42,9 +42,9 @@
 // (the low or the high nibbles' elements) of lane k = (r >> 1) & 3 of block
 // (r >> 3) & 3 of group r >> 5. The eight runs of a block are 8r'..8r'+7, the
 // two of a lane (whose q sum makes its correction word) 2r'' and 2r''+1.
-// norm_row.glsl quantizes the runs it holds in registers, one run per thread
-// or two, and gives each the block's amax; gpu_worker/x16.c is the
-// reference: x * (32512 / amax) rounds to nearest even in both.
+// norm_row.glsl quantizes the runs each thread holds in registers and
+// gives each the block's amax; gpu_worker/x16.c is the reference: x *
+// (32512 / amax) rounds to nearest even in both.
 uint x16_run_elem(uint r)
 {
 	return 32u * (r >> 3) + 16u * (r & 1u) + 4u * ((r >> 1) & 3u);
