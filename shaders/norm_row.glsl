@@ -70,30 +70,22 @@ float norm_block_sum(float v)
 // the run in a thread's slot s
 uint norm_run(uint s) { return gl_LocalInvocationID.x + s * NORM_WG; }
 
-// element e..e+3 of h / out2 (row offset o), those below n; v4: as one vec4
-void norm_set_h(uint o, uint n, uint e, vec4 v, bool v4)
-{
-	if (v4) {
-		if (e < n)
-			NORM_H4_SET((o + e) >> 2, v);
-		return;
+// name(o, n, e, v, v4): element e..e+3 of h or out2 (row offset o), those
+// below n, by the includer's SET (one float) or SET4 (v4: one vec4)
+#define NORM_SET_RUN(name, SET4, SET)                          \
+	void name(uint o, uint n, uint e, vec4 v, bool v4)      \
+	{                                                       \
+		if (v4) {                                       \
+			if (e < n)                              \
+				SET4((o + e) >> 2, v);          \
+			return;                                 \
+		}                                               \
+		[[unroll]] for (uint j = 0u; j < 4u; j++)       \
+			if (e + j < n)                          \
+				SET(o + e + j, v[j]);           \
 	}
-	[[unroll]] for (uint j = 0u; j < 4u; j++)
-		if (e + j < n)
-			NORM_H_SET(o + e + j, v[j]);
-}
-
-void norm_set_out2(uint o, uint n, uint e, vec4 v, bool v4)
-{
-	if (v4) {
-		if (e < n)
-			NORM_OUT24_SET((o + e) >> 2, v);
-		return;
-	}
-	[[unroll]] for (uint j = 0u; j < 4u; j++)
-		if (e + j < n)
-			NORM_OUT2_SET(o + e + j, v[j]);
-}
+NORM_SET_RUN(norm_set_h, NORM_H4_SET, NORM_H_SET)
+NORM_SET_RUN(norm_set_out2, NORM_OUT24_SET, NORM_OUT2_SET)
 
 #if defined(X16_OUT) && !defined(X16_SG)
 // the copy's block maxima and lane sums between threads, without shuffles
