@@ -816,7 +816,8 @@ static void pipe_stats_print(struct vk_ctx *vk, const char *name, const uint32_t
 	int len = snprintf(line, sizeof line, "vulkan: pipeline %s [", name);
 	for (uint32_t i = 0; i < n_spec && len < (int)sizeof line; i++)
 		len += snprintf(line + len, sizeof line - len, "%s%u", i ? " " : "", spec[i]);
-	len += snprintf(line + len, sizeof line - len, "]");
+	if (len < (int)sizeof line) /* snprintf's size must not wrap below zero */
+		len += snprintf(line + len, sizeof line - len, "]");
 	for (uint32_t i = 0; i < n && len < (int)sizeof line; i++) {
 		const VkPipelineExecutableStatisticKHR *s = &st[i];
 		if (s->format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR)
