@@ -11,7 +11,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|1b|4b|12b|27b] [--layers N]\n"
+		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|1b|4b|12b|27b] [--layers N]\n"
 		"                       [--type T] [--seed K]\n"
 		"                       [--format gguf|hf] -o PATH\n"
 		"\n"
@@ -21,7 +21,8 @@ static void usage(FILE *f)
 		"\n"
 		"  --shape S        tiny (default), demo (tiny with Gemma 3's 262144-token\n"
 		"                   vocabulary), tiny256 (tiny with hidden 256 and ffn 512:\n"
-		"                   rows K-quant blocks fit), 1b, 4b, 12b, 27b\n"
+		"                   rows K-quant blocks fit), tinyh128 (tiny256 with two\n"
+		"                   128-wide heads, as 27B's), 1b, 4b, 12b, 27b\n"
 		"  --layers N       override the number of layers\n"
 		"  --type T         weight type for matrices and the embedding (default f32):\n"
 		"                   f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
