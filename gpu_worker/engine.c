@@ -69,6 +69,13 @@
 #define KQ_MANY_BPT 16u
 #define Q4G_BPT 2u
 #define Q4G_FEW_THREADS 100000u
+/* 4 units per thread for wo and the logits (of at least KQ_MANY_ROWS rows)
+ * where they have Q4G_FEW_THREADS threads at 2: their thread groups then fit
+ * a subgroup on the H100 (tpr 32: a shuffle reduction, no shared memory).
+ * 27B tg128 103.66 -> 104.23 (wo), 104.64 (logits), 104.75 (both); 27B's qkv
+ * lost at 4 (102.88), gate/up (101.90) and down at 8 (100.75) too
+ * (BENCHMARKS.md). UNICORN_VK_Q4G_TUNE=0 keeps 2 (A/B) */
+#define Q4G_WO_LOGITS_BPT 4u
 #define Q4G_WIDE 2048u
 #define Q4G_WIDE_MIN_ROWS 2048u
 #define Q4G_WIDE_RPT 2u
@@ -76,6 +83,11 @@
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
  * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
 #define CM_LARGE_MIN_WG 64u
+/* wo on x16 from attention's rows (shaders/attn_x16.glsl) from this many
+ * columns: the copy adds to attention's latency what wo gains in bandwidth,
+ * which grows with wo. H100 tg128 (BENCHMARKS.md): 12B and 27B (4096
+ * columns) +0.5-0.6%; 4B (2048) -0.5-1.0%, 1B (1024) -0.4-2.5% */
+#define WO_X16_MIN_COLS 4096u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 16      /* weight types with kernels (type_slot, slot_name) */
 /* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
@@ -197,9 +209,14 @@ struct engine {
 	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
 	 * logits) run the integer dot-product kernels on it (x16_pick) */
 	bool use_x16;
-	char kernels[160];                   /* engine_kernels */
+	char kernels[200];                   /* engine_kernels */
 	struct vk_buf *xq;
 	struct vk_pipe mvs_x16, mvs_x16_wide, mvs_glu_x16, mvb_x16, mvb_glu_x16;
+	/* wo_x16: attention (attn, attn_combine) also writes its output rows as
+	 * x16 to xqa, and wo runs the x16 kernels on them (rec_attn) */
+	bool wo_x16;
+	bool q4g_tuned;                      /* mvs_bpt: Q4G_WO_LOGITS_BPT (UNICORN_VK_Q4G_TUNE=0: off, A/B) */
+	struct vk_buf *xqa;
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -614,6 +631,7 @@ static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 static void kernels_describe(struct engine *e)
 {
 	const char *dec = !e->use_mvs ? "mul_mv"
+			  : e->wo_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm and attention)"
 			  : e->use_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm)"
 				      : "mul_mvs (decode)";
 	const char *pre = e->use_cm	? " + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")"
@@ -715,6 +733,14 @@ static int pipes_create(struct engine *e, const struct model *m)
 	if (e->norm_tail)
 		norm_wg = WG_MVS;
 	x16_pick(e, used, norm_wg);
+	/* wo on x16: heads of whole x16 groups (attn_combine's row holds 512
+	 * elements at most), by default where wo has WO_X16_MIN_COLS columns;
+	 * UNICORN_VK_WO_X16=0 keeps the float kernel, =1 takes x16 at any width */
+	const char *q4genv = getenv("UNICORN_VK_Q4G_TUNE");
+	e->q4g_tuned = !(q4genv && strcmp(q4genv, "0") == 0);
+	const char *woenv = getenv("UNICORN_VK_WO_X16");
+	bool wo_want = woenv && *woenv ? strcmp(woenv, "0") != 0 : e->n_q >= WO_X16_MIN_COLS;
+	e->wo_x16 = wo_want && e->use_x16 && !e->norm_tail && e->cfg.head_dim % X16_GROUP == 0 && e->cfg.head_dim <= 512;
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
 	/* the tail keeps its row for the x16 copy (mul_mvs.glsl X16T); the
 	 * batch kernels never run a tail that writes one */
@@ -787,8 +813,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg" : "attn", 9, sizeof(struct attn_push), spec_attn, 3, &e->attn);
-	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &e->combine);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg" : "attn", 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */
 	const char *fenv = getenv("UNICORN_NO_FUSE");
@@ -878,11 +904,13 @@ static int sets_create(struct engine *e)
 			rc = mksetxb(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->qkv);
 		struct vk_buf *rb[7] = { e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd };
 		if (!rc) rc = mksetv(e, &e->rope, &l->s_rope, rb, 7);
-		struct vk_buf *ab[9] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm };
-		if (!rc) rc = mksetv(e, &e->attn, &l->s_attn, ab, 9);
-		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, d, d, d);
+		struct vk_buf *ab[10] = { e->qkv, l->kc, l->vc, e->part, e->stepd, e->att, e->tabd, l->q_norm, l->k_norm, e->xqa };
+		if (!rc) rc = mksetv(e, &e->attn, &l->s_attn, ab, 10);
+		if (!rc) rc = mkset(e, &e->combine, &l->s_combine, e->part, e->att, e->stepd, e->xqa, d, d);
 		/* wo and down: the norm tail's buffers too (rmsnorm's mode 3 sets below) */
-		struct vk_buf *wo[8] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt, e->xq };
+		/* binding 8: the tail's x16 output, or (wo_x16, never with the tail) x's copy */
+		struct vk_buf *wo[8] = { e->att, e->o, e->h, l->post_attn, l->ffn_norm, e->xb, e->nt_cnt,
+					 e->norm_tail ? e->xq : e->xqa };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
@@ -1011,6 +1039,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->h, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->xb, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->xq, VK_BUF_DEVICE, R * x16_row_bytes(c->n_embd) + 16 },
+		{ &e->xqa, VK_BUF_DEVICE, (e->wo_x16 ? R * x16_row_bytes(e->n_q) : 0) + 16 },
 		{ &e->o, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->qkv, VK_BUF_DEVICE, R * e->qkv_stride * F },
 		{ &e->att, VK_BUF_DEVICE, R * e->n_q * F },
@@ -1343,11 +1372,12 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 /* Work units per thread of mul_mvs/mul_mvb for a matrix of nrows output rows
  * (the same for both: mul_mvb must split rows as mul_mvs does). Regrouped
  * q4_0 units are a word of four blocks: Q4G_BPT per thread, one where that
- * leaves the product fewer than Q4G_FEW_THREADS threads. The K-quant units
+ * leaves the product fewer than Q4G_FEW_THREADS threads, Q4G_WO_LOGITS_BPT
+ * for wo (wo: the caller's MV_WO) and the logits otherwise. The K-quant units
  * (16 weights) take 2 on products of fewer than KQ_FEW_ROWS rows (qkv, wo,
  * down), 8 on the GLU's gate/up and 16 from KQ_MANY_ROWS rows (the logits,
  * q8_0's too); other types UNICORN_VK_MVS_BPT (default 4). */
-static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nrows, bool glu)
+static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nrows, bool glu, bool wo)
 {
 	bool kq = w->type == TENSOR_Q4_K || w->type == TENSOR_Q5_K || w->type == TENSOR_Q6_K || w->type == TENSOR_Q3_K;
 	bool tuned = !e->mvs_bpt_set && !e->mvs_generic;
@@ -1360,14 +1390,16 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
 	if (w->type != TENSOR_Q4_0G)
 		return e->mvs_bpt;
 	uint64_t threads = (uint64_t)nrows * engine_mvs_tpr_type(w->type, w->ncols, WG_MVS, Q4G_BPT, false);
-	return threads < Q4G_FEW_THREADS ? 1 : Q4G_BPT;
+	if (threads < Q4G_FEW_THREADS)
+		return 1;
+	return e->q4g_tuned && (wo || nrows >= KQ_MANY_ROWS) ? Q4G_WO_LOGITS_BPT : Q4G_BPT;
 }
 
-/* rec_mv's flags. MV_TAIL: mul_mvs runs the norm tail (the caller checked
+/* rec_mv's flags. MV_WO: the product is wo (mvs_bpt). MV_TAIL: mul_mvs runs the norm tail (the caller checked
  * that the product runs on mul_mvs, y's rows are nrows apart from 0, the set
  * holds the norm's buffers, and the norm is mode 3). MV_XB: x is xb, whose
  * x16 copy rmsnorm wrote (x16_rows) and the set holds (mksetxb). */
-enum { MV_TAIL = 1u, MV_XB = 2u };
+enum { MV_TAIL = 1u, MV_XB = 2u, MV_WO = 4u };
 
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
@@ -1380,7 +1412,7 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
 	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE && nrows >= Q4G_WIDE_MIN_ROWS;
-	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows, glu), e->mvs_generic)
+	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows, glu, flags & MV_WO), e->mvs_generic)
 			   : engine_mv_tpr(w->ncols, wg);
 	/* the tail also writes out2's x16 copy wherever x16 runs: its product is
 	 * a decode one (kind 1), so the next products read the copy */
@@ -1521,10 +1553,16 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		bar(e, cb);
 	}
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
+	bool tail = norm_tail_here(e, &l->wo, e->n_q, n, fuse);
+	/* wo on x16 (attn_x16.glsl): attention writes its rows' copy where wo runs
+	 * an x16 kernel (regrouped q4_0 on mul_mvs or mul_mvb, no norm tail) */
+	int wo_kind = mv_kind(e, &l->wo, e->n_q, 0, n);
+	uint32_t wo_x16 = e->wo_x16 && !tail && l->wo.type == TENSOR_Q4_0G && (wo_kind == 1 || wo_kind == 3);
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, e->n_split,
 		1.0f / sqrtf(qpas), ATTN_MIN_CHUNK, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
 		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0, e->attn_chunk,
+		wo_x16,
 	};
 	/* attn writes the output of a token whose keys fit one split itself (and
 	 * attn_combine skips it): every token when there is one split, on sliding
@@ -1536,13 +1574,12 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	     one_split ? 1 : e->n_split);
 	bar(e, cb);
 	if (!e->fuse_combine && !one_split) {
-		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, { 0, 0 } };
+		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, wo_x16, 0 };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}
-	bool tail = norm_tail_here(e, &l->wo, e->n_q, n, fuse);
 	rec_mv(e, cb, tail ? "mv wo+norm" : "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX,
-	       tail ? MV_TAIL : 0);
+	       MV_WO | (tail ? MV_TAIL : wo_x16 ? MV_XB : 0));
 	bar(e, cb);
 	if (!tail)
 		rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);

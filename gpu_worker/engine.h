@@ -92,10 +92,12 @@ struct attn_push {
 	float eps, base, freq_scale;
 	uint32_t kv_cap, rope;
 	uint32_t one_len;    /* attn_chunk in shaders/common.glsl: ranges this short are one split */
+	uint32_t x16;        /* 1: the output rows as x16 too (binding 9), for wo (shaders/attn_x16.glsl) */
 };
-_Static_assert(sizeof(struct attn_push) == 68, "attn_push mirrors shaders/attn.comp");
-/* window, min_chunk and one_len as attn's: tokens whose range is one split are skipped */
-struct combine_push { uint32_t head_dim, n_head, n_split, window, min_chunk, one_len, pad[2]; };
+_Static_assert(sizeof(struct attn_push) == 72, "attn_push mirrors shaders/attn.comp");
+/* window, min_chunk and one_len as attn's: tokens whose range is one split are
+ * skipped; x16 as attn's (binding 3) */
+struct combine_push { uint32_t head_dim, n_head, n_split, window, min_chunk, one_len, x16, pad; };
 _Static_assert(sizeof(struct combine_push) == 32, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
 _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");

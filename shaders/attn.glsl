@@ -14,6 +14,10 @@
 // A token whose range fits one split (attn_chunk) is normalized and written
 // to out[] here: attn_combine skips it, and the host leaves the combine
 // dispatch out of steps whose tokens are all that short.
+// p.x16 = 1: whoever writes a head's output row (here, the fused merge, or
+// attn_combine) also writes it as x16 (x16.glsl) to outq[], for wo's
+// integer dot-product kernel; head_dim is then a multiple of X16_GROUP, so a
+// head is whole groups of the token's row (attn_x16.glsl).
 #ifdef SG
 // SG (the _sg kernels): workgroup reductions with subgroup operations and one
 // barrier, where the device has subgroup arithmetic (the engine's choice, as
@@ -21,6 +25,8 @@
 // rope_kv_sg, so the two stay bitwise equal.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#define ATTN_X16_SHUFFLE 1
 #endif
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
@@ -51,6 +57,7 @@ layout(binding = 5) writeonly buffer Out { float outv[]; };
 layout(binding = 6) readonly buffer Tab { uint tab[]; };
 layout(binding = 7) readonly buffer QN { float qn[]; };
 layout(binding = 8) readonly buffer KN { float kn[]; };
+layout(binding = 9) writeonly buffer OutQ { uint outq[]; };
 
 // Mirrors struct attn_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -72,6 +79,7 @@ layout(push_constant) uniform Push {
 	uint kv_cap;
 	uint rope;
 	uint one_len;    // attn_chunk: ranges of at most one_len keys are one split
+	uint x16;        // 1: out[]'s rows as x16 too (outq)
 } p;
 
 #define MAXD 8u  // head_dim <= MAXD * WG
@@ -91,6 +99,10 @@ shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
 shared float red[WG];
 shared uint last;
+// the head's output row for its x16 copy: rw[] (rope's norm weights, long
+// done by the time a row is written)
+#define X16_HEAD_ROW rw
+#include "attn_x16.glsl"
 
 #ifdef SG
 // The workgroup's max or sum: each subgroup's, then those of the subgroups.
@@ -332,16 +344,34 @@ void main()
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = tid + di * WG;
 				if (d4 < hd / 4u)
-					for (uint c = 0u; c < 4u; c++)
+					for (uint c = 0u; c < 4u; c++) {
 						outv[oo + 4u * d4 + c] = o4[di][c] / l;
+#ifndef SG
+						if (p.x16 != 0u)
+							rw[4u * d4 + c] = o4[di][c] / l;
+#endif
+					}
 			}
+#ifdef SG
+			// the copy from registers: a thread's four dims are a run
+			if (p.x16 != 0u) {
+				for (uint di = 0u; di < 2u && di * WG < hd / 4u; di++)
+					head_x16_run(t, h, hd, p.n_head, tid + di * WG, o4[di] / l);
+				return;
+			}
+#endif
 		} else {
 			for (uint di = 0u; di < MAXD; di++) {
 				uint d = tid + di * WG;
-				if (d < hd)
+				if (d < hd) {
 					outv[oo + d] = o[di] / l;
+					if (p.x16 != 0u)
+						rw[d] = o[di] / l;
+				}
 			}
 		}
+		if (p.x16 != 0u)
+			head_x16(t, h, hd, p.n_head);
 		return;
 	}
 	uint po = ((t * p.n_head + h) * p.n_split + sp) * (hd + 2u);
@@ -395,7 +425,11 @@ void main()
 				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
 		}
 		outv[t * p.n_head * hd + h * hd + d] = a / L;
+		if (p.x16 != 0u)
+			rw[d] = a / L;
 	}
+	if (p.x16 != 0u)
+		head_x16(t, h, hd, p.n_head);
 	if (tid == 0u)
 		atomicExchange(partu[ci], 0u);
 }

@@ -3,7 +3,8 @@
 // out[t][h*head_dim + d]. The split weights exp(m_s - M) / L are computed once
 // into shared memory; empty splits (m = -inf) are skipped, and the remaining
 // loads of one output are independent. A token whose range fits one split
-// (attn_chunk) was written by attn itself and is skipped here.
+// (attn_chunk) was written by attn itself and is skipped here. p.x16 = 1:
+// the rows as x16 too (attn_x16.glsl, as attn writes them).
 #include "common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
@@ -12,6 +13,7 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Part { float part[]; };
 layout(binding = 1) writeonly buffer Out { float outv[]; };
 layout(binding = 2) readonly buffer Step { uint step[]; };
+layout(binding = 3) writeonly buffer OutQ { uint outq[]; };
 
 // Mirrors struct combine_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -21,12 +23,17 @@ layout(push_constant) uniform Push {
 	uint window;     // as attn.comp's: 0 = global layer
 	uint min_chunk;
 	uint one_len;
-	uint pad0, pad1;
+	uint x16;        // 1: the rows as x16 too (outq)
+	uint pad1;
 } p;
 
 #define MAX_SPLIT 256u  // engine: n_split <= 256
 shared float sm[MAX_SPLIT], sl[MAX_SPLIT];
 shared uint act[MAX_SPLIT], n_act;
+#define MAX_HD 512u  // head_dim of an x16 row at most (the engine checks)
+shared float orow[MAX_HD];
+#define X16_HEAD_ROW orow
+#include "attn_x16.glsl"
 
 void main()
 {
@@ -67,5 +74,9 @@ void main()
 		for (uint k = 0u; k < na; k++)
 			a += part[base + act[k] * (hd + 2u) + 2u + d] * sl[k];
 		outv[t * p.n_head * hd + h * hd + d] = a;
+		if (p.x16 != 0u)
+			orow[d] = a;
 	}
+	if (p.x16 != 0u)
+		head_x16(t, h, hd, p.n_head);
 }

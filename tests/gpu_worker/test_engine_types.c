@@ -50,8 +50,12 @@ ParameterizedTestParameters(engine_types, model)
 	return cr_make_param_array(uint32_t, (void *)types, sizeof types / sizeof types[0]);
 }
 
+/* layers of check_model's models (the tiny shapes' sixth is global) and
+ * tokens of its prompt (at most 60: max_ctx 64 holds the 3 decode steps) */
+static uint32_t check_layers = 2, check_prompt = 20;
+
 /* engine_kernels() of check_model's engine */
-static char kernels[200];
+static char kernels[240];
 
 /* One model of the type on the given shape against the reference; returns
  * the bytes the engine uploaded regrouped (gpu_worker/regroup.h). */
@@ -61,7 +65,7 @@ static uint64_t check_model(uint32_t type, const char *shape, enum engine_import
 	char dir[] = "/tmp/unicorn-test-types-XXXXXX", path[64];
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/m.gguf", dir);
-	struct mkmodel_opts mo = { .shape = shape, .layers = 2, .type = type, .seed = 5, .format = MKMODEL_GGUF,
+	struct mkmodel_opts mo = { .shape = shape, .layers = check_layers, .type = type, .seed = 5, .format = MKMODEL_GGUF,
 				   .out = path, .synthetic_vocab = true, .quiet = true, .threads = 2 };
 	cr_assert_eq(mkmodel_run(&mo), 0, "mkmodel %s: %s", tn, err_msg());
 	struct model *m;
@@ -76,8 +80,10 @@ static uint64_t check_model(uint32_t type, const char *shape, enum engine_import
 	struct ref_model *r;
 	cr_assert_eq(ref_create(m, 64, &r), 0, "%s", err_msg());
 	size_t V = m->cfg.n_vocab;
-	enum { P = 20, D = 3 };
-	uint32_t tok[P + D];
+	enum { D = 3 };
+	const uint32_t P = check_prompt;
+	uint32_t tok[64];
+	cr_assert_leq(P + D, 64);
 	for (uint32_t i = 0; i < P + D; i++)
 		tok[i] = 3 + (i * 7919u + 11u) % 900u;
 	float *want = malloc((P + D) * V * sizeof *want), *got = malloc(P * V * sizeof *got);
@@ -154,4 +160,25 @@ Test(engine_types, q4_0_x16, .timeout = 120)
 	setenv("UNICORN_VK_X16", "0", 1);
 	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
 	cr_assert(strstr(kernels, "x16 integer dot products") == NULL, "UNICORN_VK_X16=0: %s", kernels);
+}
+
+/* wo on x16 from attention's rows (shaders/attn_x16.glsl: the default from
+ * 4096 columns, UNICORN_VK_WO_X16=1 at any width) on 128-wide heads (the
+ * tinyh128 shape): within the same tolerances in decode steps of one split
+ * (the copy from registers) and through attn_combine (six layers, a 40-token
+ * prompt and UNICORN_VK_ATTN_CHUNK=16: the global sixth layer's 41+ keys are
+ * two splits of 32; the copy from the combined row), and not in use where the
+ * width is below the default's. */
+Test(engine_types, q4_0_wo_x16, .timeout = 120)
+{
+	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
+	cr_assert(strstr(kernels, "after rmsnorm)") != NULL, "256-column wo on x16 by default: %s", kernels);
+	setenv("UNICORN_VK_WO_X16", "1", 1);
+	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
+	cr_assert(strstr(kernels, "after rmsnorm and attention") != NULL, "wo not on x16: %s", kernels);
+	setenv("UNICORN_VK_ATTN_CHUNK", "16", 1);
+	check_layers = 6;
+	check_prompt = 40;
+	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
+	cr_assert(strstr(kernels, "after rmsnorm and attention") != NULL, "wo not on x16: %s", kernels);
 }

@@ -719,19 +719,23 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 	snprintf(rname, sizeof rname, "rope_kv%s", attn_sfx);
 	snprintf(aname, sizeof aname, "attn%s", attn_sfx);
 	cr_assert_eq(vk_pipe_create(vk, rname, 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, aname, 9, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
-	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 3, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, aname, 10, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
 	struct vk_buf *bq = buf_from(qkv, T * S * 4), *bqn = buf_from(qn, sizeof qn), *bkn = buf_from(kn, sizeof kn),
 		      *bk = buf_from(kc, pool * nkv * hd * 4), *bv = buf_from(vc, pool * nkv * hd * 4),
 		      *bt = buf_from(tab, sizeof tab),
 		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4 + T * nh * 4),
 		      *bo = buf_from(NULL, T * nh * hd * 4);
+	/* heads of whole x16 groups: the output rows' x16 copy too (wo's input) */
+	bool x16 = hd % X16_GROUP == 0;
+	uint64_t x16b = x16 ? x16_row_bytes(nh * hd) : 0;
+	struct vk_buf *bx = buf_from(NULL, T * x16b + 16);
 	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap, toff, tmod };
 	if (!rope_in)
 		run1(&pr, (struct vk_buf *[]){ bq, bqn, bkn, bk, bv, bs, bt }, &rp, nh + nkv, T, 1);
 	struct attn_push ap = { hd, nh, nkv, S, window, n_split, 0.17f, 1, T * nh * n_split * (hd + 2), toff, tmod,
-				1e-6f, base, fscale, cap, rope_in, one_len };
-	struct vk_buf *ab[9] = { bq, bk, bv, bp, bs, bo, bt, bqn, bkn };
+				1e-6f, base, fscale, cap, rope_in, one_len, x16 };
+	struct vk_buf *ab[10] = { bq, bk, bv, bp, bs, bo, bt, bqn, bkn, bx };
 	if (fused) {
 		uint32_t *zero = calloc(T * nh, 4);
 		vk_upload(vk, bp, (size_t)ap.cnt_off * 4, zero, T * nh * 4);
@@ -748,11 +752,18 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 		/* a second run over the same state must give the same output */
 		run1(&pa, ab, &ap, nh, T, n_split);
 	} else {
-		struct combine_push cp = { hd, nh, n_split, window, 1, one_len, { 0, 0 } };
-		run1(&pc, (struct vk_buf *[]){ bp, bo, bs }, &cp, nh, T, 1);
+		struct combine_push cp = { hd, nh, n_split, window, 1, one_len, x16, 0 };
+		run1(&pc, (struct vk_buf *[]){ bp, bo, bs, bx }, &cp, nh, T, 1);
 	}
 	float *got = malloc(T * nh * hd * 4);
 	vk_download(vk, bo, 0, got, T * nh * hd * 4);
+	if (x16) { /* whoever wrote a head's row (attn, its merge, attn_combine) wrote its copy */
+		uint32_t *gq = malloc(T * x16b);
+		vk_download(vk, bx, 0, gq, T * x16b);
+		for (uint32_t t = 0; t < T; t++)
+			check_x16_row(gq + t * x16b / 4, got + t * nh * hd, nh * hd, "attention x16");
+		free(gq);
+	}
 
 	/* CPU: norm + rope each head, append k/v, attend */
 	double *q = malloc(sizeof(double) * T * nh * hd);
@@ -818,10 +829,22 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 	vk_download(vk, bk, 0, gk, pool * nkv * hd * 4);
 	for (uint32_t t = 0; t < T; t++) /* back to logical order */
 		memcpy(gkl + t * nkv * hd, gk + PROW(pos0 + t) * nkv * hd, nkv * hd * 4);
-	check_close(gkl, K + pos0 * nkv * hd, NULL, T * nkv * hd, 1e-4, "k cache");
+	/* rope rotates pairs of a row: its error scales with the row, not the
+	 * element (NVIDIA's sin/cos at head_dim 128-256 moved small elements
+	 * past a per-element bound) */
+	double *kmag = malloc(sizeof(double) * T * nkv * hd);
+	for (uint32_t r = 0; r < T * nkv; r++) {
+		double mx = 0;
+		for (uint32_t i = 0; i < hd; i++)
+			mx = fmax(mx, fabs(K[pos0 * nkv * hd + r * hd + i]));
+		for (uint32_t i = 0; i < hd; i++)
+			kmag[r * hd + i] = mx;
+	}
+	check_close(gkl, K + pos0 * nkv * hd, kmag, T * nkv * hd, 1e-4, "k cache");
+	free(kmag);
 #undef PROW
-	struct vk_buf *all[] = { bq, bqn, bkn, bk, bv, bs, bp, bo, bt };
-	for (size_t i = 0; i < 9; i++)
+	struct vk_buf *all[] = { bq, bqn, bkn, bk, bv, bs, bp, bo, bt, bx };
+	for (size_t i = 0; i < 10; i++)
 		vk_buf_destroy(vk, all[i]);
 	vk_pipe_destroy(vk, &pr);
 	vk_pipe_destroy(vk, &pa);
@@ -852,6 +875,19 @@ Test(vk_ops, attention_short_direct) {
 	check_attention_x(1e4f, 1.0f, 5, 2, 32, true, false, 48, false);
 	check_attention_x(1e6f, 1.0f / 8, 0, 2, 32, true, false, 48, false);
 	check_attention_x(1e6f, 1.0f / 8, 0, 2, 34, false, true, 48, false);
+}
+/* heads of 128 and 256 (Gemma 3's): the output rows' x16 copy (wo's input)
+ * as gpu_worker/x16.c makes it, from attn (one split, and short ranges), its
+ * fused merge and attn_combine, with and without rope inside attn */
+Test(vk_ops, attention_x16_rows, .timeout = 120) {
+	check_attention_x(1e4f, 1.0f, 5, 3, 128, true, false, 0, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 4, 128, true, false, 48, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 3, 256, true, true, 0, false);
+	check_attention_x(1e4f, 1.0f, 0, 1, 128, true, false, 0, true);
+	attn_sfx = "_sg";
+	check_attention_x(1e4f, 1.0f, 5, 3, 256, true, false, 0, false);
+	check_attention_x(1e6f, 1.0f / 8, 0, 4, 128, true, true, 48, true);
+	attn_sfx = "";
 }
 /* q/k norm + rope + KV append inside attn (one token): CPU reference */
 Test(vk_ops, attention_rope_in_attn) {
