@@ -813,7 +813,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg" : "attn", 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	const char *attn_name = norm_sg ? (e->wo_x16 ? "attn_sg_wox16" : "attn_sg") : e->wo_x16 ? "attn_wox16" : "attn";
+	if (!rc) rc = vk_pipe_create(e->vk, attn_name, 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */

@@ -14,10 +14,13 @@
 // A token whose range fits one split (attn_chunk) is normalized and written
 // to out[] here: attn_combine skips it, and the host leaves the combine
 // dispatch out of steps whose tokens are all that short.
-// p.x16 = 1: whoever writes a head's output row (here, the fused merge, or
-// attn_combine) also writes it as x16 (x16.glsl) to outq[], for wo's
+// WO_X16 (the _wox16 kernels, which the engine takes where wo runs on x16)
+// and p.x16 = 1: whoever writes a head's output row (here, the fused merge,
+// or attn_combine) also writes it as x16 (x16.glsl) to outq[], for wo's
 // integer dot-product kernel; head_dim is then a multiple of X16_GROUP, so a
-// head is whole groups of the token's row (attn_x16.glsl).
+// head is whole groups of the token's row (attn_x16.glsl). The kernels
+// without WO_X16 have none of that code: on the H100 its mere presence cost
+// 1B, 4B and 12B ~1% of decode (BENCHMARKS.md).
 #ifdef SG
 // SG (the _sg kernels): workgroup reductions with subgroup operations and one
 // barrier, where the device has subgroup arithmetic (the engine's choice, as
@@ -25,8 +28,10 @@
 // rope_kv_sg, so the two stay bitwise equal.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#ifdef WO_X16
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #define ATTN_X16_SHUFFLE 1
+#endif
 #endif
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
@@ -57,7 +62,9 @@ layout(binding = 5) writeonly buffer Out { float outv[]; };
 layout(binding = 6) readonly buffer Tab { uint tab[]; };
 layout(binding = 7) readonly buffer QN { float qn[]; };
 layout(binding = 8) readonly buffer KN { float kn[]; };
+#ifdef WO_X16
 layout(binding = 9) writeonly buffer OutQ { uint outq[]; };
+#endif
 
 // Mirrors struct attn_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -99,10 +106,21 @@ shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
 shared float red[WG];
 shared uint last;
-// the head's output row for its x16 copy: rw[] (rope's norm weights, long
-// done by the time a row is written)
-#define X16_HEAD_ROW rw
+#ifdef WO_X16
+// the head's output row for its x16 copy, in its own array: stores to rw[],
+// which rope's precise norm reads, made glslang mark every operation that
+// feeds the row NoContraction (the attention loop without FMAs; the same
+// stores under a constant-false branch did it to the kernels without the copy)
+shared float x16row[MAXD * WG];
+#define X16_HEAD_ROW x16row
 #include "attn_x16.glsl"
+#define X16_ROWS (p.x16 != 0u)
+#else
+// no copy: the code under X16_ROWS compiles to nothing
+#define X16_ROWS false
+#define head_x16(t, h, hd, n_head)
+#define head_x16_run(t, h, hd, n_head, d4, v)
+#endif
 
 #ifdef SG
 // The workgroup's max or sum: each subgroup's, then those of the subgroups.
@@ -346,15 +364,15 @@ void main()
 				if (d4 < hd / 4u)
 					for (uint c = 0u; c < 4u; c++) {
 						outv[oo + 4u * d4 + c] = o4[di][c] / l;
-#ifndef SG
-						if (p.x16 != 0u)
-							rw[4u * d4 + c] = o4[di][c] / l;
+#if defined(WO_X16) && !defined(SG)
+						if (X16_ROWS)
+							X16_HEAD_ROW[4u * d4 + c] = o4[di][c] / l;
 #endif
 					}
 			}
 #ifdef SG
 			// the copy from registers: a thread's four dims are a run
-			if (p.x16 != 0u) {
+			if (X16_ROWS) {
 				for (uint di = 0u; di < 2u && di * WG < hd / 4u; di++)
 					head_x16_run(t, h, hd, p.n_head, tid + di * WG, o4[di] / l);
 				return;
@@ -365,12 +383,14 @@ void main()
 				uint d = tid + di * WG;
 				if (d < hd) {
 					outv[oo + d] = o[di] / l;
-					if (p.x16 != 0u)
-						rw[d] = o[di] / l;
+#ifdef WO_X16
+					if (X16_ROWS)
+						X16_HEAD_ROW[d] = o[di] / l;
+#endif
 				}
 			}
 		}
-		if (p.x16 != 0u)
+		if (X16_ROWS)
 			head_x16(t, h, hd, p.n_head);
 		return;
 	}
@@ -425,10 +445,12 @@ void main()
 				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
 		}
 		outv[t * p.n_head * hd + h * hd + d] = a / L;
-		if (p.x16 != 0u)
-			rw[d] = a / L;
+#ifdef WO_X16
+		if (X16_ROWS)
+			X16_HEAD_ROW[d] = a / L;
+#endif
 	}
-	if (p.x16 != 0u)
+	if (X16_ROWS)
 		head_x16(t, h, hd, p.n_head);
 	if (tid == 0u)
 		atomicExchange(partu[ci], 0u);

@@ -715,9 +715,12 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 	/* spec_hd: head_dim as a specialization constant, as the engine does; fused:
 	 * the last split workgroup merges (no combine dispatch) */
 	uint32_t wg[3] = { 64, spec_hd ? hd : 0, fused };
+	/* heads of whole x16 groups: the output rows' x16 copy too (wo's input),
+	 * by the kernels that write it */
+	bool x16 = hd % X16_GROUP == 0;
 	char rname[32], aname[32];
 	snprintf(rname, sizeof rname, "rope_kv%s", attn_sfx);
-	snprintf(aname, sizeof aname, "attn%s", attn_sfx);
+	snprintf(aname, sizeof aname, "attn%s%s", attn_sfx, x16 ? "_wox16" : "");
 	cr_assert_eq(vk_pipe_create(vk, rname, 7, sizeof(struct rope_push), wg, 1, &pr), 0, "%s", err_msg());
 	cr_assert_eq(vk_pipe_create(vk, aname, 10, sizeof(struct attn_push), wg, 3, &pa), 0, "%s", err_msg());
 	cr_assert_eq(vk_pipe_create(vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &pc), 0, "%s", err_msg());
@@ -726,8 +729,6 @@ static void check_attention_x(float base, float fscale, uint32_t window, uint32_
 		      *bt = buf_from(tab, sizeof tab),
 		      *bs = buf_from(step, sizeof step), *bp = buf_from(NULL, T * nh * n_split * (hd + 2) * 4 + T * nh * 4),
 		      *bo = buf_from(NULL, T * nh * hd * 4);
-	/* heads of whole x16 groups: the output rows' x16 copy too (wo's input) */
-	bool x16 = hd % X16_GROUP == 0;
 	uint64_t x16b = x16 ? x16_row_bytes(nh * hd) : 0;
 	struct vk_buf *bx = buf_from(NULL, T * x16b + 16);
 	struct rope_push rp = { hd, nh, nkv, S, 1e-6f, base, fscale, cap, toff, tmod };
