@@ -72,9 +72,9 @@
 /* 4 units per thread for wo and the logits (of at least KQ_MANY_ROWS rows)
  * where they have Q4G_FEW_THREADS threads at 2: their thread groups then fit
  * a subgroup on the H100 (tpr 32: a shuffle reduction, no shared memory).
- * 27B tg128 103.66 -> 104.23 (wo), 104.64 (logits), 104.75 (both); 27B's qkv
- * lost at 4 (102.88), gate/up (101.90) and down at 8 (100.75) too
- * (BENCHMARKS.md). UNICORN_VK_Q4G_TUNE=0 keeps 2 (A/B) */
+ * 27B tg128 103.66 -> 104.23 (wo), 104.64 (logits), 104.75 (both; 1B +1.3%,
+ * 4B +0.5%, 12B -0.2%); 27B's qkv lost at 4 (102.88), gate/up (101.90) and
+ * down at 8 (100.75) (BENCHMARKS.md). UNICORN_VK_Q4G_TUNE=0 keeps 2 (A/B) */
 #define Q4G_WO_LOGITS_BPT 4u
 #define Q4G_WIDE 2048u
 #define Q4G_WIDE_MIN_ROWS 2048u
@@ -86,7 +86,7 @@
 /* wo on x16 from attention's rows (shaders/attn_x16.glsl) from this many
  * columns: the copy adds to attention's latency what wo gains in bandwidth,
  * which grows with wo. H100 tg128 (BENCHMARKS.md): 12B and 27B (4096
- * columns) +0.5-0.6%; 4B (2048) -0.5-1.0%, 1B (1024) -0.4-2.5% */
+ * columns) +1.1% and +1.6%; forced onto 4B (2048) -0.7%, 1B (1024) -1.1% */
 #define WO_X16_MIN_COLS 4096u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 16      /* weight types with kernels (type_slot, slot_name) */
