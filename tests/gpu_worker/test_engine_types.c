@@ -149,17 +149,23 @@ Test(engine_types, q4_0_regrouped_half_groups, .timeout = 120)
  * result as 16-bit integers, on devices with integer dot products) within the
  * same tolerances: with rmsnorm dispatches writing the copies, with the norm
  * tail writing them (tiny256's rows are short enough for it), and off. */
+/* check_model on uploaded q4_0 weights of the shape, then whether the
+ * engine's kernel description has `says` (present) or not */
+static void check_q4_0_kernels(const char *shape, const char *says, bool present)
+{
+	check_model(TENSOR_Q4_0, shape, ENGINE_IMPORT_UPLOAD);
+	cr_assert((strstr(kernels, says) != NULL) == present, "%s \"%s\" in the kernels: %s", present ? "no" : "unexpected",
+		  says, kernels);
+}
+
 Test(engine_types, q4_0_x16, .timeout = 120)
 {
-	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
-	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
-	setenv("UNICORN_VK_NORM_TAIL", "1536", 1);
-	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
 	/* (not just "x16": matrix cores' "16x16x16" has it) */
-	cr_assert(strstr(kernels, "x16 integer dot products") != NULL, "x16 kernels not in use: %s", kernels);
+	check_q4_0_kernels("tiny256", "x16 integer dot products", true);
+	setenv("UNICORN_VK_NORM_TAIL", "1536", 1);
+	check_q4_0_kernels("tiny256", "x16 integer dot products", true);
 	setenv("UNICORN_VK_X16", "0", 1);
-	check_model(TENSOR_Q4_0, "tiny256", ENGINE_IMPORT_UPLOAD);
-	cr_assert(strstr(kernels, "x16 integer dot products") == NULL, "UNICORN_VK_X16=0: %s", kernels);
+	check_q4_0_kernels("tiny256", "x16 integer dot products", false);
 }
 
 /* wo on x16 from attention's rows (shaders/attn_x16.glsl: the default from
@@ -171,14 +177,11 @@ Test(engine_types, q4_0_x16, .timeout = 120)
  * width is below the default's. */
 Test(engine_types, q4_0_wo_x16, .timeout = 120)
 {
-	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
-	cr_assert(strstr(kernels, "after rmsnorm)") != NULL, "256-column wo on x16 by default: %s", kernels);
+	check_q4_0_kernels("tinyh128", "after rmsnorm)", true); /* 256 columns: not by default */
 	setenv("UNICORN_VK_WO_X16", "1", 1);
-	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
-	cr_assert(strstr(kernels, "after rmsnorm and attention") != NULL, "wo not on x16: %s", kernels);
+	check_q4_0_kernels("tinyh128", "after rmsnorm and attention", true);
 	setenv("UNICORN_VK_ATTN_CHUNK", "16", 1);
 	check_layers = 6;
 	check_prompt = 40;
-	check_model(TENSOR_Q4_0, "tinyh128", ENGINE_IMPORT_UPLOAD);
-	cr_assert(strstr(kernels, "after rmsnorm and attention") != NULL, "wo not on x16: %s", kernels);
+	check_q4_0_kernels("tinyh128", "after rmsnorm and attention", true);
 }
