@@ -733,11 +733,11 @@ static int pipes_create(struct engine *e, const struct model *m)
 	if (e->norm_tail)
 		norm_wg = WG_MVS;
 	x16_pick(e, used, norm_wg);
+	const char *q4genv = getenv("UNICORN_VK_Q4G_TUNE");
+	e->q4g_tuned = !(q4genv && strcmp(q4genv, "0") == 0);
 	/* wo on x16: heads of whole x16 groups (attn_combine's row holds 512
 	 * elements at most), by default where wo has WO_X16_MIN_COLS columns;
 	 * UNICORN_VK_WO_X16=0 keeps the float kernel, =1 takes x16 at any width */
-	const char *q4genv = getenv("UNICORN_VK_Q4G_TUNE");
-	e->q4g_tuned = !(q4genv && strcmp(q4genv, "0") == 0);
 	const char *woenv = getenv("UNICORN_VK_WO_X16");
 	bool wo_want = woenv && *woenv ? strcmp(woenv, "0") != 0 : e->n_q >= WO_X16_MIN_COLS;
 	e->wo_x16 = wo_want && e->use_x16 && !e->norm_tail && e->cfg.head_dim % X16_GROUP == 0 && e->cfg.head_dim <= 512;
@@ -1396,10 +1396,11 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
 	return e->q4g_tuned && (wo || nrows >= KQ_MANY_ROWS) ? Q4G_WO_LOGITS_BPT : Q4G_BPT;
 }
 
-/* rec_mv's flags. MV_WO: the product is wo (mvs_bpt). MV_TAIL: mul_mvs runs the norm tail (the caller checked
+/* rec_mv's flags. MV_TAIL: mul_mvs runs the norm tail (the caller checked
  * that the product runs on mul_mvs, y's rows are nrows apart from 0, the set
- * holds the norm's buffers, and the norm is mode 3). MV_XB: x is xb, whose
- * x16 copy rmsnorm wrote (x16_rows) and the set holds (mksetxb). */
+ * holds the norm's buffers, and the norm is mode 3). MV_XB: x has an x16
+ * copy at binding 8 that the set holds: rmsnorm's of xb (x16_rows, mksetxb)
+ * or, for wo, attention's (wo_x16). MV_WO: the product is wo (mvs_bpt). */
 enum { MV_TAIL = 1u, MV_XB = 2u, MV_WO = 4u };
 
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
