@@ -30,7 +30,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #ifdef WO_X16
 #extension GL_KHR_shader_subgroup_shuffle : enable
-#define ATTN_X16_SHUFFLE 1
+#define X16_SG 1
 #endif
 #endif
 #extension GL_EXT_control_flow_attributes : enable

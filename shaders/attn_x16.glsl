@@ -2,7 +2,7 @@
 // product's integer dot-product kernel, by attn.glsl and attn_combine.comp,
 // whichever writes the head's row. The includer declares WG, the shared
 // array X16_HEAD_ROW (at least head_dim floats) and an outq[] binding, and
-// defines ATTN_X16_SHUFFLE where it has subgroup shuffles (head_x16_run).
+// defines X16_SG where it has subgroup shuffles (head_x16_run).
 #ifndef ATTN_X16_GLSL
 #define ATTN_X16_GLSL
 
@@ -14,7 +14,7 @@
 // whole groups of the token's row): the head's words of the row's copy. A
 // thread takes a lane's two runs (x16.glsl) and the block's amax from the
 // shared row: no shuffles, once per head.
-#ifdef ATTN_X16_SHUFFLE
+#ifdef X16_SG
 // The same words from registers, without a barrier: every thread of the
 // workgroup (uniform control flow: the shuffles), d4 its slot of four dims
 // (elements 4 d4.. of the head, v; d4 >= hd / 4: none) in the one-split
@@ -26,13 +26,9 @@
 void head_x16_run(uint t, uint h, uint hd, uint n_head, uint d4, vec4 v)
 {
 	bool on = d4 < hd / 4u;
-	uint e = 4u * d4, o = e & 31u;
-	uint r = h * hd / 4u + 32u * (e >> 7) + 8u * ((e >> 5) & 3u) + 2u * ((o & 15u) >> 2) + (o >> 4);
+	uint r = h * hd / 4u + x16_elem_run(4u * d4);
 	vec4 av = on ? abs(v) : vec4(0.0);
-	float amax = max(max(av.x, av.y), max(av.z, av.w));
-	amax = max(amax, subgroupShuffleXor(amax, 1u));
-	amax = max(amax, subgroupShuffleXor(amax, 2u));
-	amax = max(amax, subgroupShuffleXor(amax, 4u));
+	float amax = x16_block_amax(max(max(av.x, av.y), max(av.z, av.w)));
 	uint w0 = t * (n_head * hd / X16_GROUP) * X16_GROUP_WORDS;
 	int sum = x16_run_store(w0, r, on ? v : vec4(0.0), amax, on);
 	sum += subgroupShuffleXor(sum, 4u);

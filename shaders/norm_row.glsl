@@ -174,11 +174,8 @@ void norm_row(uint o, uint n, uint mode, float eps, bool xq)
 	}
 	// the block's amax from its 8 threads (a max is exact in any order)
 #ifdef X16_SG
-	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++) {
-		am[m] = max(am[m], subgroupShuffleXor(am[m], 4u));
-		am[m] = max(am[m], subgroupShuffleXor(am[m], 2u));
-		am[m] = max(am[m], subgroupShuffleXor(am[m], 1u));
-	}
+	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
+		am[m] = x16_block_amax(am[m]);
 #else
 	[[unroll]] for (uint m = 0u; m < NORM_RUNS; m++)
 		nxam[m * NORM_WG + tid] = am[m];

@@ -50,6 +50,26 @@ uint x16_run_elem(uint r)
 	return 32u * (r >> 3) + 16u * (r & 1u) + 4u * ((r >> 1) & 3u);
 }
 
+// The run that starts at element e of the row (a multiple of 4): the inverse
+// of x16_run_elem.
+uint x16_elem_run(uint e)
+{
+	uint o = e & 31u;
+	return 8u * (e >> 5) + 2u * ((o & 15u) >> 2) + (o >> 4);
+}
+
+#ifdef X16_SG
+// The amax of a block whose eight runs lie in eight neighbouring invocations
+// (local ids 8m..8m+7, one subgroup: the includer enables subgroup shuffles),
+// each holding a: three shuffles (a max is exact in any order).
+float x16_block_amax(float a)
+{
+	a = max(a, subgroupShuffleXor(a, 1u));
+	a = max(a, subgroupShuffleXor(a, 2u));
+	return max(a, subgroupShuffleXor(a, 4u));
+}
+#endif
+
 #ifdef X16_OUT
 // Run r's hi and lo words (the includer defines X16_OUT(w, v), which stores
 // word w of the copy; w0: the row's first word), stored where on; returns
