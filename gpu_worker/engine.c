@@ -88,6 +88,12 @@
  * which grows with wo. H100 tg128 (BENCHMARKS.md): 12B and 27B (4096
  * columns) +1.1% and +1.6%; forced onto 4B (2048) -0.7%, 1B (1024) -1.1% */
 #define WO_X16_MIN_COLS 4096u
+/* down on x16 (the GLU's _x16q kernel writes its output's copy, shaders/
+ * mul_mvs.glsl FFN_X16): by default where down has DOWN_X16_MIN_COLS columns
+ * (UNICORN_VK_DOWN_X16=0/1 overrides), on steps of up to FFQ_MAX_TOK tokens
+ * (the copy's and the mailbox's rows) */
+#define DOWN_X16_MIN_COLS 8192u
+#define FFQ_MAX_TOK 8u
 #define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
 #define N_SLOTS 16      /* weight types with kernels (type_slot, slot_name) */
 /* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
@@ -217,6 +223,12 @@ struct engine {
 	bool wo_x16;
 	bool q4g_tuned;                      /* mvs_bpt: Q4G_WO_LOGITS_BPT (UNICORN_VK_Q4G_TUNE=0: off, A/B) */
 	struct vk_buf *xqa;
+	/* ffn_x16: the GLU (mvs_glu_x16q) also writes its output rows as x16 to
+	 * ffq, through the mailbox fmb (zero between dispatches), and down runs
+	 * the x16 kernels on them (rec_ffn) */
+	bool ffn_x16;
+	struct vk_pipe mvs_glu_x16q;
+	struct vk_buf *ffq, *fmb;
 	/* profiling (engine_profile): a timestamp after every dispatch */
 	bool prof;
 	uint32_t prof_n;
@@ -631,7 +643,10 @@ static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 static void kernels_describe(struct engine *e)
 {
 	const char *dec = !e->use_mvs ? "mul_mv"
+			  : e->wo_x16 && e->ffn_x16
+			  ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm, attention and the GLU)"
 			  : e->wo_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm and attention)"
+			  : e->ffn_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm and the GLU)"
 			  : e->use_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm)"
 				      : "mul_mvs (decode)";
 	const char *pre = e->use_cm	? " + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")"
@@ -741,6 +756,12 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *woenv = getenv("UNICORN_VK_WO_X16");
 	bool wo_want = woenv && *woenv ? strcmp(woenv, "0") != 0 : e->n_q >= WO_X16_MIN_COLS;
 	e->wo_x16 = wo_want && e->use_x16 && !e->norm_tail && e->cfg.head_dim % X16_GROUP == 0 && e->cfg.head_dim <= 512;
+	/* down on x16: rows of whole x16 groups; the quantizing workgroup's
+	 * shuffles need subgroups of 8 (x16_block_amax) */
+	const char *ffenv = getenv("UNICORN_VK_DOWN_X16");
+	bool ff_want = ffenv && *ffenv ? strcmp(ffenv, "0") != 0 : e->cfg.n_ff >= DOWN_X16_MIN_COLS;
+	e->ffn_x16 = ff_want && e->use_x16 && !e->norm_tail && e->cfg.n_ff % X16_GROUP == 0 &&
+		     e->vk->info.subgroup_size >= 8;
 	uint32_t nt_per = e->norm_tail ? engine_norm_per(e->cfg.n_embd, WG_MVS) : 1, eps_bits;
 	/* the tail keeps its row for the x16 copy (mul_mvs.glsl X16T); the
 	 * batch kernels never run a tail that writes one */
@@ -770,6 +791,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 				if (!rc && e->use_x16)
 					rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec_mvs, 6,
 							    &e->mvs_glu_x16);
+				if (!rc && e->ffn_x16)
+					rc = vk_pipe_create(e->vk, "mul_mvs_glu_q4_0g_x16q", ENGINE_MAT_BINDINGS, sizeof(struct mv_push),
+							    spec_mvs, 6, &e->mvs_glu_x16q);
 			}
 			snprintf(name, sizeof name, "mul_mvs_%s%s", slot_name[i], gen);
 			if (!rc)
@@ -915,8 +939,10 @@ static int sets_create(struct engine *e)
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
+		/* the GLU: rmsnorm's x16 copy at 8, and the _x16q kernel's copy and mailbox at 6, 7 */
+		struct vk_buf *gb[8] = { e->xb, e->ff, d, d, d, e->ffq, e->fmb, e->xq };
 		if (!rc && l->n_gu == 1)
-			rc = mksetxb(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], e->ff);
+			rc = mksetwv(e, &e->glu[type_slot(l->gu[0].type)], &l->s_gu[0], &l->gu[0], gb, 8);
 		for (uint32_t i = 0; l->n_gu == 2 && i < 2 && !rc; i++)
 			rc = mksetxb(e, &e->mv[type_slot(l->gu[i].type)], &l->s_gu[i], &l->gu[i], e->gu);
 		if (!rc)
@@ -924,7 +950,9 @@ static int sets_create(struct engine *e)
 		/* the tiled kernel writes gate|up rows to gu, then gelu_mul */
 		if (!rc && l->n_gu == 1)
 			rc = mksetw(e, &e->mv[type_slot(l->gu[0].type)], &l->s_gu_mm, &l->gu[0], e->xb, e->gu);
-		struct vk_buf *dn[8] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt, e->xq };
+		/* binding 8: the tail's x16 output, or (ffn_x16, never with the tail) x's copy */
+		struct vk_buf *dn[8] = { e->ff, e->o, e->h, l->post_ffn, next, e->xb, e->nt_cnt,
+					 e->norm_tail ? e->xq : e->ffq };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->down.type)], &l->s_down, &l->down, dn, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_ffn, e->o, l->post_ffn, e->h, next, e->xb, e->xq);
 	}
@@ -1041,6 +1069,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->xb, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->xq, VK_BUF_DEVICE, R * x16_row_bytes(c->n_embd) + 16 },
 		{ &e->xqa, VK_BUF_DEVICE, (e->wo_x16 ? R * x16_row_bytes(e->n_q) : 0) + 16 },
+		{ &e->ffq, VK_BUF_DEVICE, (e->ffn_x16 ? FFQ_MAX_TOK * x16_row_bytes(c->n_ff) : 0) + 16 },
+		{ &e->fmb, VK_BUF_DEVICE, (e->ffn_x16 ? (uint64_t)FFQ_MAX_TOK * c->n_ff * 4 : 0) + 16 },
 		{ &e->o, VK_BUF_DEVICE, R * c->n_embd * F },
 		{ &e->qkv, VK_BUF_DEVICE, R * e->qkv_stride * F },
 		{ &e->att, VK_BUF_DEVICE, R * e->n_q * F },
@@ -1091,6 +1121,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = vk_fill_zero(e->vk, e->nt_cnt); /* and the norm tail's */
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->amp); /* and argmax's */
+	if (!rc)
+		rc = vk_fill_zero(e->vk, e->fmb); /* and the GLU's mailbox */
 	if (!rc)
 		rc = engine_reset(e);
 	if (!rc)
@@ -1148,8 +1180,8 @@ void engine_destroy(struct engine *e)
 		ew_free(e, &e->embd);
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
-		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->o, e->qkv, e->att, e->part, e->gu, e->ff,
-					e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tabh, e->tabd };
+		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
+					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -1169,7 +1201,8 @@ void engine_destroy(struct engine *e)
 			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
 		}
 		vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
-		struct vk_pipe *x16p[] = { &e->mvs_x16, &e->mvs_x16_wide, &e->mvs_glu_x16, &e->mvb_x16, &e->mvb_glu_x16 };
+		struct vk_pipe *x16p[] = { &e->mvs_x16, &e->mvs_x16_wide, &e->mvs_glu_x16, &e->mvb_x16, &e->mvb_glu_x16,
+					   &e->mvs_glu_x16q };
 		for (size_t i = 0; i < sizeof x16p / sizeof x16p[0]; i++)
 			vk_pipe_destroy(e->vk, x16p[i]);
 		vk_destroy(e->vk);
@@ -1400,8 +1433,10 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
  * that the product runs on mul_mvs, y's rows are nrows apart from 0, the set
  * holds the norm's buffers, and the norm is mode 3). MV_XB: x has an x16
  * copy at binding 8 that the set holds: rmsnorm's of xb (x16_rows, mksetxb)
- * or, for wo, attention's (wo_x16). MV_WO: the product is wo (mvs_bpt). */
-enum { MV_TAIL = 1u, MV_XB = 2u, MV_WO = 4u };
+ * or, for wo, attention's (wo_x16), for down the GLU's (ffq_here). MV_WO: the
+ * product is wo (mvs_bpt). MV_FFQ: the GLU writes down's x16 copy (the
+ * caller checked ffq_here). */
+enum { MV_TAIL = 1u, MV_XB = 2u, MV_WO = 4u, MV_FFQ = 8u };
 
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
@@ -1445,7 +1480,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	/* x16: the same rows per thread group and threads per row as the float kernel */
 	bool x16 = (flags & MV_XB) && e->use_x16 && w->type == TENSOR_Q4_0G && !tail;
 	if (kind == 1 && x16)
-		disp(e, cb, name, bytes, glu ? &e->mvs_glu_x16 : q4g_wide ? &e->mvs_x16_wide : &e->mvs_x16, s, &p, n_tok, gx, gz);
+		disp(e, cb, name, bytes, glu ? (flags & MV_FFQ ? &e->mvs_glu_x16q : &e->mvs_glu_x16) : q4g_wide ? &e->mvs_x16_wide : &e->mvs_x16,
+		     s, &p, n_tok, gx, gz);
 	else if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
 		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : q4g_wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
@@ -1587,15 +1623,34 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 		rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
 }
 
+/* Whether layer l's GLU writes down's x16 copy (the _x16q kernel) and down
+ * reads it, for a step of n tokens: both products regrouped q4_0 on mul_mvs,
+ * the GLU on x16 (rec_mv's test), down without the norm tail, and the GLU's
+ * rows per workgroup dividing an x16 group (its quantizing workgroup holds a
+ * group's last row). */
+static bool ffq_here(const struct engine *e, const struct elayer *l, uint32_t n, bool down_tail)
+{
+	const struct gemma3_config *c = &e->cfg;
+	if (!e->ffn_x16 || down_tail || n > FFQ_MAX_TOK || l->n_gu != 1 || l->gu[0].type != TENSOR_Q4_0G ||
+	    l->down.type != TENSOR_Q4_0G || mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 1 || mv_kind(e, &l->down, c->n_ff, 0, n) != 1)
+		return false;
+	uint32_t tpr = engine_mvs_tpr_type(TENSOR_Q4_0G, c->n_embd, WG_MVS, mvs_bpt(e, &l->gu[0], c->n_ff, true, false),
+					   e->mvs_generic);
+	uint32_t rpw = WG_MVS / tpr * e->mvs_rpt[type_slot(TENSOR_Q4_0G)];
+	return rpw && X16_GROUP % rpw == 0;
+}
+
 static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct elayer *l = &e->L[il];
 	if (pre_norm)
 		rec_norm(e, cb, l->s_ffn_norm, 0, n);
+	bool tail = norm_tail_here(e, &l->down, c->n_ff, n, fuse);
+	bool ffq = ffq_here(e, l, n, tail);
 	if (l->n_gu == 1 && mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 2) {
 		rec_mv(e, cb, "mv gate_up+gelu", &l->gu[0], l->s_gu[0], true, c->n_embd, 0, c->n_ff, 0, n, UINT32_MAX,
-		       MV_XB);
+		       MV_XB | (ffq ? MV_FFQ : 0));
 	} else {
 		if (l->n_gu == 1) {
 			rec_mv(e, cb, "mv gate_up", &l->gu[0], l->s_gu_mm, false, c->n_embd, 0, 2 * c->n_ff, 0, n, UINT32_MAX,
@@ -1611,9 +1666,8 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 		disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
 	}
 	bar(e, cb);
-	bool tail = norm_tail_here(e, &l->down, c->n_ff, n, fuse);
 	rec_mv(e, cb, tail ? "mv down+norm" : "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX,
-	       tail ? MV_TAIL : 0);
+	       tail ? MV_TAIL : ffq ? MV_XB : 0);
 	bar(e, cb);
 	if (!tail)
 		rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);

@@ -211,6 +211,23 @@ unit_w unit_load(uint roff, uint u)
 // fewer and reads half of x's bytes. The numbers differ from the float
 // kernel's by x's rounding to 16 bits; for one column they are the same for
 // every NT and RPT, as for the float unit below.
+#ifdef FFN_X16
+// FFN_X16 (the GLU's _x16q kernel, engine.c "down on x16"): the GLU also
+// writes its output row as x16 for down's integer dot-product kernel. A
+// block's scale needs 32 rows that 32 / (rows per workgroup) workgroups
+// compute, so each row also goes to a mailbox (its bits inverted: 0 means
+// not yet written) by a relaxed atomic, and the workgroup that computes a
+// group's last row quantizes the group's 128 rows from the mailbox, waiting
+// on the atomics of the rows that are still in flight, then empties the
+// mailbox for the next dispatch. No workgroup fences or counts (a fence per
+// GLU workgroup cost more than down gained, BENCHMARKS.md); one in 128 / rpw
+// polls, and only on workgroups with lower ids, which were launched before it
+// (dispatch order) and wait for nothing: none can wait on one that has no slot.
+layout(binding = 6) writeonly buffer FqOut { uint fq[]; };
+layout(binding = 7) coherent buffer Mbox { uint mbox[]; };
+#define X16_OUT(w, v) fq[w] = (v)
+#define X16_SG 1
+#endif
 #include "x16.glsl"
 layout(binding = 8) readonly buffer XQBuf { uvec4 xq4[]; };
 // OpSUDotKHR (4452), packed 4 x 8-bit operands: capabilities DotProduct
@@ -561,6 +578,58 @@ float unit_apply(unit_w w, unit_xv x)
 #define MVS_INIT()
 #endif
 
+#ifdef FFN_X16
+// bound on a quantizer's polls: a device that broke dispatch order would give
+// NaN rows (a mailbox word never written reads as NaN), not a hung GPU
+#define FQ_POLLS (1u << 22)
+// row of token t, as the mailbox holds it (never 0: NaN bits stay NaN)
+void ffn_x16_post(uint t, uint row, float v)
+{
+	uint w = ~floatBitsToUint(v);
+	atomicExchange(mbox[t * p.nrows + row], w == 0u ? 0x00400000u : w);
+}
+// Every thread of the workgroup (uniform control flow: the shuffles). The
+// host runs this kernel only where nrows is whole x16 groups and the rows
+// per workgroup divide X16_GROUP; x16 rows are nrows elements long, one per
+// token. Threads 0..31 take run tid of the group (x16.glsl: the eight runs of
+// block m lie in threads 8m..8m+7, a lane's two runs in neighbours).
+void ffn_x16_group()
+{
+	uint rpw = (WG / p.tpr) * RPT;
+	uint last = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y + 1u) * rpw - 1u;
+	if ((last & (X16_GROUP - 1u)) != X16_GROUP - 1u || last >= p.nrows)
+		return;
+	// this workgroup's own rows first: a device may run its subgroups one
+	// after another between barriers (lavapipe), and a poll would then wait
+	// for a row that a later subgroup posts
+	barrier();
+	uint tid = gl_LocalInvocationID.x, g = last / X16_GROUP;
+	bool on = tid < 32u;
+	for (uint j = 0u; j < NT; j++) {
+		uint t = gl_WorkGroupID.x * NT + j;
+		if (t >= p.n_tok)
+			break;
+		uint mb = t * p.nrows + g * X16_GROUP + x16_run_elem(on ? tid : 0u);
+		uvec4 s = uvec4(on ? 0u : 1u);
+		for (uint n = 0u; on && n < FQ_POLLS && any(equal(s, uvec4(0u))); n++)
+			[[unroll]] for (uint k = 0u; k < 4u; k++)
+				if (s[k] == 0u)
+					s[k] = atomicOr(mbox[mb + k], 0u);
+		vec4 v = on ? uintBitsToFloat(~s) : vec4(0.0);
+		if (on)
+			[[unroll]] for (uint k = 0u; k < 4u; k++)
+				atomicExchange(mbox[mb + k], 0u);
+		vec4 av = abs(v);
+		float amax = x16_block_amax(max(max(av.x, av.y), max(av.z, av.w)));
+		uint w0 = t * (p.nrows / X16_GROUP) * X16_GROUP_WORDS, r = g * 32u + (on ? tid : 0u);
+		int sum = x16_run_store(w0, r, v, amax, on);
+		sum += subgroupShuffleXor(sum, 1u);
+		if (on && (tid & 1u) == 0u)
+			x16_lane_store(w0, r, sum, amax);
+	}
+}
+#endif
+
 void main()
 {
 	MVS_INIT();
@@ -642,9 +711,16 @@ void main()
 #ifdef GLU
 			v = gelu_tanh(v) * acc[SLOT(j, 1u, r)];
 #endif
-			if (lane == 0u && row < p.nrows && t0 + j < p.n_tok)
+			if (lane == 0u && row < p.nrows && t0 + j < p.n_tok) {
 				y[(t0 + j) * p.y_stride + p.y_off + row] = row < p.nrows_valid ? v : NEG_INF;
+#ifdef FFN_X16
+				ffn_x16_post(t0 + j, row, v);
+#endif
+			}
 		}
+#ifdef FFN_X16
+	ffn_x16_group();
+#endif
 #ifdef NORM_TAIL
 	if (p.tail == 0u)
 		return;

@@ -185,3 +185,16 @@ Test(engine_types, q4_0_wo_x16, .timeout = 120)
 	check_prompt = 40;
 	check_q4_0_kernels("tinyh128", "after rmsnorm and attention", true);
 }
+
+/* Down on x16 from the GLU's rows (shaders/mul_mvs.glsl FFN_X16: the default
+ * from 8192 columns, UNICORN_VK_DOWN_X16=1 at any width): decode within the
+ * same tolerances, on its own and beside wo on x16, and not in use where the
+ * width is below the default's. */
+Test(engine_types, q4_0_down_x16, .timeout = 120)
+{
+	check_q4_0_kernels("tiny256", "after rmsnorm)", true);
+	setenv("UNICORN_VK_DOWN_X16", "1", 1);
+	check_q4_0_kernels("tiny256", "after rmsnorm and the GLU", true);
+	setenv("UNICORN_VK_WO_X16", "1", 1);
+	check_q4_0_kernels("tinyh128", "after rmsnorm, attention and the GLU", true);
+}

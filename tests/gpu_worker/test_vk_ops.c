@@ -83,6 +83,8 @@ static void check_close(const float *got, const double *want, const double *mag,
 	}
 }
 
+static void check_x16_row(const uint32_t *got, const float *row, uint32_t n, const char *what);
+
 /* y = W x (and the GLU variant) for one type, n_tok token columns, through
  * kernel 0 mul_mv, 1 mul_mvs (subgroup, one token per workgroup row), 2 mul_mm
  * (tiled), 3 mul_mvb (mul_mvs with nt token columns per workgroup), 4 mul_mm_cm
@@ -106,7 +108,10 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	/* the _x16 kernels (tname "q4_0g_x16") read x as x16 (gpu_worker/x16.h) at
 	 * binding 8: the reference takes x's x16 values d q (exact in double) */
 	bool x16 = strstr(tname, "_x16") != NULL;
-	uint64_t x16b = x16_row_bytes(ncols);
+	/* the GLU's _x16q kernel also writes y as x16 at binding 6 through the
+	 * mailbox at 7 (shaders/mul_mvs.glsl FFN_X16): y of whole x16 groups */
+	bool x16q = strstr(tname, "_x16q") != NULL;
+	uint64_t x16b = x16_row_bytes(ncols), yqb = x16q ? x16_row_bytes(nrows) : 0;
 	uint32_t *xq = x16 ? malloc(n_tok * x16b) : NULL;
 	double *xr = malloc((size_t)n_tok * ncols * sizeof *xr);
 	for (uint32_t t = 0; t < n_tok; t++) {
@@ -134,8 +139,12 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	/* the norm tail's bindings: a placeholder (tail 0) */
 	struct vk_buf *d = buf_from(NULL, 16);
 	struct vk_buf *b[ENGINE_MAT_BINDINGS] = { buf_from(wq, wrows * rb), buf_from(x, (size_t)n_tok * ncols * 4),
-						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d, d, d, d,
+						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d,
+						  d, x16q ? buf_from(NULL, n_tok * yqb) : d,
+						  x16q ? buf_from(NULL, (size_t)n_tok * nrows * 4) : d,
 						  x16 ? buf_from(xq, n_tok * x16b) : d };
+	if (x16q) /* an empty mailbox, and a copy of garbage */
+		cr_assert_eq(vk_fill_zero(vk, b[7]), 0);
 	if (!tpr)
 		tpr = mvs ? engine_mvs_tpr_type(type, ncols, 128, 4, strstr(tname, "_gen") != NULL) : engine_mv_tpr(ncols, 64);
 	if (mvs && getenv("UNICORN_TEST_TPR")) /* exercise both reduction paths */
@@ -177,6 +186,24 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 			}
 			cr_assert(fabs(got - want) <= tol, "%s t %u row %u: got %.7g want %.7g", name, t, r, got, want);
 		}
+	if (x16q) {
+		/* the copy is the reference's of the rows the kernel wrote, and the
+		 * kernel left the mailbox empty for the next dispatch */
+		uint32_t *yq = malloc(n_tok * yqb), *mb = malloc((size_t)n_tok * nrows * 4);
+		cr_assert_eq(vk_download(vk, b[6], 0, yq, n_tok * yqb), 0);
+		cr_assert_eq(vk_download(vk, b[7], 0, mb, (size_t)n_tok * nrows * 4), 0);
+		for (uint32_t t = 0; t < n_tok; t++) {
+			char what[96];
+			snprintf(what, sizeof what, "%s t %u: y's x16 copy", name, t);
+			check_x16_row(yq + t * yqb / 4, y + (size_t)t * y_stride + y_off, nrows, what);
+		}
+		for (size_t i = 0; i < (size_t)n_tok * nrows; i++)
+			cr_assert_eq(mb[i], 0u, "%s: mailbox word %zu left at %#x", name, i, mb[i]);
+		free(yq);
+		free(mb);
+		vk_buf_destroy(vk, b[6]);
+		vk_buf_destroy(vk, b[7]);
+	}
 	for (int i = 0; i < 4; i++)
 		vk_buf_destroy(vk, b[i]);
 	if (x16)
@@ -296,6 +323,29 @@ Test(vk_ops, mvs_fast_units, .timeout = 240)
 				free(a);
 				free(b);
 			}
+}
+
+/* The GLU's _x16q kernel (down on x16, shaders/mul_mvs.glsl FFN_X16): y as
+ * the plain x16 GLU's, bitwise, and its x16 copy as gpu_worker/x16.c's of y
+ * (check_mv_run), the mailbox empty afterwards; 1 to 64 rows per workgroup
+ * (tpr 128 to 2: one quantizing workgroup per group of 128 rows, or one per
+ * workgroup), one to three token columns, 1 to 3 groups per row. */
+Test(vk_ops, glu_x16_copy, .timeout = 120)
+{
+	static const uint32_t shapes[][4] = {
+		/* ncols, nrows, n_tok, tpr (0: the engine's) */
+		{ 256, 128, 1, 0 }, { 768, 384, 2, 0 }, { 1152, 256, 1, 128 }, { 512, 128, 3, 2 }, { 256, 256, 1, 32 },
+	};
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+		const uint32_t *sh = shapes[k];
+		uint64_t seed = rng; /* both kernels get the same inputs */
+		float *a = check_mv_run(1, TENSOR_Q4_0G, "q4_0g_x16q", sh[0], sh[1], sh[2], true, 1, 1, sh[3]);
+		rng = seed;
+		float *b = check_mv_run(1, TENSOR_Q4_0G, "q4_0g_x16", sh[0], sh[1], sh[2], true, 1, 1, sh[3]);
+		assert_same_outputs(a, b, sh[2], sh[1], "glu x16q vs x16");
+		free(a);
+		free(b);
+	}
 }
 
 /* mul_mvs with 1..4 rows per thread group (q4_0/q8_0/q4_0g): row counts that are and
