@@ -101,6 +101,10 @@ shared vec4 q4[SH4];
 shared vec4 kn4[SH4], vn4[SH4];  // the token's own key and value
 shared float rv[SH], rw[SH];
 shared float rr[WG];
+// the token's own key beside q in rope.glsl's pass (p.rope, the split that holds it)
+shared float rv2[SH], rw2[SH];
+shared float rr2[WG];
+#define ROPE_TWO 1
 #include "rope.glsl"
 shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
@@ -201,8 +205,42 @@ void main()
 			rv[i] = qkv[qo + i];
 			rw[i] = qn[i];
 		}
+		for (uint di = 0u; own && di < MAXD; di++) {
+			uint i = tid + di * WG;
+			if (i < hd) {
+				rv2[i] = kraw[di];
+				rw2[i] = knw[di];
+			}
+		}
 		barrier();
-		norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
+		// q and the token's own key in one pass (their angles are the same)
+		norm_rope(hd, pos, p.eps, p.base, p.freq_scale, own);
+		if (own) {
+			// the first query head of the kv group appends the key and value
+			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap) {
+				for (uint i = tid; i < hd; i += WG)
+					kcw[ko + i] = rv2[i];
+				for (uint di = 0u; di < 2u; di++)
+					for (uint c = 0u; c < 4u; c++) {
+						uint i = 4u * (tid + di * WG) + c;
+						if (i < hd)
+							vcw[ko + i] = vraw[di][c];
+					}
+			}
+			// published by the barrier after q4[]
+			for (uint di = 0u; di < 2u; di++) {
+				uint i = tid + di * WG;
+				if (i >= hd16)
+					break;
+				vec4 kv = vec4(0.0);
+				for (uint c = 0u; c < 4u; c++)
+					if (4u * i + c < hd)
+						kv[c] = rv2[4u * i + c];
+				kn4[i] = kv;
+				vn4[i] = vraw[di];
+			}
+		}
 	}
 	for (uint i = tid; i < hd16; i += WG) {
 		vec4 v;
@@ -310,43 +348,24 @@ void main()
 				o4[0] += pvs[tid + k * nd4];
 	}
 	if (fresh) {
-		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
-		if (p.rope != 0u) {
-			for (uint di = 0u; di < MAXD; di++) {
+		// p.rope: kn4[] and vn4[] hold the key and value since the start
+		if (p.rope == 0u) {
+			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+			for (uint di = 0u; di < 2u; di++) {
 				uint i = tid + di * WG;
-				if (i < hd) {
-					rv[i] = kraw[di];
-					rw[i] = knw[di];
-				}
+				if (i >= hd16)
+					break;
+				vec4 kv = vec4(0.0), vv = vec4(0.0);
+				for (uint c = 0u; c < 4u; c++)
+					if (4u * i + c < hd) {
+						kv[c] = kc[ko + 4u * i + c];
+						vv[c] = vc[ko + 4u * i + c];
+					}
+				kn4[i] = kv;
+				vn4[i] = vv;
 			}
 			barrier();
-			norm_rope(hd, pos, p.eps, p.base, p.freq_scale);
-			// the first query head of the kv group appends the key and value
-			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap) {
-				for (uint i = tid; i < hd; i += WG)
-					kcw[ko + i] = rv[i];
-				for (uint di = 0u; di < 2u; di++)
-					for (uint c = 0u; c < 4u; c++) {
-						uint i = 4u * (tid + di * WG) + c;
-						if (i < hd)
-							vcw[ko + i] = vraw[di][c];
-					}
-			}
 		}
-		for (uint di = 0u; di < 2u; di++) {
-			uint i = tid + di * WG;
-			if (i >= hd16)
-				break;
-			vec4 kv = vec4(0.0), vv = vec4(0.0);
-			for (uint c = 0u; c < 4u; c++)
-				if (4u * i + c < hd) {
-					kv[c] = p.rope != 0u ? rv[4u * i + c] : kc[ko + 4u * i + c];
-					vv[c] = p.rope != 0u ? vraw[di][c] : vc[ko + 4u * i + c];
-				}
-			kn4[i] = kv;
-			vn4[i] = vv;
-		}
-		barrier();
 		// every thread forms the same score from shared memory
 		vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
 		for (uint i = 0u; i < hd16; i += 4u) {
