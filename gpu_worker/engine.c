@@ -102,8 +102,14 @@
  * dispatch; a longer range is cut into n_split slices of at least
  * ATTN_MIN_CHUNK keys. 64: from 65 keys the splits' parallel workgroups and a
  * combine dispatch beat one workgroup per head (H100 tg128 against 128: 1B
- * +3.4-5.5%, 4B +1-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md) */
+ * +3.4-5.5%, 4B +1-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md).
+ * Heads of at most ATTN_NARROW_HD dims take ATTN_CHUNK_NARROW: a key is half
+ * the bytes of a 256-dim one, and P.V spreads it over key slices, so one
+ * workgroup covers 128 keys in about the time a 256-dim head takes for 64
+ * (27B tg128 108.0 -> 108.7; 1B's 256-dim heads lose 0.8% at 128) */
 #define ATTN_CHUNK 64u
+#define ATTN_CHUNK_NARROW 128u
+#define ATTN_NARROW_HD 128u
 #define ATTN_MIN_CHUNK 32u
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
@@ -185,7 +191,7 @@ struct engine {
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */
-	uint32_t attn_chunk;            /* ATTN_CHUNK */
+	uint32_t attn_chunk;            /* ATTN_CHUNK, ATTN_CHUNK_NARROW */
 	bool step_short;                /* the step written last: every token's range is one attention split */
 	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
@@ -845,7 +851,9 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *fenv = getenv("UNICORN_NO_FUSE");
 	e->fuse = !(fenv && *fenv && strcmp(fenv, "0") != 0);
 	const char *chenv = getenv("UNICORN_VK_ATTN_CHUNK");
-	e->attn_chunk = chenv && atoi(chenv) > 0 ? (uint32_t)atoi(chenv) : ATTN_CHUNK;
+	e->attn_chunk = chenv && atoi(chenv) > 0		  ? (uint32_t)atoi(chenv)
+			: e->cfg.head_dim <= ATTN_NARROW_HD ? ATTN_CHUNK_NARROW
+							    : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
 	if (!rc) rc = vk_pipe_create(e->vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &e->topk);
