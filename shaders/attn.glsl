@@ -110,8 +110,14 @@ shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
 shared float red[WG];
 shared uint last;
-// P.V's partial rows of the key slices (ks > 0), summed into slice 0's
-shared vec4 pvs[WG];
+// P.V's key slices (main): where the host gives head_dim and a head has
+// fewer vec4s than the workgroup has threads (27B's 128 dims: 32 of 64), the
+// slices' count, a constant so that a kernel without slices (HD >= 4 WG, or
+// unknown) is the one it was; pvs[] holds slices 1.. for slice 0's sum
+// (Debian 12's glslc fails to optimize these constants written with &&)
+const uint PV_D4 = HD >= 4u ? HD / 4u : WG;
+const uint PV_KS = PV_D4 < WG ? WG / PV_D4 : 1u;
+shared vec4 pvs[PV_KS > 1u ? WG : 1u];
 #ifdef WO_X16
 // the head's output row for its x16 copy, in its own array: stores to rw[],
 // which rope's precise norm reads, made glslang mark every operation that
@@ -259,14 +265,12 @@ void main()
 	vec4 o4[2];
 	o4[0] = vec4(0.0);
 	o4[1] = vec4(0.0);
-	// P.V's key slices: where a head has fewer vec4s than the workgroup has
-	// threads (27B's 128 dims: 32 of 64), thread tid takes vec4 tid % nd4 of
-	// every ks_n-th key from slice ks = tid / nd4, so no thread idles and
-	// each waits on half (or less) of the key round trips; the slices' sums
-	// meet in slice 0 (tid < nd4) after the key loop
+	// P.V's key slices: thread tid takes vec4 tid % nd4 of every PV_KS-th
+	// key from slice ks = tid / nd4, so no thread idles and each waits on
+	// half (or less) of the key round trips; the slices' sums meet in slice
+	// 0 (tid < nd4) after the key loop
 	uint nd4 = hd / 4u;
-	uint ks_n = v4 && nd4 < WG ? WG / nd4 : 1u;
-	uint ks = ks_n > 1u ? tid / nd4 : 0u, kd4 = ks_n > 1u ? tid % nd4 : tid;
+	uint ks = PV_KS > 1u ? tid / nd4 : 0u, kd4 = PV_KS > 1u ? tid % nd4 : tid;
 	for (uint kb = k0; kb < kend; kb += WG) {
 		uint j = kb + tid;
 		float s = NEG_INF;
@@ -300,7 +304,7 @@ void main()
 		if (v4) {
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = kd4 + di * WG;
-				if (d4 < nd4 && ks < ks_n) {
+				if (d4 < nd4 && ks < PV_KS) {
 					uint vo4 = (kvh * hd) / 4u + d4, ks4 = kvs / 4u;
 					// PV_ACC independent loads in flight per thread (4 left
 					// decode's attention waiting on a round trip per 4 keys)
@@ -308,10 +312,10 @@ void main()
 					[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
 						a[u] = vec4(0.0);
 					uint jj = ks;
-					for (; jj + ks_n * (PV_ACC - 1u) < nk; jj += ks_n * PV_ACC)
+					for (; jj + PV_KS * (PV_ACC - 1u) < nk; jj += PV_KS * PV_ACC)
 						[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
-							a[u] += pr[jj + u * ks_n] * vc4[vo4 + rowk[jj + u * ks_n] * ks4];
-					for (; jj < nk; jj += ks_n)
+							a[u] += pr[jj + u * PV_KS] * vc4[vo4 + rowk[jj + u * PV_KS] * ks4];
+					for (; jj < nk; jj += PV_KS)
 						a[0] += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
 					[[unroll]] for (uint w = PV_ACC / 2u; w > 0u; w >>= 1)
 						[[unroll]] for (uint u = 0u; u < w; u++)
@@ -339,12 +343,12 @@ void main()
 		m = mn;
 		barrier();
 	}
-	if (ks_n > 1u) {
+	if (v4 && PV_KS > 1u) {
 		// every slice rescaled by the same corrections: their sum is the row
 		pvs[tid] = o4[0];
 		barrier();
 		if (ks == 0u)
-			for (uint k = 1u; k < ks_n; k++)
+			for (uint k = 1u; k < PV_KS; k++)
 				o4[0] += pvs[tid + k * nd4];
 	}
 	if (fresh) {
