@@ -648,13 +648,14 @@ static void x16_pick(struct engine *e, const bool *used, uint32_t nwg)
 /* engine_kernels' text, once the pipelines are made */
 static void kernels_describe(struct engine *e)
 {
-	const char *dec = !e->use_mvs ? "mul_mv"
-			  : e->wo_x16 && e->ffn_x16
-			  ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm, attention and the GLU)"
-			  : e->wo_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm and attention)"
-			  : e->ffn_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm and the GLU)"
-			  : e->use_x16 ? "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after rmsnorm)"
-				      : "mul_mvs (decode)";
+	/* the kernels that write x16 copies: rmsnorm, and attention and the GLU where on */
+	const char *after = e->wo_x16 && e->ffn_x16 ? "rmsnorm, attention and the GLU"
+			    : e->wo_x16		 ? "rmsnorm and attention"
+			    : e->ffn_x16		 ? "rmsnorm and the GLU"
+						 : "rmsnorm";
+	char x16[128];
+	snprintf(x16, sizeof x16, "mul_mvs (decode; x16 integer dot products on regrouped q4_0 after %s)", after);
+	const char *dec = !e->use_mvs ? "mul_mv" : e->use_x16 ? x16 : "mul_mvs (decode)";
 	const char *pre = e->use_cm	? " + mul_mm_cm (prefill, matrix cores: " COOPMAT_DESC ")"
 			  : e->use_mm	? " + mul_mm (prefill)"
 			  : e->use_mvs ? " + mul_mv"
