@@ -180,6 +180,7 @@ struct engine {
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
+	struct vk_pipe attn_pre; /* attn without the rope code, where rope_kv ran before (rec_attn) */
 	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[3][N_SLOTS]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
 	bool use_mvs, use_mm;
 	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
@@ -846,6 +847,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
 	const char *attn_name = norm_sg ? (e->wo_x16 ? "attn_sg_wox16" : "attn_sg") : e->wo_x16 ? "attn_wox16" : "attn";
 	if (!rc) rc = vk_pipe_create(e->vk, attn_name, 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg_pre" : "attn_pre", 10, sizeof(struct attn_push), spec_attn, 3,
+				      &e->attn_pre);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */
@@ -1193,7 +1196,7 @@ void engine_destroy(struct engine *e)
 					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
-		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->combine, &e->gelu, &e->argmax, &e->topk };
+		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->combine, &e->gelu, &e->argmax, &e->topk };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			vk_pipe_destroy(e->vk, ps[i]);
 		for (int i = 0; i < N_SLOTS; i++) {
@@ -1617,7 +1620,10 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	 * position below attn_chunk; recorded as its own command buffer). Then
 	 * only split 0 has work: the other workgroups are not launched either. */
 	bool one_split = e->fuse && (e->n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short);
-	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, &e->attn, l->s_attn, &ap, c->n_head, n,
+	/* rope_kv ran before (prefill chunks, unfused steps): the kernel without
+	 * the rope code, unless it writes wo's x16 copy (only attn has that) */
+	const struct vk_pipe *ak = rope_in_attn || wo_x16 ? &e->attn : &e->attn_pre;
+	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
 	     one_split ? 1 : e->n_split);
 	bar(e, cb);
 	if (!e->fuse_combine && !one_split) {

@@ -21,6 +21,15 @@
 // head is whole groups of the token's row (attn_x16.glsl). The kernels
 // without WO_X16 have none of that code: on the H100 its mere presence cost
 // 1B, 4B and 12B ~1% of decode (BENCHMARKS.md).
+// ATTN_PREFILL (the _pre kernels, which the engine takes where rope_kv ran
+// before: prefill chunks): p.rope is 0, and none of the q/k norm, RoPE and
+// KV append code is compiled. Present but never taken, it made 1B's prefill
+// attention 6% slower on the H100 (the same registers; BENCHMARKS.md).
+#ifdef ATTN_PREFILL
+#define ATTN_ROPE false
+#else
+#define ATTN_ROPE (p.rope != 0u)
+#endif
 #ifdef SG
 // SG (the _sg kernels): workgroup reductions with subgroup operations and one
 // barrier, where the device has subgroup arithmetic (the engine's choice, as
@@ -191,7 +200,7 @@ void main()
 	// weight and v come from qkv; load them now, beside q, so that no
 	// memory round trip waits behind the q norm, the keys and the barriers
 	uint kvo = t * p.qkv_stride + (p.n_head + kvh) * hd, vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
-	bool own = p.rope != 0u && fresh;
+	bool own = ATTN_ROPE && fresh;
 	float kraw[MAXD], knw[MAXD];  // element tid + di * WG
 	vec4 vraw[2];                 // v's vec4 tid + di * WG (vn4 and the KV append)
 	for (uint di = 0u; di < MAXD; di++) {
@@ -206,7 +215,7 @@ void main()
 			vv[c] = own && i < hd16 && 4u * i + c < hd ? qkv[vo + 4u * i + c] : 0.0;
 		vraw[di] = vv;
 	}
-	if (p.rope != 0u && !empty) {
+	if (ATTN_ROPE && !empty) {
 		for (uint i = tid; i < hd; i += WG) {
 			rv[i] = qkv[qo + i];
 			rw[i] = qn[i];
@@ -251,7 +260,7 @@ void main()
 	for (uint i = tid; i < hd16; i += WG) {
 		vec4 v;
 		for (uint c = 0u; c < 4u; c++)
-			v[c] = 4u * i + c < hd ? (p.rope != 0u ? rv[4u * i + c] : qkv[qo + 4u * i + c]) * p.scale : 0.0;
+			v[c] = 4u * i + c < hd ? (ATTN_ROPE ? rv[4u * i + c] : qkv[qo + 4u * i + c]) * p.scale : 0.0;
 		q4[i] = v;
 	}
 	barrier();
@@ -353,7 +362,7 @@ void main()
 	}
 	if (fresh) {
 		// p.rope: kn4[] and vn4[] hold the key and value since the start
-		if (p.rope == 0u) {
+		if (!ATTN_ROPE) {
 			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
 			for (uint di = 0u; di < 2u; di++) {
 				uint i = tid + di * WG;
