@@ -25,15 +25,8 @@
 // gives their sum). Needs subgroups of at least 8.
 void head_x16_run(uint t, uint h, uint hd, uint n_head, uint d4, vec4 v)
 {
-	bool on = d4 < hd / 4u;
-	uint r = h * hd / 4u + x16_elem_run(4u * d4);
-	vec4 av = on ? abs(v) : vec4(0.0);
-	float amax = x16_block_amax(max(max(av.x, av.y), max(av.z, av.w)));
 	uint w0 = t * (n_head * hd / X16_GROUP) * X16_GROUP_WORDS;
-	int sum = x16_run_store(w0, r, on ? v : vec4(0.0), amax, on);
-	sum += subgroupShuffleXor(sum, 4u);
-	if (on && (r & 1u) == 0u)
-		x16_lane_store(w0, r, sum, amax);
+	x16_run_copy(w0, h * hd / 4u + x16_elem_run(4u * d4), v, d4 < hd / 4u, 4u);
 }
 #endif
 

@@ -615,17 +615,11 @@ void ffn_x16_group()
 			[[unroll]] for (uint k = 0u; k < 4u; k++)
 				if (s[k] == 0u)
 					s[k] = atomicOr(mbox[mb + k], 0u);
-		vec4 v = on ? uintBitsToFloat(~s) : vec4(0.0);
 		if (on)
 			[[unroll]] for (uint k = 0u; k < 4u; k++)
 				atomicExchange(mbox[mb + k], 0u);
-		vec4 av = abs(v);
-		float amax = x16_block_amax(max(max(av.x, av.y), max(av.z, av.w)));
-		uint w0 = t * (p.nrows / X16_GROUP) * X16_GROUP_WORDS, r = g * 32u + (on ? tid : 0u);
-		int sum = x16_run_store(w0, r, v, amax, on);
-		sum += subgroupShuffleXor(sum, 1u);
-		if (on && (tid & 1u) == 0u)
-			x16_lane_store(w0, r, sum, amax);
+		uint w0 = t * (p.nrows / X16_GROUP) * X16_GROUP_WORDS;
+		x16_run_copy(w0, g * 32u + (on ? tid : 0u), uintBitsToFloat(~s), on, 1u);
 	}
 }
 #endif

@@ -103,6 +103,25 @@ void x16_lane_store(uint w0, uint r, int sum, float amax)
 	if (k == 0u)
 		X16_OUT(gw + 80u + b, floatBitsToUint(amax / X16_QMAX));
 }
+
+#ifdef X16_SG
+// Run r of the copy from the invocation that holds its four elements v (on:
+// the run is in the row; else v is ignored), where the block's eight runs lie
+// in eight neighbouring invocations (x16_block_amax) and the lane's other run
+// in the invocation `pair` ids away (one shuffle gives their sum): the
+// block's amax, the run's words and, from the lane's even run, its correction
+// word and the block's scale. Every invocation takes the shuffles (uniform
+// control flow); attention's one-split row and the GLU's groups call it.
+void x16_run_copy(uint w0, uint r, vec4 v, bool on, uint pair)
+{
+	vec4 av = on ? abs(v) : vec4(0.0);
+	float amax = x16_block_amax(max(max(av.x, av.y), max(av.z, av.w)));
+	int sum = x16_run_store(w0, r, on ? v : vec4(0.0), amax, on);
+	sum += subgroupShuffleXor(sum, pair);
+	if (on && (r & 1u) == 0u)
+		x16_lane_store(w0, r, sum, amax);
+}
+#endif
 #endif
 
 #endif
