@@ -1450,6 +1450,28 @@ static uint32_t mvs_bpt(const struct engine *e, const struct ew *w, uint32_t nro
  * caller checked ffq_here). */
 enum { MV_TAIL = 1u, MV_XB = 2u, MV_WO = 4u, MV_FFQ = 8u };
 
+/* Regrouped q4_0 rows wide enough, on enough rows, for Q4G_WIDE_RPT rows per
+ * thread group (nrows: the product's output rows) */
+static bool q4g_wide(const struct ew *w, uint32_t nrows)
+{
+	return w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE && nrows >= Q4G_WIDE_MIN_ROWS;
+}
+
+/* mul_mvs/mul_mvb's threads per row of w (GLU: w holds gate and up; wo: the
+ * caller's MV_WO), and mul_mvs's rows per thread group: what rec_mv
+ * dispatches, and what ffq_here checks the GLU's workgroups against */
+static uint32_t mvs_tpr(const struct engine *e, const struct ew *w, bool glu, bool wo)
+{
+	uint32_t nrows = glu ? w->nrows / 2 : w->nrows;
+	return engine_mvs_tpr_type(w->type, w->ncols, WG_MVS, mvs_bpt(e, w, nrows, glu, wo), e->mvs_generic);
+}
+
+static uint32_t mvs_rpt_of(const struct engine *e, const struct ew *w, bool glu)
+{
+	/* (not the GLU's: its gate and up rows already share x) */
+	return !glu && q4g_wide(w, w->nrows) ? Q4G_WIDE_RPT : e->mvs_rpt[type_slot(w->type)];
+}
+
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
 		   unsigned flags)
@@ -1460,9 +1482,8 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	int kind = mv_kind(e, w, x_stride, x_off, n_tok);
 	bool mvs = kind == 1 || kind == 3; /* same tpr: mul_mvb must split rows exactly as mul_mvs does */
 	uint32_t wg = mvs ? WG_MVS : WG;
-	bool q4g_wide = w->type == TENSOR_Q4_0G && w->ncols >= Q4G_WIDE && nrows >= Q4G_WIDE_MIN_ROWS;
-	uint32_t tpr = mvs ? engine_mvs_tpr_type(w->type, w->ncols, wg, mvs_bpt(e, w, nrows, glu, flags & MV_WO), e->mvs_generic)
-			   : engine_mv_tpr(w->ncols, wg);
+	bool wide = q4g_wide(w, nrows);
+	uint32_t tpr = mvs ? mvs_tpr(e, w, glu, flags & MV_WO) : engine_mv_tpr(w->ncols, wg);
 	/* the tail also writes out2's x16 copy wherever x16 runs: its product is
 	 * a decode one (kind 1), so the next products read the copy */
 	struct mv_push p = { w->ncols, nrows, w->row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid, tpr,
@@ -1484,7 +1505,7 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		return;
 	}
 	int ts = type_slot(w->type);
-	uint32_t rpt = kind == 1 ? (q4g_wide && !glu ? Q4G_WIDE_RPT : e->mvs_rpt[ts]) : 1;
+	uint32_t rpt = kind == 1 ? mvs_rpt_of(e, w, glu) : 1;
 	uint32_t rpw = wg / tpr * rpt; /* rows per workgroup */
 	uint32_t nwg = (nrows + rpw - 1) / rpw;
 	uint32_t gx = nwg < MAX_GROUPS ? nwg : MAX_GROUPS;
@@ -1492,10 +1513,10 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	/* x16: the same rows per thread group and threads per row as the float kernel */
 	bool x16 = (flags & MV_XB) && e->use_x16 && w->type == TENSOR_Q4_0G && !tail;
 	if (kind == 1 && x16)
-		disp(e, cb, name, bytes, glu ? (flags & MV_FFQ ? &e->mvs_glu_x16q : &e->mvs_glu_x16) : q4g_wide ? &e->mvs_x16_wide : &e->mvs_x16,
+		disp(e, cb, name, bytes, glu ? (flags & MV_FFQ ? &e->mvs_glu_x16q : &e->mvs_glu_x16) : wide ? &e->mvs_x16_wide : &e->mvs_x16,
 		     s, &p, n_tok, gx, gz);
 	else if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
-		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : q4g_wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
+		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
 		disp(e, cb, name, bytes, glu ? (x16 ? &e->mvb_glu_x16 : &e->mvb_glu[ts]) : x16 ? &e->mvb_x16 : &e->mvb[ts], s, &p,
 		     (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx, gz);
@@ -1649,9 +1670,7 @@ static bool ffq_here(const struct engine *e, const struct elayer *l, uint32_t n,
 	if (!e->ffn_x16 || down_tail || n > FFQ_MAX_TOK || l->n_gu != 1 || l->gu[0].type != TENSOR_Q4_0G ||
 	    l->down.type != TENSOR_Q4_0G || mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 1 || mv_kind(e, &l->down, c->n_ff, 0, n) != 1)
 		return false;
-	uint32_t tpr = engine_mvs_tpr_type(TENSOR_Q4_0G, c->n_embd, WG_MVS, mvs_bpt(e, &l->gu[0], c->n_ff, true, false),
-					   e->mvs_generic);
-	uint32_t rpw = WG_MVS / tpr * e->mvs_rpt[type_slot(TENSOR_Q4_0G)];
+	uint32_t rpw = WG_MVS / mvs_tpr(e, &l->gu[0], true, false) * mvs_rpt_of(e, &l->gu[0], true);
 	return rpw && X16_GROUP % rpw == 0;
 }
 
