@@ -1,9 +1,10 @@
 /* unicorn status: the processes of a running cluster.
  *
- * The supervisor keeps RUNDIR/status.json current (rewritten every second
- * with each child's pid, restarts and the STATUS it pulled over the child's
- * control link). This command first asks the supervisor itself (STATUS_REQ on
- * control.ipc) so a stale file of a dead cluster is never shown as live. */
+ * The supervisor keeps RUNDIR/status.json current (rewritten when it changes:
+ * each child's pid, restarts and the STATUS row of its liveness page). This
+ * command first asks the supervisor itself (STATUS_REQ on control.ipc), which
+ * rewrites the file before it answers (fresh uptimes), and so a stale file of
+ * a dead cluster is never shown as live. */
 #include "cli/cli.h"
 
 #include <getopt.h>

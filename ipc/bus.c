@@ -189,9 +189,10 @@ int bus_recv(struct bus *b, int timeout_ms, struct msg *out)
 {
 	if (b->kind == BUS_REP)
 		return err_set(ERR_STATE, "bus: %s: a rep link receives with bus_serve", b->url);
-	if (timeout_ms < 0)
+	if (timeout_ms < 0 && timeout_ms != BUS_FOREVER)
 		return err_set(ERR_INVAL, "bus: %s: timeout %d ms negative", b->url, timeout_ms);
-	int rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO, timeout_ms);
+	int rv = nng_socket_set_ms(b->sock, NNG_OPT_RECVTIMEO,
+				   timeout_ms == BUS_FOREVER ? NNG_DURATION_INFINITE : timeout_ms);
 	if (rv)
 		return nng_err(rv, b->url, "set receive timeout");
 	void *data = NULL;

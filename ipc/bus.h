@@ -55,8 +55,10 @@ int bus_set_send_timeout(struct bus *b, int ms);
  * sequence number (never 0). ERR_TIMEOUT if the peer is absent or not reading
  * within the send timeout. */
 int bus_send(struct bus *b, struct msg *m);
-/* BUS_PAIR / BUS_REQ: receive one message within timeout_ms (>= 0).
+/* BUS_PAIR / BUS_REQ: receive one message within timeout_ms (>= 0, or
+ * BUS_FOREVER: until one comes or bus_interrupt closes the socket).
  * ERR_TIMEOUT when nothing came; ERR_INVAL for a malformed message (dropped). */
+#define BUS_FOREVER (-1)
 int bus_recv(struct bus *b, int timeout_ms, struct msg *out);
 /* BUS_REQ: send req and wait up to timeout_ms for its answer. */
 int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply);

@@ -4,24 +4,28 @@
  * touches atomics (heartbeat, shutdown flag), so no lock is needed. */
 #include "ipc/ctl.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ipc/bus.h"
 #include "common/err.h"
+#include "ipc/live.h"
 #include "ipc/rundir.h"
 
-#define CTL_POLL_MS 1000     /* receive wait; ctl_stop interrupts it (an idle process must sleep) */
 #define CTL_SEND_MS 200      /* a supervisor that does not read is not waited for */
 
 struct ctl {
 	pthread_t thread;
 	struct bus *bus;
 	enum msg_role role;
+	uint32_t pid;                /* cached: the row is filled every heartbeat */
 	ctl_status_fn fill;
 	void *arg;
 	uint64_t stall_ns;
@@ -29,6 +33,13 @@ struct ctl {
 	atomic_uint_fast64_t heartbeat_ns;
 	atomic_bool stop;
 	atomic_bool shutdown;
+	struct live_page *live;      /* written by the main loop only */
+	int wake_fd;                 /* eventfd: readable once SHUTDOWN came */
+	void (*_Atomic waker)(void *);
+	void *_Atomic waker_arg;
+	uint64_t published_ns;       /* 0: nothing published yet */
+	struct msg_status published;
+	char rundir[RUNDIR_PATH_MAX];
 	struct msg in, out;  /* ~50 KiB each: on the heap, not the thread's stack */
 };
 
@@ -59,15 +70,40 @@ static void reply(struct ctl *c)
 	(void)bus_send(c->bus, &c->out);
 }
 
+/* A stuck main loop must look dead to the watchdog: neither PING nor
+ * STATUS_REQ (the supervisor's probe) is answered then. */
+static bool main_loop_stalled(struct ctl *c)
+{
+	uint64_t hb = atomic_load(&c->heartbeat_ns);
+	uint64_t now = now_ns();
+	return now > hb && now - hb > c->stall_ns;
+}
+
+/* The STATUS row: what the callback fills, with role and pid fixed. */
+static void fill_status(struct ctl *c, struct msg_status *st)
+{
+	memset(st, 0, sizeof *st);
+	st->role = (uint32_t)c->role;
+	st->pid = c->pid;
+	msg_set_str(st->backend, sizeof st->backend, "-");
+	msg_set_str(st->device, sizeof st->device, "-");
+	st->uptime_ns = now_ns() - c->start_ns;
+	if (c->fill)
+		c->fill(c->arg, st);
+	/* Keep what the callback cannot override sane for the wire. */
+	st->role = (uint32_t)c->role;
+	st->pid = c->pid;
+	st->reserved = 0;
+	st->backend[sizeof st->backend - 1] = 0;
+	st->device[sizeof st->device - 1] = 0;
+}
+
 static void handle(struct ctl *c)
 {
 	struct msg *m = &c->in;
 	switch (m->type) {
 	case MSG_PING: {
-		uint64_t hb = atomic_load(&c->heartbeat_ns);
-		uint64_t now = now_ns();
-		/* A stuck main loop must look dead to the watchdog. */
-		if (now > hb && now - hb > c->stall_ns)
+		if (main_loop_stalled(c))
 			return;
 		msg_init(&c->out, MSG_PONG);
 		c->out.u.ping.nonce = m->u.ping.nonce;
@@ -82,30 +118,29 @@ static void handle(struct ctl *c)
 		reply(c);
 		return;
 	case MSG_STATUS_REQ: {
+		if (main_loop_stalled(c))
+			return;
 		msg_init(&c->out, MSG_STATUS);
-		struct msg_status *st = &c->out.u.status;
-		st->role = (uint32_t)c->role;
-		st->pid = (uint32_t)getpid();
-		msg_set_str(st->backend, sizeof st->backend, "-");
-		msg_set_str(st->device, sizeof st->device, "-");
-		st->uptime_ns = now_ns() - c->start_ns;
-		if (c->fill)
-			c->fill(c->arg, st);
-		/* Keep what the callback cannot override sane for the wire. */
-		st->role = (uint32_t)c->role;
-		st->pid = (uint32_t)getpid();
-		st->reserved = 0;
-		st->backend[sizeof st->backend - 1] = 0;
-		st->device[sizeof st->device - 1] = 0;
+		fill_status(c, &c->out.u.status);
 		reply(c);
 		return;
 	}
-	case MSG_SHUTDOWN:
+	case MSG_SHUTDOWN: {
 		atomic_store(&c->shutdown, true);
+		/* a main loop asleep on an fd or a doorbell hears it now */
+		uint64_t one = 1;
+		if (write(c->wake_fd, &one, sizeof one) < 0) {
+			/* the counter is full: it is readable anyway */
+		}
+		void *arg = atomic_load(&c->waker_arg);
+		void (*fn)(void *) = atomic_load(&c->waker);
+		if (fn)
+			fn(arg);
 		msg_init(&c->out, MSG_ACK);
 		c->out.u.ack.ack_seq = m->seq;
 		reply(c);
 		return;
+	}
 	default:
 		msg_init(&c->out, MSG_ERROR);
 		c->out.u.error.code = ERR_INVAL;
@@ -121,11 +156,17 @@ static void *ctl_thread(void *arg)
 {
 	struct ctl *c = arg;
 	while (!atomic_load(&c->stop)) {
-		int rc = bus_recv(c->bus, CTL_POLL_MS, &c->in);
-		if (rc == 0)
+		/* No timeout: the thread wakes only for a message; ctl_stop closes
+		 * the socket, which ends the wait. */
+		int rc = bus_recv(c->bus, BUS_FOREVER, &c->in);
+		if (rc == 0) {
 			handle(c);
-		/* ERR_TIMEOUT: nothing came; ERR_INVAL: malformed, already dropped.
-		 * Anything else (socket closing) is retried until stop is set. */
+		} else if (rc != ERR_INVAL && !atomic_load(&c->stop)) {
+			/* ERR_INVAL: malformed, already dropped. Anything else is a
+			 * socket that fails at once: retry, but never in a tight loop. */
+			struct timespec ts = { 0, 100000000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 	return NULL;
 }
@@ -147,6 +188,7 @@ int ctl_start(const char *rundir, enum msg_role role, ctl_status_fn fill, void *
 	if (!c)
 		return err_set(ERR_NOMEM, "ctl: out of memory");
 	c->role = role;
+	c->pid = (uint32_t)getpid();
 	c->fill = fill;
 	c->arg = arg;
 	c->stall_ns = (uint64_t)(stall_ms ? stall_ms : CTL_STALL_MS_DEFAULT) * 1000000u;
@@ -154,19 +196,38 @@ int ctl_start(const char *rundir, enum msg_role role, ctl_status_fn fill, void *
 	atomic_init(&c->heartbeat_ns, c->start_ns);
 	atomic_init(&c->stop, false);
 	atomic_init(&c->shutdown, false);
+	snprintf(c->rundir, sizeof c->rundir, "%s", rundir);
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0) {
+		free(c);
+		return err_set(ERR_IO, "ctl: eventfd: %s", strerror(errno));
+	}
 	rc = bus_listen(url, BUS_PAIR, &c->bus);
 	if (rc) {
+		close(c->wake_fd);
 		free(c);
 		return err_prefix(rc, "ctl");
 	}
 	if ((rc = bus_set_send_timeout(c->bus, CTL_SEND_MS))) {
 		bus_close(c->bus);
+		close(c->wake_fd);
 		free(c);
 		return err_prefix(rc, "ctl");
 	}
+	/* the page last: a supervisor that finds it can also reach the link */
+	rc = live_create(rundir, role, (uint32_t)(c->stall_ns / 1000000u), &c->live);
+	if (rc) {
+		bus_close(c->bus);
+		close(c->wake_fd);
+		free(c);
+		return err_prefix(rc, "ctl");
+	}
+	ctl_heartbeat(c);
 	int prc = pthread_create(&c->thread, NULL, ctl_thread, c);
 	if (prc) {
 		bus_close(c->bus);
+		live_close(c->live, rundir, role, true);
+		close(c->wake_fd);
 		free(c);
 		return err_set(ERR_NOMEM, "ctl: cannot start the control thread (error %d)", prc);
 	}
@@ -176,8 +237,36 @@ int ctl_start(const char *rundir, enum msg_role role, ctl_status_fn fill, void *
 
 void ctl_heartbeat(struct ctl *c)
 {
-	if (c)
-		atomic_store(&c->heartbeat_ns, now_ns());
+	if (!c)
+		return;
+	uint64_t now = now_ns();
+	atomic_store(&c->heartbeat_ns, now);
+	live_beat(c->live, now);
+	/* the row as it is now, published when it changed (the uptime alone
+	 * does not count: readers compute it) */
+	struct msg_status st;
+	fill_status(c, &st);
+	uint64_t up = st.uptime_ns;
+	st.uptime_ns = c->published.uptime_ns;
+	if (!c->published_ns || memcmp(&st, &c->published, sizeof st)) {
+		st.uptime_ns = up;
+		live_publish(c->live, &st);
+		memcpy(&c->published, &st, sizeof st);
+		c->published_ns = now;
+	}
+}
+
+int ctl_wake_fd(const struct ctl *c)
+{
+	return c ? c->wake_fd : -1;
+}
+
+void ctl_set_waker(struct ctl *c, void (*fn)(void *arg), void *arg)
+{
+	if (!c)
+		return;
+	atomic_store(&c->waker_arg, arg);
+	atomic_store(&c->waker, fn);
 }
 
 bool ctl_shutdown_requested(const struct ctl *c)
@@ -194,5 +283,7 @@ void ctl_stop(struct ctl *c)
 	bus_interrupt(c->bus);
 	pthread_join(c->thread, NULL);
 	bus_close(c->bus);
+	live_close(c->live, c->rundir, c->role, true);
+	close(c->wake_fd);
 	free(c);
 }

@@ -21,7 +21,7 @@
 #define RUNDIR_GPU "gpu.ipc"
 #define RUNDIR_NPU "npu.ipc"
 #define RUNDIR_OBS "obs.ipc"           /* the coordinator's metrics and traces (coordinator/obs_server.h) */
-#define RUNDIR_STATUS "status.json"    /* the supervisor's process table, rewritten every second */
+#define RUNDIR_STATUS "status.json"    /* the supervisor's process table, rewritten when it changes or is asked for */
 #define RUNDIR_HTTP "http"             /* the API process's URL while it serves HTTP */
 #define RUNDIR_API_READY "api-ready"   /* the API process listens (or knows HTTP is off) */
 

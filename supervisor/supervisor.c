@@ -16,13 +16,15 @@
 
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
+#include "ipc/live.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
 #define SUP_LINE_MAX 4096
 #define SUP_POLL_SLICE_MS 50   /* while children start: how often ready files are looked for */
 #define SUP_POLL_MAX_MS 1000   /* otherwise sleep until the next timer, at most this */
-#define SUP_CTL_SEND_MS 10     /* a ping to an absent peer must not stall the loop */
+#define SUP_CTL_SEND_MS 10     /* a message to an absent peer must not stall the loop */
+#define SUP_SHUTDOWN_SEND_MS 300 /* but a SHUTDOWN is worth the reconnect's wait */
 
 struct child {
 	struct sup_child_spec spec;
@@ -40,10 +42,11 @@ struct child {
 	int last_exit;
 	bool spawned_once;
 	/* watchdog */
-	struct bus *ctl;
-	bool armed;                   /* answered a PONG in this incarnation */
-	uint64_t nonce_base, nonce;
-	uint64_t last_pong_ns, next_ping_ns, next_status_ns;
+	struct bus *ctl;              /* SHUTDOWN goes here */
+	const struct live_page *live; /* this incarnation's liveness page, once found */
+	bool armed;                   /* its page was found: it is watched */
+	uint64_t stopped_since_ns;    /* first tick that saw it stopped (0: not stopped) */
+	uint64_t next_tick_ns;
 	bool have_status;
 	struct msg_status status;
 };
@@ -56,6 +59,7 @@ struct supervisor {
 	uint64_t start_wait_since;
 	bool stopping;
 	bool fatal;
+	bool changed;                 /* the table changed since sup_take_changes */
 	char fatal_msg[512];
 	pid_t self;
 	struct msg m;                 /* scratch for ctl traffic (large) */
@@ -100,9 +104,8 @@ int sup_create(const struct sup_opts *o, struct supervisor **out)
 	if (!s->o.backoff_min_ms) s->o.backoff_min_ms = 100;
 	if (!s->o.backoff_max_ms) s->o.backoff_max_ms = 2000;
 	if (!s->o.reset_ms) s->o.reset_ms = 10000;
-	if (!s->o.ping_ms) s->o.ping_ms = 500;
+	if (!s->o.ping_ms) s->o.ping_ms = 1000;
 	if (!s->o.pong_ms) s->o.pong_ms = 1500;
-	if (!s->o.status_ms) s->o.status_ms = 1000;
 	if (!s->o.start_wait_ms) s->o.start_wait_ms = 120000;
 	s->self = getpid();
 	*out = s;
@@ -197,10 +200,11 @@ static int spawn(struct supervisor *s, struct child *c)
 	c->restart_at_ns = 0;
 	c->have_status = false;
 	c->armed = false;
-	/* Nonces of a new incarnation never match an old one's late PONG. */
-	c->nonce_base = c->nonce = c->nonce + 1000;
-	c->next_ping_ns = c->started_ns + MS(100);
-	c->next_status_ns = c->started_ns + MS(200);
+	live_unmap(c->live);
+	c->live = NULL;
+	c->stopped_since_ns = 0;
+	c->next_tick_ns = c->started_ns + MS(SUP_PROBE_START_MS);
+	s->changed = true;
 	if (c->spec.role) {
 		bus_close(c->ctl);
 		c->ctl = NULL;
@@ -275,6 +279,9 @@ static void on_exit_status(struct supervisor *s, struct child *c, int st)
 	uint64_t up = now - c->started_ns;
 	close_output(s, c); /* its last words (a fatal reason) come first */
 	c->pid = 0;
+	s->changed = true;
+	live_unmap(c->live);
+	c->live = NULL;
 	c->armed = false;
 	c->have_status = false;
 	char how[64];
@@ -325,38 +332,90 @@ static void reap(struct supervisor *s)
 	}
 }
 
-static void watchdog(struct supervisor *s, struct child *c, uint64_t now)
+/* The next tick of the watchdog's grid: every child that is watched is
+ * looked at in the same tick, so an idle supervisor wakes once per ping_ms. */
+static uint64_t next_tick(const struct supervisor *s, uint64_t now)
 {
-	if (!c->ctl || c->pid <= 0)
+	uint64_t p = MS(s->o.ping_ms);
+	return (now / p + 1) * p;
+}
+
+/* A STATUS that differs from the last one in more than the uptime changes
+ * the table. */
+static bool status_differs(const struct msg_status *a, const struct msg_status *b)
+{
+	struct msg_status x, y;
+	memcpy(&x, a, sizeof x);
+	memcpy(&y, b, sizeof y);
+	x.uptime_ns = y.uptime_ns = 0;
+	return memcmp(&x, &y, sizeof x) != 0;
+}
+
+/* Whether pid is stopped (SIGSTOP, a tracer's stop): from /proc, without
+ * waking it. */
+static bool process_stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+}
+
+static void watchdog_kill(struct supervisor *s, struct child *c, const char *why, double secs)
+{
+	sup_log(s, "%s: %s for %.1f s (pid %d): killing it", c->spec.name, why, secs, (int)c->pid);
+	kill(c->pid, SIGKILL);
+	c->watchdog_kills++;
+	c->armed = false; /* reaped (and restarted) by reap() */
+}
+
+/* Read the child's liveness page (ipc/live.h) on its tick: its STATUS row
+ * for the table, its main loop's heartbeat against its stall limit, and
+ * /proc for a stopped process. No message is sent: nothing is woken. */
+static void watchdog(struct supervisor *s, struct child *c, uint64_t now, bool refresh)
+{
+	if (!s->o.rundir || !c->spec.role || c->pid <= 0 || (now < c->next_tick_ns && !refresh))
 		return;
-	struct msg *m = &s->m;
-	while (bus_recv(c->ctl, 0, m) == 0) {
-		if (m->type == MSG_PONG && m->u.ping.nonce > c->nonce_base && m->u.ping.nonce <= c->nonce) {
-			c->last_pong_ns = now;
-			c->armed = true;
-		} else if (m->type == MSG_STATUS && m->u.status.pid == (uint32_t)c->pid) {
-			c->status = m->u.status;
-			c->have_status = true;
-		}
+	c->next_tick_ns = c->armed ? next_tick(s, now) : now + MS(SUP_PROBE_START_MS);
+	if (!c->live && live_open(s->o.rundir, c->spec.role, c->pid, &c->live) == 0) {
+		c->armed = true; /* a child is watched once it is up (slow starts are not killed) */
+		c->next_tick_ns = next_tick(s, now);
 	}
-	if (now >= c->next_ping_ns) {
-		msg_init(m, MSG_PING);
-		m->u.ping.nonce = ++c->nonce;
-		bus_send(c->ctl, m);
-		c->next_ping_ns = now + MS(s->o.ping_ms);
+	if (!c->live)
+		return;
+	uint64_t beat;
+	uint32_t stall_ms;
+	struct msg_status st;
+	if (live_read(c->live, &beat, &stall_ms, &st) && st.pid == (uint32_t)c->pid) {
+		if (!c->have_status || status_differs(&c->status, &st))
+			s->changed = true;
+		c->status = st;
+		c->have_status = true;
 	}
-	if (!s->stopping && now >= c->next_status_ns) {
-		msg_init(m, MSG_STATUS_REQ);
-		bus_send(c->ctl, m);
-		c->next_status_ns = now + MS(s->o.status_ms);
+	if (s->stopping || !c->armed)
+		return;
+	if (process_stopped(c->pid)) {
+		if (!c->stopped_since_ns)
+			c->stopped_since_ns = now;
+		else if (now - c->stopped_since_ns >= MS(s->o.pong_ms))
+			watchdog_kill(s, c, "stopped", (now - c->stopped_since_ns) / 1e9);
+		/* look again when its time is up */
+		if (c->armed && c->stopped_since_ns + MS(s->o.pong_ms) < c->next_tick_ns)
+			c->next_tick_ns = c->stopped_since_ns + MS(s->o.pong_ms);
+		return;
 	}
-	if (!s->stopping && c->armed && now - c->last_pong_ns > MS(s->o.pong_ms)) {
-		sup_log(s, "%s: no PONG for %.1f s (pid %d stopped or stuck): killing it", c->spec.name,
-			(now - c->last_pong_ns) / 1e9, (int)c->pid);
-		kill(c->pid, SIGKILL);
-		c->watchdog_kills++;
-		c->armed = false; /* reaped (and restarted) by reap() */
-	}
+	c->stopped_since_ns = 0;
+	uint64_t stall = MS(stall_ms ? stall_ms : CTL_STALL_MS_DEFAULT);
+	if (beat && now > beat && now - beat > stall)
+		watchdog_kill(s, c, "main loop stuck (no heartbeat)", (now - beat) / 1e9);
 }
 
 static bool ready(const struct child *c)
@@ -408,14 +467,10 @@ static int next_timer_ms(const struct supervisor *s)
 		const struct child *c = &s->c[i];
 		if (c->pid == 0 && c->restart_at_ns && c->restart_at_ns < next)
 			next = c->restart_at_ns;
-		if (c->pid <= 0 || !c->ctl)
+		if (c->pid <= 0 || !c->spec.role || !s->o.rundir)
 			continue;
-		if (c->next_ping_ns < next)
-			next = c->next_ping_ns;
-		if (!s->stopping && c->next_status_ns < next)
-			next = c->next_status_ns;
-		if (c->armed && c->last_pong_ns + MS(s->o.pong_ms) + 1 < next)
-			next = c->last_pong_ns + MS(s->o.pong_ms) + 1;
+		if (c->next_tick_ns < next)
+			next = c->next_tick_ns;
 	}
 	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 }
@@ -473,7 +528,7 @@ int sup_step(struct supervisor *s, int timeout_ms)
 				c->restart_at_ns = now + MS(s->o.backoff_max_ms);
 			}
 		}
-		watchdog(s, c, now);
+		watchdog(s, c, now, false);
 	}
 	int rc = start_next(s, now);
 	if (rc)
@@ -499,6 +554,9 @@ void sup_stop(struct supervisor *s, uint32_t grace_ms)
 		struct child *c = &s->c[i];
 		c->restart_at_ns = 0;
 		if (c->pid > 0 && c->ctl) {
+			/* a child up for a moment may not have the link connected yet
+			 * (the dialer retries every 100-250 ms): wait for it a little */
+			bus_set_send_timeout(c->ctl, SUP_SHUTDOWN_SEND_MS);
 			msg_init(&s->m, MSG_SHUTDOWN);
 			s->m.u.shutdown.grace_ms = grace_ms;
 			bus_send(c->ctl, &s->m);
@@ -537,6 +595,8 @@ void sup_stop(struct supervisor *s, uint32_t grace_ms)
 		close_output(s, &s->c[i]);
 		bus_close(s->c[i].ctl);
 		s->c[i].ctl = NULL;
+		live_unmap(s->c[i].live);
+		s->c[i].live = NULL;
 	}
 }
 
@@ -583,6 +643,20 @@ int sup_info(const struct supervisor *s, int i, struct sup_child_info *out)
 const char *sup_fatal_msg(const struct supervisor *s)
 {
 	return s->fatal ? s->fatal_msg : "";
+}
+
+void sup_refresh(struct supervisor *s)
+{
+	uint64_t now = now_ns();
+	for (int i = 0; i < s->n; i++)
+		watchdog(s, &s->c[i], now, true);
+}
+
+bool sup_take_changes(struct supervisor *s)
+{
+	bool c = s->changed;
+	s->changed = false;
+	return c;
 }
 
 uint32_t sup_total_restarts(const struct supervisor *s)

@@ -8,9 +8,15 @@
  * restarted after a backoff (min doubling to max, back to min after reset_ms
  * of uptime). Exit 2 is fatal: sup_step reports SUP_FATAL and sup_fatal_msg()
  * says which child and its last log line. A child with a control link
- * (ipc/ctl.h) is pinged every ping_ms once it answered its first PONG; no PONG
- * for pong_ms = SIGKILL + restart. The latest STATUS of each child is pulled
- * every status_ms.
+ * (ipc/ctl.h) is watched through its liveness page (ipc/live.h), read every
+ * ping_ms, every child in the same tick (an idle supervisor wakes once per
+ * tick and wakes nobody else): once its page is up, a child stopped (SIGSTOP,
+ * from /proc) for pong_ms, or whose main loop has not beaten within its stall
+ * limit, is SIGKILLed and restarted. Until its page appears a new child is
+ * looked for every SUP_PROBE_START_MS. The page's STATUS row is the table's;
+ * sup_take_changes() says whether the table changed (a child started, exited,
+ * or published a row that differs in more than its uptime), so a caller
+ * rewrites its copy only then.
  *
  * Single-threaded: call everything from one thread (the one that forks, since
  * children get PR_SET_PDEATHSIG against that thread). No signal handlers are
@@ -29,6 +35,7 @@
 #define SUP_MAX_CHILDREN 8
 #define SUP_MAX_ARGS 24
 #define SUP_NAME_MAX 24
+#define SUP_PROBE_START_MS 100 /* a child whose page is not up yet is looked for this often */
 
 struct sup_opts {
 	const char *rundir;      /* ctl links live here; NULL = no watchdog at all */
@@ -39,9 +46,8 @@ struct sup_opts {
 	uint32_t backoff_min_ms; /* 0 = 100 */
 	uint32_t backoff_max_ms; /* 0 = 2000 */
 	uint32_t reset_ms;       /* 0 = 10000 */
-	uint32_t ping_ms;        /* 0 = 500 */
-	uint32_t pong_ms;        /* 0 = 1500 */
-	uint32_t status_ms;      /* 0 = 1000 */
+	uint32_t ping_ms;        /* 0 = 1000: the watchdog's tick */
+	uint32_t pong_ms;        /* 0 = 1500: stopped this long = SIGKILL */
 	uint32_t start_wait_ms;  /* 0 = 120000: longest wait for a child's ready_file at start */
 };
 
@@ -92,6 +98,10 @@ int sup_count(const struct supervisor *s);
 int sup_info(const struct supervisor *s, int i, struct sup_child_info *out);
 const char *sup_fatal_msg(const struct supervisor *s);
 uint32_t sup_total_restarts(const struct supervisor *s);
+/* Read every child's page now (someone asked for the table). */
+void sup_refresh(struct supervisor *s);
+/* Whether the process table changed since the last call (and reset that). */
+bool sup_take_changes(struct supervisor *s);
 
 /* The process table as a JSON array (caller json_decref's): per child name,
  * role, pid, restarts, watchdog_kills, uptime_s, last_exit and, once its

@@ -230,6 +230,7 @@ static int sibling(const char *name, char *out, size_t cap)
 static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
+	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
 };
 
@@ -511,7 +512,7 @@ int main(int argc, char **argv)
 	char ready_path[RUNDIR_PATH_MAX], api_ready_path[RUNDIR_PATH_MAX];
 	rundir_path(dir, READY_FILE, ready_path, sizeof ready_path);
 	rundir_path(dir, RUNDIR_API_READY, api_ready_path, sizeof api_ready_path);
-	uint64_t start_ns = now_ns(), next_status = 0;
+	uint64_t start_ns = now_ns();
 	bool is_ready = false;
 	static struct msg req, rep; /* large */
 	for (;;) {
@@ -536,9 +537,15 @@ int main(int argc, char **argv)
 			}
 		}
 		struct bus_pending *pend;
-		if (bus_serve(control, 0, &req, &pend) == 0) {
+		/* the control socket's descriptor wakes the loop: look only then */
+		if ((!so.has_wake_fd2 || ev == SUP_WAKE) && bus_serve(control, 0, &req, &pend) == 0) {
 			bool stop = false;
 			if (req.type == MSG_STATUS_REQ) {
+				/* asked for: status.json is fresh (uptimes included) before
+				 * the answer lets the asker read it */
+				sup_refresh(s);
+				sup_take_changes(s);
+				write_status(dir, s, &o, start_ns, is_ready);
 				msg_init(&rep, MSG_STATUS);
 				rep.u.status.role = MSG_ROLE_SUPERVISOR;
 				rep.u.status.pid = (uint32_t)getpid();
@@ -571,7 +578,6 @@ int main(int argc, char **argv)
 		    (o.no_http || access(api_ready_path, F_OK) == 0)) {
 			is_ready = true;
 			write_status(dir, s, &o, start_ns, is_ready); /* before anyone hears "ready" */
-			next_status = 0; /* show the ready table at once */
 			char line[PATH_MAX + 640], hurl[320], hline[400] = "";
 			http_url_read(dir, hurl, sizeof hurl);
 			if (hurl[0])
@@ -589,11 +595,11 @@ int main(int argc, char **argv)
 				notify = -1;
 			}
 		}
-		uint64_t now = now_ns();
-		if (now >= next_status) {
+		/* status.json changes when the table does (a child started, exited
+		 * or reported new figures), not on a timer: an idle cluster writes
+		 * nothing */
+		if (sup_take_changes(s))
 			write_status(dir, s, &o, start_ns, is_ready);
-			next_status = now + 1000000000u;
-		}
 	}
 stop:
 	sup_stop(s, GRACE_MS);

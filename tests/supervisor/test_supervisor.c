@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,21 +19,37 @@
 #include "common/err.h"
 #include "tests/proc.h"
 
-/* ---- the ctl child: heartbeats until SHUTDOWN, then exits 0 ---- */
+/* ---- the ctl child: heartbeats until SHUTDOWN, then exits 0 ----
+ * UNICORN_TEST_CTL_MODE: "idle" sleeps in poll on ctl_wake_fd as an idle
+ * process does (heartbeat every 10 s); "stuck" stops heartbeating after
+ * 300 ms (its stall limit: 500 ms) but keeps its ctl thread. */
 __attribute__((constructor)) static void ctl_child(void)
 {
 	const char *dir = getenv("UNICORN_TEST_CTL_CHILD");
 	if (!dir)
 		return;
+	const char *mode = getenv("UNICORN_TEST_CTL_MODE");
+	bool idle = mode && !strcmp(mode, "idle"), stuck = mode && !strcmp(mode, "stuck");
 	struct ctl *c;
-	if (ctl_start(dir, MSG_ROLE_GPU_WORKER, NULL, NULL, 0, &c)) {
+	if (ctl_start(dir, MSG_ROLE_GPU_WORKER, NULL, NULL, stuck ? 500 : 0, &c)) {
 		fprintf(stderr, "ctl child: %s\n", err_msg());
 		_exit(1);
 	}
 	fprintf(stderr, "ctl child %d up\n", (int)getpid());
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!ctl_shutdown_requested(c)) {
-		ctl_heartbeat(c);
-		usleep(10 * 1000);
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		bool silent = stuck && (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 300;
+		if (!silent)
+			ctl_heartbeat(c);
+		if (idle) {
+			struct pollfd p = { .fd = ctl_wake_fd(c), .events = POLLIN };
+			poll(&p, 1, 10000);
+		} else {
+			usleep(10 * 1000);
+		}
 	}
 	fprintf(stderr, "ctl child %d: shutdown\n", (int)getpid());
 	ctl_stop(c);
@@ -305,4 +322,100 @@ Test(supervisor, watchdog_replaces_stopped_child, .timeout = 40)
 	cr_assert_lt(proc_now_s() - ts, 0.6, "SHUTDOWN path should beat the SIGTERM fallback");
 	sup_destroy(s);
 	cr_assert_not_null(strstr(read_log(), "[gpu] ctl child"));
+}
+
+static pid_t start_ctl_child(struct supervisor *s, const char *mode)
+{
+	setenv("UNICORN_TEST_CTL_CHILD", tmp, 1);
+	setenv("UNICORN_TEST_CTL_MODE", mode, 1);
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	cr_assert_gt(n, 0);
+	self[n] = 0;
+	struct sup_child_spec sp = { 0 };
+	snprintf(sp.name, sizeof sp.name, "gpu");
+	sp.role = MSG_ROLE_GPU_WORKER;
+	sp.argv[0] = self;
+	cr_assert_eq(sup_add(s, &sp), 0, "%s", err_msg());
+	cr_assert_eq(sup_start(s), 0);
+	struct sup_child_info ci;
+	double end = proc_now_s() + 10;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 0, &ci);
+	} while (!ci.have_status && proc_now_s() < end);
+	unsetenv("UNICORN_TEST_CTL_MODE");
+	cr_assert(ci.have_status, "no STATUS row from the child's page: %s", read_log());
+	cr_assert_eq(ci.status.pid, (uint32_t)ci.pid);
+	return ci.pid;
+}
+
+/* Voluntary context switches of every thread of pid: how often it woke. */
+static long wakeups(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d);
+	long sum = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char p2[320], line[128];
+		snprintf(p2, sizeof p2, "/proc/%d/task/%s/status", (int)pid, e->d_name);
+		FILE *f = fopen(p2, "r");
+		if (!f)
+			continue;
+		long v;
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+				sum += v;
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+/* The watchdog reads an idle child's page: it never wakes the child (issue
+ * 28: the old ping/status probes woke every process 3 times a second, each
+ * with several threads), and SHUTDOWN still reaches it at once. */
+Test(supervisor, watchdog_does_not_wake_an_idle_child, .timeout = 40)
+{
+	struct supervisor *s = make(50, 200, 10000); /* ticks every 100 ms */
+	pid_t kid = start_ctl_child(s, "idle");
+	run_for(s, 0.5); /* settled */
+	long before = wakeups(kid);
+	run_for(s, 2.0);
+	long woke = wakeups(kid) - before;
+	fprintf(stderr, "supervisor: an idle child woke %ld times in 2 s of watchdog ticks every 100 ms\n", woke);
+	cr_assert_leq(woke, 3, "the watchdog woke an idle child %ld times in 2 s", woke);
+	struct sup_child_info ci;
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.watchdog_kills, 0);
+	double ts = proc_now_s();
+	sup_stop(s, 3000);
+	sup_info(s, 0, &ci);
+	cr_assert_eq(ci.last_exit, 0, "SHUTDOWN should end it with status 0 (got %d)", ci.last_exit);
+	cr_assert_lt(proc_now_s() - ts, 0.6, "SHUTDOWN must wake a child asleep in poll");
+	sup_destroy(s);
+}
+
+/* A child whose main loop stops beating (alive, its ctl thread fine) is
+ * replaced once its own stall limit passes. */
+Test(supervisor, watchdog_replaces_a_stuck_main_loop, .timeout = 40)
+{
+	struct supervisor *s = make(50, 200, 10000);
+	pid_t kid = start_ctl_child(s, "stuck");
+	double t0 = proc_now_s();
+	struct sup_child_info ci;
+	do {
+		cr_assert_geq(sup_step(s, 20), 0);
+		sup_info(s, 0, &ci);
+	} while ((ci.pid == kid || ci.pid == 0) && proc_now_s() < t0 + 6);
+	cr_assert_neq(ci.pid, kid, "a stuck child was not replaced: %s", read_log());
+	cr_assert_geq(ci.watchdog_kills, 1);
+	cr_assert_not_null(strstr(read_log(), "main loop stuck"));
+	sup_stop(s, 1000);
+	sup_destroy(s);
 }
