@@ -41,7 +41,7 @@
 #include "ipc/rundir.h"
 #include "tokenizer/tokenizer.h"
 
-#define API_TICK_MS 1000       /* the idle loop's heartbeat */
+#define API_TICK_MS 10000      /* the idle loop's heartbeat (jobs and SHUTDOWN wake it) */
 #define API_STOP_WAIT_MS 3000  /* running requests get this long to end at shutdown */
 
 static volatile sig_atomic_t g_stop;
@@ -330,8 +330,9 @@ int main(int argc, char **argv)
 		ctl_heartbeat(a.ctl);
 		if (a.http)
 			take_jobs(&a);
-		struct pollfd p = { .fd = g_wake_fd, .events = POLLIN };
-		if (poll(&p, 1, API_TICK_MS) > 0) {
+		struct pollfd p[2] = { { .fd = g_wake_fd, .events = POLLIN },
+				       { .fd = ctl_wake_fd(a.ctl), .events = POLLIN } };
+		if (poll(p, 2, API_TICK_MS) > 0 && (p[0].revents & POLLIN)) {
 			uint64_t v;
 			ssize_t n = read(g_wake_fd, &v, sizeof v);
 			(void)n;

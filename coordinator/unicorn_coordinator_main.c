@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "coordinator/chat.h"
@@ -111,6 +112,8 @@ struct coord {
 	int64_t t_tok[MSG_MAX_SLOTS]; /* time of each slot's last generated token */
 	int64_t t_boot;
 	char status_json[RUNDIR_PATH_MAX];
+	struct timespec status_mtime;  /* of the status.json last folded into the metrics */
+	ino_t status_ino;
 	struct obs_server *obs; /* metrics and traces for the API process */
 	/* idle sleep: the intake socket's descriptor (-1: none) */
 	int intake_fd;
@@ -123,19 +126,23 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
-#define IDLE_TICK_MS 250 /* an idle loop's longest sleep: held polls, timeouts, metrics */
+#define IDLE_TICK_MS 250 /* a loop with requests sleeps at most this: held polls, timeouts */
+#define SETTLE_TICK_MS 1000 /* just after work: the metrics' once-a-second rates fall to 0 */
+#define EMPTY_TICK_MS 10000 /* nothing for SETTLE_MS: only the heartbeat (ipc/ctl.h stall limit) */
+#define SETTLE_MS 3000
 
 /* Sleep until a request (CLI or API process) arrives, at most ms: an idle
  * coordinator makes no other wakeups. */
 static void idle_wait(struct coord *c, int ms)
 {
-	struct pollfd p = { .fd = c->intake_fd, .events = POLLIN };
+	struct pollfd p[2] = { { .fd = c->intake_fd, .events = POLLIN },
+			       { .fd = ctl_wake_fd(c->ctl), .events = POLLIN } }; /* SHUTDOWN */
 	if (c->intake_fd < 0) {
 		struct timespec ts = { 0, 20000000 }; /* no descriptor: look every 20 ms */
 		nanosleep(&ts, NULL);
 		return;
 	}
-	poll(&p, 1, ms);
+	poll(p, 2, ms);
 }
 
 static void heartbeat(struct coord *c)
@@ -489,6 +496,16 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 static struct intake_req *req_at(struct coord *c, uint32_t i)
 {
 	return intake_at(c->in, i);
+}
+
+/* Whether any request is known in any state (queued, live, finished and
+ * not yet collected): only then does the loop have timers of its own. */
+static bool any_request(struct coord *c)
+{
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
+		if (req_at(c, i))
+			return true;
+	return false;
 }
 
 static struct intake_req *find_req(struct coord *c, uint64_t id)
@@ -1744,8 +1761,16 @@ static void obs_tick(struct coord *c)
 		double u = metrics_rate(c->met, c->mid.worker_busy, w->name);
 		metrics_set(c->met, c->mid.worker_util, w->name, u > 1 ? 1 : u);
 	}
-	if (c->status_json[0])
+	/* the supervisor rewrites status.json (rename) only when its table
+	 * changed: parse it only then */
+	struct stat st;
+	if (c->status_json[0] && stat(c->status_json, &st) == 0 &&
+	    (st.st_ino != c->status_ino || st.st_mtim.tv_sec != c->status_mtime.tv_sec ||
+	     st.st_mtim.tv_nsec != c->status_mtime.tv_nsec)) {
+		c->status_ino = st.st_ino;
+		c->status_mtime = st.st_mtim;
 		metrics_cluster_load_status(c->met, &c->mid, c->status_json);
+	}
 }
 
 /* End every request past its deadline (deadline_of), queued or running,
@@ -2011,11 +2036,17 @@ int main(int argc, char **argv)
 		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
 
 	uint64_t reported = 0, steps_before = (uint64_t)-1;
+	int64_t t_active = intake_now_ns(); /* when a request was last known */
 	while (!stopping(&c)) {
 		heartbeat(&c);
 		bool busy = sched_live(&c.sched) > 0 || c.sched.q_len > 0;
-		if (!busy || c.n_steps == steps_before)
-			idle_wait(&c, busy ? 5 : IDLE_TICK_MS); /* busy without a step: nothing could run */
+		bool pending = busy || any_request(&c);
+		if (pending)
+			t_active = intake_now_ns();
+		if (!busy || c.n_steps == steps_before) /* busy without a step: nothing could run */
+			idle_wait(&c, busy ? 5 : pending ? IDLE_TICK_MS :
+				  intake_now_ns() - t_active < (int64_t)SETTLE_MS * 1000000 ? SETTLE_TICK_MS :
+				  EMPTY_TICK_MS);
 		steps_before = c.n_steps;
 		intake_serve(c.in, 0);
 		expire(&c);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +53,11 @@ struct worker {
 	 * coordinator that made one; step messages then come through the ring */
 	struct dataplane dp;
 	bool dp_on;
+	/* the doorbell the main loop sleeps on, for worker_wake from another
+	 * thread (the ctl thread on SHUTDOWN); set and cleared under bell_mu
+	 * so it is never rung after its mapping went */
+	pthread_mutex_t bell_mu;
+	struct ring_bell *bell_awake;
 	pid_t coord_pid;
 	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
 	bool hot;               /* the last call handled a message */
@@ -81,12 +87,38 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 	}
 }
 
+static enum dp_link my_link(const struct worker *w);
+
+static void set_awake_bell(struct worker *w, struct ring_bell *b)
+{
+	pthread_mutex_lock(&w->bell_mu);
+	w->bell_awake = b;
+	pthread_mutex_unlock(&w->bell_mu);
+}
+
+/* Unmap the data plane (the coordinator is gone or said HELLO again). */
+static void dp_drop(struct worker *w)
+{
+	set_awake_bell(w, NULL);
+	dp_close(&w->dp);
+	w->dp_on = false;
+}
+
+void worker_wake(struct worker *w)
+{
+	pthread_mutex_lock(&w->bell_mu);
+	if (w->bell_awake)
+		ring_bell_ring(w->bell_awake);
+	pthread_mutex_unlock(&w->bell_mu);
+}
+
 void worker_destroy(struct worker *w)
 {
 	if (!w)
 		return;
 	bus_close(w->bus);
-	dp_close(&w->dp);
+	dp_drop(w);
+	pthread_mutex_destroy(&w->bell_mu);
 	engine_destroy(w->e);
 	attach_close(w->att);
 	free(w->logits);
@@ -101,6 +133,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	if (!w)
 		return err_set(ERR_NOMEM, "worker: out of memory");
 	w->o = *o;
+	pthread_mutex_init(&w->bell_mu, NULL);
 	w->t_start = mono_ns();
 	w->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	int rc = 0;
@@ -794,8 +827,7 @@ int worker_serve(struct worker *w, int timeout_ms)
  * every message keeps coming over the link. */
 static void dp_attach(struct worker *w, uint32_t coord_pid)
 {
-	dp_close(&w->dp);
-	w->dp_on = false;
+	dp_drop(w);
 	int rc = dp_open(w->o.rundir, &w->dp);
 	if (rc) {
 		if (rc != ERR_NOTFOUND)
@@ -804,6 +836,7 @@ static void dp_attach(struct worker *w, uint32_t coord_pid)
 	}
 	w->dp_on = true;
 	w->coord_pid = (pid_t)coord_pid;
+	set_awake_bell(w, w->dp.link[my_link(w)].bell);
 }
 
 static enum dp_link my_link(const struct worker *w)
@@ -1069,8 +1102,10 @@ static int worker_flow(struct worker *w, struct msg *m)
 
 int worker_serve_any(struct worker *w, int timeout_ms)
 {
+	/* waiting for a coordinator's HELLO on the link: nng's wait cannot be
+	 * cut short by worker_wake, so it stays short */
 	if (!w->dp_on)
-		return worker_serve(w, timeout_ms);
+		return worker_serve(w, timeout_ms < WORKER_LINK_WAIT_MS ? timeout_ms : WORKER_LINK_WAIT_MS);
 	struct dp_link_view *l = &w->dp.link[my_link(w)];
 	uint32_t seen = ring_bell_seq(l->bell);
 	int rc = dp_recv(&l->req, &w->in);
@@ -1105,14 +1140,15 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 	if (rc != ERR_TIMEOUT)
 		return rc;
 	/* no peer check while sleeping: an idle worker wakes only on its bell
-	 * or the timeout, then looks whether its coordinator still exists */
+	 * (a step, SHUTDOWN through worker_wake, or the next coordinator, which
+	 * retires this data plane and rings) or the timeout, then looks whether
+	 * its coordinator still exists */
 	rc = ring_bell_wait(l->bell, seen, timeout_ms, 0);
-	if (rc == ERR_TIMEOUT && kill(w->coord_pid, 0) < 0 && errno == ESRCH)
+	if (dp_retired(&w->dp) || (rc == ERR_TIMEOUT && kill(w->coord_pid, 0) < 0 && errno == ESRCH))
 		rc = ERR_IO;
 	if (rc == ERR_IO) {
 		/* the coordinator is gone: wait for the next one's HELLO on the link */
-		dp_close(&w->dp);
-		w->dp_on = false;
+		dp_drop(w);
 		return ERR_TIMEOUT;
 	}
 	return rc;
@@ -1125,6 +1161,11 @@ static volatile sig_atomic_t worker_stop;
 static void worker_on_term(int sig) { (void)sig; worker_stop = 1; }
 static struct worker *_Atomic worker_live;
 static uint64_t worker_t0;
+
+static void wake_on_shutdown(void *arg)
+{
+	worker_wake(arg);
+}
 
 static void worker_ctl_status(void *arg, struct msg_status *st)
 {
@@ -1244,13 +1285,14 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		return rc == ERR_DEVICE || rc == ERR_UNSUP ? 2 : 1;
 	}
 	atomic_store(&worker_live, w);
+	ctl_set_waker(ctl, wake_on_shutdown, w);
 	fprintf(stderr, "%s: %s on %s, %u slot(s), model of %u layers; KV cache %.1f MiB in %u global + %u local "
 		"blocks of %u positions; serving %s\n", prog, w->backend, w->device, w->max_seqs, w->n_layer,
 		(double)w->kv.bytes / (1 << 20), w->kv.n_gblocks, w->kv.n_lblocks, w->kv.block,
 		role == MSG_ROLE_NPU_WORKER ? RUNDIR_NPU : RUNDIR_GPU);
 	while (!worker_stop && !ctl_shutdown_requested(ctl)) {
 		ctl_heartbeat(ctl);
-		rc = worker_serve_any(w, 250);
+		rc = worker_serve_any(w, WORKER_IDLE_WAIT_MS);
 		if (rc && rc != ERR_TIMEOUT)
 			fprintf(stderr, "%s: %s\n", prog, err_msg());
 	}

@@ -39,6 +39,13 @@
 #include "ipc/msg.h"
 
 #define WORKER_ATTACH_TIMEOUT_MS 10000
+/* An idle worker sleeps on its doorbell this long, then looks whether its
+ * coordinator still exists. Everything else rings it: a step, SHUTDOWN
+ * (worker_wake), a restarted coordinator (it retires the old data plane). */
+#define WORKER_IDLE_WAIT_MS 10000
+/* Without a data plane a worker waits on its link for a HELLO this long at
+ * most (an nng wait cannot be rung). */
+#define WORKER_LINK_WAIT_MS 1000
 
 struct worker_opts {
 	enum msg_role role;         /* MSG_ROLE_GPU_WORKER or MSG_ROLE_NPU_WORKER */
@@ -72,6 +79,8 @@ int worker_serve(struct worker *w, int timeout_ms);
  * worker_serve. */
 int worker_serve_any(struct worker *w, int timeout_ms);
 
+/* Wake the main loop from its doorbell (safe from another thread). */
+void worker_wake(struct worker *w);
 /* Fill a STATUS (safe to call from another thread, e.g. the ctl thread). */
 void worker_status(struct worker *w, struct msg_status *st);
 

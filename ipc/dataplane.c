@@ -15,7 +15,8 @@
 
 struct dp_header {
 	uint32_t magic, version, n_links, entry_size, capacity, coord_pid, epoch;
-	uint32_t pad[RING_LINE / 4 - 7];
+	uint32_t retired;          /* set by the next coordinator (dp_retired) */
+	uint32_t pad[RING_LINE / 4 - 8];
 };
 _Static_assert(sizeof(struct dp_header) == RING_LINE, "header is one line");
 
@@ -62,6 +63,40 @@ static int carve(struct dataplane *dp, bool format)
 	return 0;
 }
 
+/* A restarted coordinator's predecessor left its file behind, and its
+ * workers asleep on its bells: mark it retired and ring every worker bell,
+ * so they go to their link for the new coordinator's HELLO at once instead of
+ * at their next timeout (an idle worker sleeps long). Best effort: a missing
+ * or foreign file is left alone. */
+static void retire_predecessor(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct stat st;
+	size_t size = dp_size();
+	void *base = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (size_t)st.st_size == size)
+		base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (base == MAP_FAILED)
+		return;
+	struct dp_header *h = base;
+	struct dataplane old = { .base = base, .size = size };
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == DP_MAGIC && h->version == DP_VERSION &&
+	    h->n_links == DP_LINKS && carve(&old, false) == 0) {
+		__atomic_store_n(&h->retired, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < DP_LINKS; i++)
+			ring_bell_ring(old.link[i].bell);
+	}
+	munmap(base, size);
+}
+
+bool dp_retired(const struct dataplane *dp)
+{
+	return dp->base && __atomic_load_n(&((const struct dp_header *)dp->base)->retired, __ATOMIC_ACQUIRE);
+}
+
 int dp_create(const char *rundir, struct dataplane *dp)
 {
 	memset(dp, 0, sizeof *dp);
@@ -96,6 +131,7 @@ int dp_create(const char *rundir, struct dataplane *dp)
 	if ((rc = carve(dp, true)))
 		goto out_map;
 	__atomic_store_n(&h->magic, DP_MAGIC, __ATOMIC_RELEASE);
+	retire_predecessor(path);
 	/* rename: a worker never opens a half-made file */
 	if (rename(tmp, path) < 0) {
 		rc = err_set(ERR_IO, "dataplane: rename to %s: %s", path, strerror(errno));

@@ -7,7 +7,8 @@
  * maps it after each HELLO (fstat: ours, regular, the size its header names).
  * Layout (64-byte lines, offsets only):
  *
- *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid, epoch
+ *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid, epoch,
+ *                     retired (set by the next coordinator, which rings every worker bell)
  *   coordinator bell  the coordinator sleeps here: every worker's done ring rings it
  *   per link (gpu, npu):
  *     worker bell     the worker sleeps here: its request and peer rings ring it
@@ -24,6 +25,7 @@
 #ifndef UNICORN_DATAPLANE_H
 #define UNICORN_DATAPLANE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +72,11 @@ int dp_create(const char *rundir, struct dataplane *dp);
 /* Worker: map DIR/dataplane and check its header. */
 int dp_open(const char *rundir, struct dataplane *dp);
 void dp_close(struct dataplane *dp);
+
+/* Whether a newer coordinator has replaced this file's (it rang every
+ * worker bell when it did: a worker asleep on this file should look for its
+ * HELLO). */
+bool dp_retired(const struct dataplane *dp);
 
 /* The epoch (acquire), and the coordinator's bump (release). */
 uint32_t dp_epoch(const struct dataplane *dp);

@@ -2,6 +2,7 @@
 #include "ipc/ring.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -149,10 +150,13 @@ int ring_bell_wait(struct ring_bell *b, uint32_t seen, int timeout_ms, pid_t pee
 		int64_t ms = left < slice_ms ? left : slice_ms;
 		struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
 		atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
+		long fr = 0;
 		if (ring_bell_seq(b) == seen)
-			futex(&b->seq, FUTEX_WAIT, seen, &ts); /* EAGAIN when seq moved: fine */
+			fr = futex(&b->seq, FUTEX_WAIT, seen, &ts); /* EAGAIN when seq moved: fine */
+		bool interrupted = fr < 0 && errno == EINTR;
 		atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_seq_cst);
-		if (ring_bell_seq(b) != seen)
+		/* a signal (SIGTERM) ends the wait too: the caller looks at its flags */
+		if (ring_bell_seq(b) != seen || interrupted)
 			return 0;
 		if (peer > 0 && kill(peer, 0) < 0 && errno == ESRCH)
 			return err_set(ERR_IO, "ring: peer process %d is gone", (int)peer);

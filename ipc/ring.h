@@ -95,7 +95,7 @@ uint32_t ring_bell_seq(struct ring_bell *b);
 bool ring_bell_spin(struct ring_bell *b, uint32_t seen, uint32_t us);
 /* Sleep until the bell moves past seen, at most timeout_ms (0: do not sleep).
  * peer > 0: returns ERR_IO at once when that process no longer exists.
- * 0 = rung, ERR_TIMEOUT, ERR_IO (peer gone). */
+ * 0 = rung (or a signal interrupted the sleep), ERR_TIMEOUT, ERR_IO (peer gone). */
 int ring_bell_wait(struct ring_bell *b, uint32_t seen, int timeout_ms, pid_t peer);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -250,6 +251,29 @@ Test(ring, round_trip_between_two_processes, .timeout = 60)
 
 /* The data plane file: made by one side, opened by the other; a message
  * crosses and is decoded; a reset ring is empty. */
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* A signal ends a doorbell sleep (SIGTERM must stop an idle worker that
+ * sleeps for seconds): the caller looks at its flags. */
+Test(ring, a_signal_ends_the_sleep)
+{
+	struct shared_pair *s = map_pair(64, 4);
+	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	struct itimerval it = { .it_value = { 0, 100000 } };
+	cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	double t0 = now_us();
+	int rc = ring_bell_wait(&s->bell_a, ring_bell_seq(&s->bell_a), 5000, 0);
+	double took = (now_us() - t0) / 1e6;
+	cr_assert_eq(rc, 0, "an interrupted sleep reads as 'look again' (got %d)", rc);
+	cr_assert_lt(took, 2.0, "the signal did not end the sleep (%.2f s)", took);
+	signal(SIGALRM, SIG_DFL);
+	munmap(s, sizeof *s);
+}
+
 Test(ring, dataplane_file_carries_validated_messages)
 {
 	char dir[] = "/tmp/unicorn-dp-XXXXXX";
@@ -291,10 +315,18 @@ Test(ring, dataplane_file_carries_validated_messages)
 	cr_assert_eq(dp_epoch(&b), 0u);
 	dp_epoch_bump(&a);
 	cr_assert_eq(dp_epoch(&b), 1u);
-	/* a second coordinator makes a new file: the old mapping is not reused */
+	/* a second coordinator makes a new file: the old mapping is not reused;
+	 * it retires the old one and rings its worker bells, so a worker asleep
+	 * there looks for the new HELLO at once */
+	cr_assert_not(dp_retired(&b));
+	uint32_t gpu_seen = ring_bell_seq(b.link[DP_GPU].bell), npu_seen = ring_bell_seq(b.link[DP_NPU].bell);
 	struct dataplane c;
 	cr_assert_eq(dp_create(dir, &c), 0);
 	cr_assert_neq(c.base, a.base);
+	cr_assert(dp_retired(&b), "the predecessor's file is not marked retired");
+	cr_assert_neq(ring_bell_seq(b.link[DP_GPU].bell), gpu_seen, "the gpu worker's old bell was not rung");
+	cr_assert_neq(ring_bell_seq(b.link[DP_NPU].bell), npu_seen, "the npu worker's old bell was not rung");
+	cr_assert_not(dp_retired(&c));
 	dp_close(&a);
 	dp_close(&b);
 	dp_close(&c);
