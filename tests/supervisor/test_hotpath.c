@@ -110,7 +110,16 @@ Test(hotpath, idle_cluster_sleeps, .timeout = 180)
 	usleep((useconds_t)(secs * 1e6));
 	for (int i = 0; i < n; i++) {
 		uint64_t d = cpu_ns(pids[i]) - before[i];
-		cr_log_info("pid %d: %.2f ms of CPU in %.0f s", (int)pids[i], d / 1e6, secs);
+		char comm[64] = "?", path[64];
+		snprintf(path, sizeof path, "/proc/%d/comm", (int)pids[i]);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (fgets(comm, sizeof comm, f))
+				comm[strcspn(comm, "\n")] = 0;
+			fclose(f);
+		}
+		fprintf(stderr, "hotpath: idle %-16s pid %-7d %6.2f ms of CPU in %.0f s (%.3f%% of a core)\n", comm,
+			(int)pids[i], d / 1e6, secs, d / 1e7 / secs);
 		total += d;
 	}
 	double share = total / 1e9 / secs;
