@@ -498,13 +498,17 @@ static struct intake_req *req_at(struct coord *c, uint32_t i)
 	return intake_at(c->in, i);
 }
 
-/* Whether any request is known in any state (queued, live, finished and
- * not yet collected): only then does the loop have timers of its own. */
+/* Whether a request is queued or running: only then does the loop have
+ * timers of its own (deadlines, held polls, which wait for its tokens). A
+ * finished one kept for its client's last poll (INTAKE_KEEP_DONE_MS) is
+ * answered when the poll comes and cleared on a later tick, however long. */
 static bool any_request(struct coord *c)
 {
-	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
-		if (req_at(c, i))
+	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
+		const struct intake_req *r = req_at(c, i);
+		if (r && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE || r->has_slot))
 			return true;
+	}
 	return false;
 }
 
