@@ -329,6 +329,12 @@ static int wl_handshake(struct coord *c, struct wlink *w, int64_t deadline)
 			uint32_t seq = c->m.seq;
 			int64_t until = intake_now_ns() + 1000000000;
 			while (intake_now_ns() < until) {
+				/* a worker with the data plane sleeps on its doorbell (up to
+				 * WORKER_IDLE_WAIT_MS) and reads its link when woken: ring it
+				 * until the HELLO is answered (the first ring may come before
+				 * the message reached its socket) */
+				if (c->dp_on)
+					ring_bell_ring(c->dp.link[w->dl].bell);
 				rc = bus_recv(w->b, 200, &c->d);
 				heartbeat(c);
 				if (rc)
