@@ -10,6 +10,7 @@
 #include "coordinator/intake.h"
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"
+#include "common/utf8.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)
@@ -199,7 +200,13 @@ int cli_run(int argc, char **argv)
 		for (uint32_t i = 0; i < res.n_ids; i++)
 			json_array_append_new(ids, json_integer(res.ids[i]));
 		json_object_set_new(j, "ids", ids);
-		json_object_set_new(j, "text", json_stringn(res.text, res.text_len));
+		/* the pieces are valid UTF-8; anything else gets U+FFFD, never a
+		 * missing "text" */
+		char *valid = NULL;
+		size_t vlen = 0;
+		if (utf8_sanitize(res.text ? res.text : "", res.text ? res.text_len : 0, &valid, &vlen) == 0)
+			json_object_set_new(j, "text", json_stringn(valid, vlen));
+		free(valid);
 		json_object_set_new(j, "reason", json_string(intake_reason_name(res.reason)));
 		if (res.resubmits)
 			json_object_set_new(j, "resubmits", json_integer(res.resubmits));
