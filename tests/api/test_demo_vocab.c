@@ -217,3 +217,25 @@ Test(demo_vocab, not_utf8_text, .timeout = 300)
 	json_decref(j);
 	proc_cluster_stop(&c);
 }
+
+/* a prompt over the context: the CLI says how many tokens it has (it said
+ * "0 tokens + 0 resumed": the count was read after it was freed) */
+Test(demo_vocab, prompt_over_context, .timeout = 300)
+{
+	struct proc_cluster c;
+	start_demo(&c);
+	char path[256], cmd[512];
+	static char out[65536];
+	snprintf(path, sizeof path, "%s/long.txt", c.tmp);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 5000; i++)
+		fputs(" hi", f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 2 - < %s", proc_bin_dir_or_skip(), c.name,
+		 path);
+	int st = sh(cmd, out, sizeof out);
+	cr_assert_neq(st, 0, "%s", out);
+	cr_assert_not_null(strstr(out, "prompt: 5001 tokens + 0 resumed do not fit the context of"), "%s", out);
+	proc_cluster_stop(&c);
+}
