@@ -18,9 +18,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
 		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat] [--json]\n"
-		"                   PROMPT|-\n\n"
-		"Stream a continuation of PROMPT (standard input with '-') from the cluster N\n"
-		"(default 'default', started by unicorn-up). --temp 0 (default) is greedy.\n"
+		"                   PROMPT...|-\n\n"
+		"Stream a continuation of PROMPT (its words joined by spaces; standard input\n"
+		"with '-') from the cluster N (default 'default', started by unicorn-up).\n"
+		"--temp [0, 2] (as the HTTP API; 0, the default, is greedy).\n"
 		"--min-p [0, 1] (0 = off); --repeat-penalty (0, 100] (1 = off, > 1 discourages\n"
 		"tokens already in the prompt or reply); --presence-penalty and\n"
 		"--frequency-penalty [-2, 2] (0 = off): as in the HTTP API (docs/http.md).\n"
@@ -115,9 +116,9 @@ int cli_run(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	optind = 1;
-	int ch;
+	int ch, li = -1;
 	char *end;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((li = -1, ch = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		int sv = intake_gen_opt(ch, optarg, &o);
 		if (sv < 0)
 			goto bad;
@@ -152,7 +153,8 @@ int cli_run(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind >= argc) {
+		fprintf(stderr, "unicorn run: no prompt (give it as arguments, or '-' for standard input)\n");
 		usage(stderr);
 		return 2;
 	}
@@ -162,11 +164,24 @@ int cli_run(int argc, char **argv)
 	}
 	size_t len;
 	char *prompt;
-	if (!strcmp(argv[optind], "-")) {
+	if (optind == argc - 1 && !strcmp(argv[optind], "-")) {
 		prompt = read_stdin(&len);
 	} else {
-		prompt = strdup(argv[optind]);
-		len = prompt ? strlen(prompt) : 0;
+		/* unicorn run Hello world: the words joined by spaces */
+		size_t n = 0;
+		for (int i = optind; i < argc; i++)
+			n += strlen(argv[i]) + 1;
+		prompt = malloc(n);
+		len = 0;
+		for (int i = optind; prompt && i < argc; i++) {
+			size_t k = strlen(argv[i]);
+			if (i > optind)
+				prompt[len++] = ' ';
+			memcpy(prompt + len, argv[i], k);
+			len += k;
+		}
+		if (prompt)
+			prompt[len] = 0;
 	}
 	if (!prompt || len == 0) {
 		fprintf(stderr, "unicorn run: empty prompt\n");
@@ -232,6 +247,6 @@ int cli_run(int argc, char **argv)
 	free(prompt);
 	return rc;
 bad:
-	fprintf(stderr, "unicorn run: bad number '%s'\n", optarg);
+	fprintf(stderr, "unicorn run: --%s: bad number '%s'\n", li >= 0 ? opts[li].name : "?", optarg);
 	return 2;
 }

@@ -520,8 +520,9 @@ int intake_gen_opts_check(const struct intake_gen_opts *o)
 	if (o->max_tokens < 1 || o->max_tokens > MSG_MAX_GEN)
 		return err_set(ERR_INVAL, "--max-tokens: %u outside 1..%d", o->max_tokens,
 			       MSG_MAX_GEN);
-	if (!(p->temperature >= 0 && p->temperature <= 100))
-		return err_set(ERR_INVAL, "--temp: %g outside [0, 100]", (double)p->temperature);
+	/* the HTTP API's range (api/openai.c); the wire takes up to 100 */
+	if (!(p->temperature >= 0 && p->temperature <= 2))
+		return err_set(ERR_INVAL, "--temp: %g outside [0, 2]", (double)p->temperature);
 	if (p->top_k > MSG_MAX_TOPK)
 		return err_set(ERR_INVAL, "--top-k: %u outside 0..%d", p->top_k, MSG_MAX_TOPK);
 	if (!(p->top_p > 0 && p->top_p <= 1))

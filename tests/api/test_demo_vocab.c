@@ -127,6 +127,11 @@ Test(demo_vocab, sampling_and_logprobs, .timeout = 300)
 		cr_assert_not_null(json_object_get(j, "text"));
 		json_decref(j);
 	}
+	/* a prompt of several words: joined by spaces */
+	json_t *hw = run_json(&c, "--max-tokens 1 Hello world");
+	json_t *pi = json_object_get(hw, "prompt_ids");
+	cr_assert_eq(json_array_size(pi), 3, "BOS Hello ' world'");
+	json_decref(hw);
 	/* a plain OpenAI chat (default temperature 1) */
 	json_t *ch = post_json(&c, "/v1/chat/completions",
 			       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":6}");
