@@ -630,6 +630,13 @@ char *oai_logprobs_json(int kind, const struct oai_lp_tok *t, uint32_t n)
 	return dump(lp_json(kind, t, n));
 }
 
+static char log_hint[512] = "the cluster log";
+
+void oai_set_log_hint(const char *hint)
+{
+	snprintf(log_hint, sizeof log_hint, "%s", hint ? hint : "the cluster log");
+}
+
 /* Reply text as a JSON string: generated text is valid UTF-8 (the coordinator
  * replaces ill-formed bytes), but a string that is not still gets U+FFFD for
  * each bad sequence instead of failing the reply. */
@@ -713,9 +720,19 @@ char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *m
 	}
 	if (!choice)
 		return NULL;
-	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
-			      kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
-			      "created", (json_int_t)created, "model", model, "choices", choice));
+	json_t *chunk = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
+				  kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+				  "created", (json_int_t)created, "model", model, "choices", choice);
+	/* a stream that fails after its 200: the last chunk says why, as an
+	 * OpenAI error object next to finish_reason "error" */
+	if (chunk && finish && !strcmp(finish, "error")) {
+		char m[600];
+		snprintf(m, sizeof m, "the generation failed (a worker error; see %s)", log_hint);
+		json_object_set_new(chunk, "error",
+				    json_pack("{s:s, s:s, s:n, s:s}", "message", m, "type", "server_error", "param",
+					      "code", "generation_failed"));
+	}
+	return dump(chunk);
 }
 
 char *oai_usage_chunk_json(int kind, const char *id, int64_t created, const char *model,

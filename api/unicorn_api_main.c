@@ -290,6 +290,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	remove_file(a.rundir, RUNDIR_API_READY);
+	{
+		char hint[RUNDIR_PATH_MAX + 128];
+		rundir_log_hint(a.rundir, hint, sizeof hint);
+		oai_set_log_hint(hint);
+	}
 	if (ctl_start(a.rundir, MSG_ROLE_API, fill_status, &a, 0, &a.ctl)) {
 		fprintf(stderr, "api: control link: %s\n", err_msg());
 		return 1;

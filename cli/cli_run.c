@@ -234,8 +234,11 @@ int cli_run(int argc, char **argv)
 		printf("\n");
 	}
 	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT ? 1 : 0;
-	if (res.reason == MSG_END_ERROR)
-		fprintf(stderr, "unicorn run: generation ended with an error (see the cluster log)\n");
+	if (res.reason == MSG_END_ERROR) {
+		char hint[RUNDIR_PATH_MAX + 128];
+		rundir_log_hint(rundir, hint, sizeof hint);
+		fprintf(stderr, "unicorn run: generation ended with an error (see %s)\n", hint);
+	}
 	if (res.reason == MSG_END_TIMEOUT) {
 		char lim[64] = "";
 		if (timeout_s > 0)

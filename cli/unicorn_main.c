@@ -23,7 +23,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", cli_inspect, "show a model's architecture, hyperparameters and tensors" },
 	{ "tokenize", cli_tokenize, "turn text into token ids and pieces" },
 	{ "logits", cli_logits, "write the logits of a teacher-forced token sequence" },
-	{ "quantize", cli_quantize, "convert a GGUF or Hugging Face checkpoint to q8_0/q4_0 GGUF" },
+	{ "quantize", cli_quantize, "convert a GGUF or Hugging Face checkpoint to a quantized GGUF (q4_k_m, q8_0, ...)" },
 	{ "devices", cli_devices, "list Vulkan devices" },
 	{ "bench", cli_bench, "measure prompt processing and generation speed (llama-bench style)" },
 };

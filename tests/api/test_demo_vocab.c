@@ -127,6 +127,19 @@ Test(demo_vocab, sampling_and_logprobs, .timeout = 300)
 		cr_assert_not_null(json_object_get(j, "text"));
 		json_decref(j);
 	}
+	/* status --json: the OpenAI base URL as clients want it */
+	{
+		char cmd[512];
+		static char so[65536];
+		snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s --json", proc_bin_dir_or_skip(), c.name);
+		cr_assert_eq(sh(cmd, so, sizeof so), 0, "%s", so);
+		json_t *sj = json_loads(so, 0, NULL);
+		cr_assert_not_null(sj, "%s", so);
+		char want[256];
+		snprintf(want, sizeof want, "%s/v1", json_string_value(json_object_get(sj, "url")));
+		cr_assert_str_eq(json_string_value(json_object_get(sj, "api_base")), want);
+		json_decref(sj);
+	}
 	/* a prompt of several words: joined by spaces */
 	json_t *hw = run_json(&c, "--max-tokens 1 Hello world");
 	json_t *pi = json_object_get(hw, "prompt_ids");

@@ -78,3 +78,16 @@ Test(cli_args, prompt_of_words)
 	cr_assert_eq(uni("run --name nocluster35"), 2, "%s", out);
 	cr_assert_not_null(strstr(out, "no prompt"), "%s", out);
 }
+
+/* help texts that agree with the options (issue 35 #7) */
+Test(cli_args, help_texts_agree)
+{
+	cr_assert_eq(uni("devices --help"), 0, "%s", out);
+	cr_assert_not_null(strstr(out, "--vk-device"), "%s", out);
+	cr_assert_null(strstr(out, " --device"), "%s", out);
+	cr_assert_eq(uni("--help"), 0, "%s", out);
+	const char *q = strstr(out, "quantize ");
+	cr_assert_not_null(q, "%s", out);
+	cr_assert_null(strstr(out, "q8_0/q4_0 GGUF"), "%s", out);
+	cr_assert_not_null(strstr(q, "q4_k_m"), "%s", out);
+}
