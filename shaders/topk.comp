@@ -13,11 +13,13 @@
 // argmax.comp does).
 //
 // The slices bound every invocation's loop iterations (the host keeps a slice
-// near ENGINE_TK_SLICE logits): a thread of a 32-wide workgroup scans
-// slice / 32 logits, each shifting at most k list entries, so at most
-// 257 * 65 + G * 2 + k * 7 iterations (about 17,500 at k 64, G 32) in all.
-// llvmpipe (lavapipe) silently ends a shader's loops after 65,535 iterations
-// in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, shared by every loop of an
+// near ENGINE_TK_SLICE logits, G <= 128): a thread of the 32-wide workgroup
+// scans slice / 32 logits and the merging one G k / 32 candidates, each
+// shifting at most k list entries, so at most (slice + G k) / 32 * (k + 1)
+// plus 2 k * 6 for the selections: about 21,000 at k 64, G 32 (262,144
+// logits), 34,000 at 2^20 logits, under 65,535 up to 2^21 logits even for
+// ascending input. llvmpipe (lavapipe) silently ends a shader's loops after
+// 65,535 iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, shared by every loop of an
 // invocation): one workgroup over a 262,144-token vocabulary passed it and
 // left garbage ranks (issue 35).
 //
