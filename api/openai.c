@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "common/err.h"
+#include "common/utf8.h"
 #include "ipc/msg.h"
 
 int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,
@@ -629,6 +630,32 @@ char *oai_logprobs_json(int kind, const struct oai_lp_tok *t, uint32_t n)
 	return dump(lp_json(kind, t, n));
 }
 
+static char log_hint[512] = "the cluster log";
+
+void oai_set_log_hint(const char *hint)
+{
+	snprintf(log_hint, sizeof log_hint, "%s", hint ? hint : "the cluster log");
+}
+
+/* Reply text as a JSON string: generated text is valid UTF-8 (the coordinator
+ * replaces ill-formed bytes), but a string that is not still gets U+FFFD for
+ * each bad sequence instead of failing the reply. */
+static json_t *text_str(const char *text, size_t len)
+{
+	if (!text)
+		return json_string("");
+	json_t *s = json_stringn(text, len);
+	if (s)
+		return s;
+	char *t;
+	size_t n;
+	if (utf8_sanitize(text, len, &t, &n))
+		return NULL;
+	s = json_stringn(t, n);
+	free(t);
+	return s;
+}
+
 char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
 			const char *text, size_t text_len, const char *finish,
 			uint32_t prompt_tokens, uint32_t completion_tokens)
@@ -646,11 +673,11 @@ char *oai_response_json_lp(int kind, const char *id, int64_t created, const char
 	if (!lpo)
 		return NULL;
 	if (kind == OAI_CHAT)
-		choice = json_pack("{s:i, s:{s:s, s:s%}, s:o, s:s}", "index", 0, "message", "role",
-				   "assistant", "content", text, text_len, "logprobs", lpo,
+		choice = json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role",
+				   "assistant", "content", text_str(text, text_len), "logprobs", lpo,
 				   "finish_reason", finish);
 	else
-		choice = json_pack("{s:i, s:s%, s:o, s:s}", "index", 0, "text", text, text_len,
+		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", text_str(text, text_len),
 				   "logprobs", lpo, "finish_reason", finish);
 	if (!choice)
 		return NULL;
@@ -684,18 +711,28 @@ char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *m
 		if (role_first)
 			json_object_set_new(delta, "role", json_string("assistant"));
 		if (text)
-			json_object_set_new(delta, "content", json_stringn(text, text_len));
+			json_object_set_new(delta, "content", text_str(text, text_len));
 		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
 				   lpo, "finish_reason", fin);
 	} else {
-		choice = json_pack("{s:i, s:s%, s:o, s:o}", "index", 0, "text", text ? text : "",
-				   text ? text_len : 0, "logprobs", lpo, "finish_reason", fin);
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", text_str(text, text_len),
+				   "logprobs", lpo, "finish_reason", fin);
 	}
 	if (!choice)
 		return NULL;
-	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
-			      kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
-			      "created", (json_int_t)created, "model", model, "choices", choice));
+	json_t *chunk = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
+				  kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+				  "created", (json_int_t)created, "model", model, "choices", choice);
+	/* a stream that fails after its 200: the last chunk says why, as an
+	 * OpenAI error object next to finish_reason "error" */
+	if (chunk && finish && !strcmp(finish, "error")) {
+		char m[600];
+		snprintf(m, sizeof m, "the generation failed (a worker error; see %s)", log_hint);
+		json_object_set_new(chunk, "error",
+				    json_pack("{s:s, s:s, s:n, s:s}", "message", m, "type", "server_error", "param",
+					      "code", "generation_failed"));
+	}
+	return dump(chunk);
 }
 
 char *oai_usage_chunk_json(int kind, const char *id, int64_t created, const char *model,

@@ -124,7 +124,11 @@ char *oai_response_json_lp(int kind, const char *id, int64_t created, const char
  * role_first: the chat's first chunk that carries delta.role. */
 char *oai_chunk_json(int kind, const char *id, int64_t created, const char *model,
 		     const char *text, size_t text_len, bool role_first, const char *finish);
-/* The same with the logprobs of the chunk's tokens (null when n_lp == 0). */
+/* Where the cluster's log is, for the error a failed stream ends with
+ * ("the cluster log" until set; rundir_log_hint). */
+void oai_set_log_hint(const char *hint);
+/* The same with the logprobs of the chunk's tokens (null when n_lp == 0).
+ * finish "error" adds an "error" object (message, type, code) to the chunk. */
 char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *model,
 			const char *text, size_t text_len, bool role_first, const char *finish,
 			const struct oai_lp_tok *lp, uint32_t n_lp);

@@ -33,6 +33,7 @@
 #include "api/openai.h"
 #include "api/relay.h"
 #include "common/err.h"
+#include "common/utf8.h"
 #include "coordinator/chat.h"
 #include "formats/model.h"
 #include "coordinator/obs_server.h"
@@ -125,8 +126,19 @@ static void detokenize(struct api *a, struct http_job *j)
 		http_job_refuse(a->http, j, 400, "invalid_request_error", "tokens", NULL, err_msg());
 		return;
 	}
-	answer_json(a, j, json_pack("{s:s%}", "text", text ? text : "", text ? len : 0));
+	/* the tokens' bytes need not be UTF-8 (a byte token alone, half a
+	 * character): ill-formed sequences become U+FFFD, as llama.cpp and
+	 * transformers decode them */
+	char *valid = NULL;
+	size_t vlen = 0;
+	if (utf8_sanitize(text ? text : "", text ? len : 0, &valid, &vlen)) {
+		free(text);
+		http_job_refuse(a->http, j, 500, "server_error", NULL, NULL, err_msg());
+		return;
+	}
 	free(text);
+	answer_json(a, j, json_pack("{s:s%}", "text", valid, vlen));
+	free(valid);
 }
 
 static void take_jobs(struct api *a)
@@ -278,6 +290,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	remove_file(a.rundir, RUNDIR_API_READY);
+	{
+		char hint[RUNDIR_PATH_MAX + 128];
+		rundir_log_hint(a.rundir, hint, sizeof hint);
+		oai_set_log_hint(hint);
+	}
 	if (ctl_start(a.rundir, MSG_ROLE_API, fill_status, &a, 0, &a.ctl)) {
 		fprintf(stderr, "api: control link: %s\n", err_msg());
 		return 1;

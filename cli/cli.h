@@ -4,6 +4,8 @@
 #ifndef UNICORN_CLI_H
 #define UNICORN_CLI_H
 
+#define UNICORN_VERSION "0.1.0" /* `unicorn --version` */
+
 int cli_inspect(int argc, char **argv);   /* cli/cli_inspect.c */
 int cli_tokenize(int argc, char **argv);  /* cli/cli_tokenize.c */
 int cli_logits(int argc, char **argv);    /* cli/cli_logits.c */

@@ -38,7 +38,10 @@ static void bench_usage(FILE *f)
 		"  -p, --n-prompt N     prompt lengths to test (default 512; 0 skips)\n"
 		"  -n, --n-gen N        generation lengths to test (default 128; 0 skips)\n"
 		"  -r, --repetitions N  timed repetitions per test after one warm-up (default 5)\n"
-		"  -b, --batch-size N   tokens per prompt-processing submission (default 512)\n"
+		"  -b, --batch-size N   tokens per prompt-processing submission (default 512, lowered\n"
+		"                       with a note to what the device holds: the batch's logits must\n"
+		"                       fit its maxStorageBufferRange, 128 rows of a 262,144-token\n"
+		"                       vocabulary on lavapipe)\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
 		"      --json           one JSON object on stdout instead of a table\n"
 		"      --profile        afterwards, GPU time per dispatch kind of one decode step and one\n"
@@ -253,7 +256,7 @@ int cli_bench(int argc, char **argv)
 	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], reps = 5, batch = 512;
 	int n_pp = 0, n_tg = 0, json = 0, pp_set = 0, tg_set = 0, profile = 0;
 	const char *device = NULL;
-	int c;
+	int c, b_set = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:n:r:b:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -272,6 +275,7 @@ int cli_bench(int argc, char **argv)
 				goto bad_value;
 			break;
 		case 'b':
+			b_set = 1;
 			if (parse_u32(optarg, 1u << 16, &batch) || batch == 0)
 				goto bad_value;
 			break;
@@ -314,7 +318,45 @@ bad_value:
 		model_close(m);
 		return 2;
 	}
-	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = batch };
+	/* the engine needs no batch larger than the longest prompt */
+	uint32_t eng_batch = batch, max_pp = 0;
+	for (int i = 0; i < n_pp; i++)
+		max_pp = pp[i] > max_pp ? pp[i] : max_pp;
+	if (max_pp && max_pp < eng_batch)
+		eng_batch = max_pp;
+	/* The engine's logits buffer holds a row per batch token and must fit
+	 * one storage-buffer binding: 512 rows of a 262,144-token vocabulary
+	 * are 512 MiB, over lavapipe's maxStorageBufferRange of 128 MiB. The
+	 * default batch is clamped to what fits (with a note); an explicit -b
+	 * that does not fit is an error. */
+	struct vk_ctx *vkp = NULL;
+	if (vk_create(device, &vkp) == 0) {
+		uint64_t range = vkp->props.limits.maxStorageBufferRange, row = (uint64_t)m->cfg.n_vocab * 4;
+		uint64_t fit = row ? range / row : batch;
+		vk_destroy(vkp);
+		if (fit == 0) {
+			fprintf(stderr, "unicorn bench: one row of logits (%llu bytes) exceeds the device's maxStorageBufferRange (%llu)\n",
+				(unsigned long long)row, (unsigned long long)range);
+			model_close(m);
+			return 1;
+		}
+		if (eng_batch > fit && b_set) {
+			fprintf(stderr,
+				"unicorn bench: -b %u: the batch's logits (%llu bytes) exceed the device's maxStorageBufferRange "
+				"(%llu); use -b %llu or less\n",
+				eng_batch, (unsigned long long)(eng_batch * row), (unsigned long long)range, (unsigned long long)fit);
+			model_close(m);
+			return 2;
+		}
+		if (eng_batch > fit) {
+			fprintf(stderr,
+				"unicorn bench: note: batch size %u -> %llu: the batch's logits (%llu bytes) would exceed the "
+				"device's maxStorageBufferRange (%llu)\n",
+				eng_batch, (unsigned long long)fit, (unsigned long long)(eng_batch * row), (unsigned long long)range);
+			batch = eng_batch = (uint32_t)fit;
+		}
+	}
+	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = eng_batch };
 	fprintf(stderr, "unicorn bench: loading %s onto the GPU...\n", path);
 	rc = engine_create(m, &eo, &e);
 	if (rc) {

@@ -44,8 +44,8 @@ int cli_chat(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	optind = 1;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	int ch, li = -1;
+	while ((li = -1, ch = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		int sv = intake_gen_opt(ch, optarg, &o);
 		if (sv < 0)
 			goto bad;
@@ -140,6 +140,6 @@ int cli_chat(int argc, char **argv)
 	free(conv);
 	return rc;
 bad:
-	fprintf(stderr, "unicorn chat: bad number '%s'\n", optarg);
+	fprintf(stderr, "unicorn chat: --%s: bad number '%s'\n", li >= 0 ? opts[li].name : "?", optarg);
 	return 2;
 }

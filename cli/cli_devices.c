@@ -17,7 +17,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn devices [--json]\n"
 		   "List Vulkan devices: index, name, type, driver, device-local memory, subgroup size,\n"
 		   "and whether prefill runs on matrix cores (VK_KHR_cooperative_matrix).\n"
-		   "Select one elsewhere with --device INDEX or a case-insensitive name substring.\n");
+		   "Select one elsewhere with --vk-device INDEX or a case-insensitive name substring\n"
+		   "(unicorn-up, unicorn bench, unicorn logits; unicorn-up also --attn-device/--ffn-device).\n");
 }
 
 int cli_devices(int argc, char **argv)

@@ -10,6 +10,7 @@
 #include "coordinator/intake.h"
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"
+#include "common/utf8.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)
@@ -17,9 +18,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
 		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat] [--json]\n"
-		"                   PROMPT|-\n\n"
-		"Stream a continuation of PROMPT (standard input with '-') from the cluster N\n"
-		"(default 'default', started by unicorn-up). --temp 0 (default) is greedy.\n"
+		"                   PROMPT...|-\n\n"
+		"Stream a continuation of PROMPT (its words joined by spaces; standard input\n"
+		"with '-') from the cluster N (default 'default', started by unicorn-up).\n"
+		"--temp [0, 2] (as the HTTP API; 0, the default, is greedy).\n"
 		"--min-p [0, 1] (0 = off); --repeat-penalty (0, 100] (1 = off, > 1 discourages\n"
 		"tokens already in the prompt or reply); --presence-penalty and\n"
 		"--frequency-penalty [-2, 2] (0 = off): as in the HTTP API (docs/http.md).\n"
@@ -114,9 +116,9 @@ int cli_run(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	optind = 1;
-	int ch;
+	int ch, li = -1;
 	char *end;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((li = -1, ch = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		int sv = intake_gen_opt(ch, optarg, &o);
 		if (sv < 0)
 			goto bad;
@@ -151,7 +153,8 @@ int cli_run(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind >= argc) {
+		fprintf(stderr, "unicorn run: no prompt (give it as arguments, or '-' for standard input)\n");
 		usage(stderr);
 		return 2;
 	}
@@ -161,11 +164,24 @@ int cli_run(int argc, char **argv)
 	}
 	size_t len;
 	char *prompt;
-	if (!strcmp(argv[optind], "-")) {
+	if (optind == argc - 1 && !strcmp(argv[optind], "-")) {
 		prompt = read_stdin(&len);
 	} else {
-		prompt = strdup(argv[optind]);
-		len = prompt ? strlen(prompt) : 0;
+		/* unicorn run Hello world: the words joined by spaces */
+		size_t n = 0;
+		for (int i = optind; i < argc; i++)
+			n += strlen(argv[i]) + 1;
+		prompt = malloc(n);
+		len = 0;
+		for (int i = optind; prompt && i < argc; i++) {
+			size_t k = strlen(argv[i]);
+			if (i > optind)
+				prompt[len++] = ' ';
+			memcpy(prompt + len, argv[i], k);
+			len += k;
+		}
+		if (prompt)
+			prompt[len] = 0;
 	}
 	if (!prompt || len == 0) {
 		fprintf(stderr, "unicorn run: empty prompt\n");
@@ -199,7 +215,13 @@ int cli_run(int argc, char **argv)
 		for (uint32_t i = 0; i < res.n_ids; i++)
 			json_array_append_new(ids, json_integer(res.ids[i]));
 		json_object_set_new(j, "ids", ids);
-		json_object_set_new(j, "text", json_stringn(res.text, res.text_len));
+		/* the pieces are valid UTF-8; anything else gets U+FFFD, never a
+		 * missing "text" */
+		char *valid = NULL;
+		size_t vlen = 0;
+		if (utf8_sanitize(res.text ? res.text : "", res.text ? res.text_len : 0, &valid, &vlen) == 0)
+			json_object_set_new(j, "text", json_stringn(valid, vlen));
+		free(valid);
 		json_object_set_new(j, "reason", json_string(intake_reason_name(res.reason)));
 		if (res.resubmits)
 			json_object_set_new(j, "resubmits", json_integer(res.resubmits));
@@ -212,8 +234,11 @@ int cli_run(int argc, char **argv)
 		printf("\n");
 	}
 	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT ? 1 : 0;
-	if (res.reason == MSG_END_ERROR)
-		fprintf(stderr, "unicorn run: generation ended with an error (see the cluster log)\n");
+	if (res.reason == MSG_END_ERROR) {
+		char hint[RUNDIR_PATH_MAX + 128];
+		rundir_log_hint(rundir, hint, sizeof hint);
+		fprintf(stderr, "unicorn run: generation ended with an error (see %s)\n", hint);
+	}
 	if (res.reason == MSG_END_TIMEOUT) {
 		char lim[64] = "";
 		if (timeout_s > 0)
@@ -225,6 +250,6 @@ int cli_run(int argc, char **argv)
 	free(prompt);
 	return rc;
 bad:
-	fprintf(stderr, "unicorn run: bad number '%s'\n", optarg);
+	fprintf(stderr, "unicorn run: --%s: bad number '%s'\n", li >= 0 ? opts[li].name : "?", optarg);
 	return 2;
 }

@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -95,6 +96,15 @@ int cli_status(int argc, char **argv)
 		return 1;
 	}
 	json_object_set_new(root, "restarts", json_integer(rep.u.status.restarts));
+	/* the OpenAI base URL as clients want it (url is the server's root) */
+	if (json_is_string(json_object_get(root, "url"))) {
+		char base[512];
+		snprintf(base, sizeof base, "%s/v1", str(root, "url"));
+		json_object_set_new(root, "api_base", json_string(base));
+	}
+	char lp[RUNDIR_PATH_MAX];
+	if (rundir_path(dir, RUNDIR_LOG, lp, sizeof lp) == 0 && access(lp, R_OK) == 0)
+		json_object_set_new(root, "log", json_string(lp));
 	if (as_json) {
 		json_dumpf(root, stdout, JSON_INDENT(2));
 		printf("\n");
@@ -108,6 +118,8 @@ int cli_status(int argc, char **argv)
 	       rep.u.status.restarts == 1 ? "" : "s");
 	printf("model %s, placement %s\n", str(root, "model"), str(root, "placement"));
 	printf("endpoint %s\n", str(root, "endpoint"));
+	if (json_is_string(json_object_get(root, "log")))
+		printf("log %s\n", str(root, "log"));
 	if (json_is_string(json_object_get(root, "url")))
 		printf("url %s/v1 (OpenAI-compatible%s)\n\n", str(root, "url"),
 		       json_is_true(json_object_get(root, "api_key_required")) ? ", API key required" : "");

@@ -23,7 +23,7 @@ static const struct subcommand subcommands[] = {
 	{ "inspect", cli_inspect, "show a model's architecture, hyperparameters and tensors" },
 	{ "tokenize", cli_tokenize, "turn text into token ids and pieces" },
 	{ "logits", cli_logits, "write the logits of a teacher-forced token sequence" },
-	{ "quantize", cli_quantize, "convert a GGUF or Hugging Face checkpoint to q8_0/q4_0 GGUF" },
+	{ "quantize", cli_quantize, "convert a GGUF or Hugging Face checkpoint to a quantized GGUF (q4_k_m, q8_0, ...)" },
 	{ "devices", cli_devices, "list Vulkan devices" },
 	{ "bench", cli_bench, "measure prompt processing and generation speed (llama-bench style)" },
 };
@@ -33,12 +33,28 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn COMMAND [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
-	fprintf(f, "\n'unicorn COMMAND --help' describes each command.\n");
+	fprintf(f, "\n'unicorn COMMAND --help' (or 'unicorn help COMMAND') describes each command;\n"
+		"'unicorn --version' prints the version.\n");
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("unicorn %s\n", UNICORN_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "help") && argc > 2) {
+		/* unicorn help CMD = unicorn CMD --help */
+		for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+			if (!strcmp(argv[2], subcommands[i].name)) {
+				char *av[] = { argv[2], "--help", NULL };
+				return subcommands[i].run(2, av);
+			}
+		fprintf(stderr, "unicorn: unknown command '%s'\n", argv[2]);
 		usage(stderr);
 		return 2;
 	}

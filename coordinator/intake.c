@@ -1,5 +1,6 @@
 /* intake: coordinator.ipc server (long-poll) and client. */
 #include "coordinator/intake.h"
+#include "common/utf8.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -155,7 +156,10 @@ int intake_add_token(struct intake_req *r, uint32_t token, const char *bytes, si
 		r->pieces = p;
 		r->cap_gen = cap;
 	}
-	/* piece = held bytes + new bytes, cut at the last complete character */
+	/* piece = held bytes + new bytes up to the last complete character (a
+	 * well-formed but unfinished one is held for the next token); every
+	 * ill-formed byte sequence becomes U+FFFD, so a piece is always valid
+	 * UTF-8 (JSON needs it) */
 	size_t total = r->n_pend + len;
 	char *buf = malloc(total + 1);
 	if (!buf)
@@ -163,19 +167,26 @@ int intake_add_token(struct intake_req *r, uint32_t token, const char *bytes, si
 	memcpy(buf, r->pend, r->n_pend);
 	if (len)
 		memcpy(buf + r->n_pend, bytes, len);
-	/* Only the tail can be incomplete; a piece never exceeds MSG_MAX_PIECE. */
-	uint32_t cut = total > MSG_MAX_PIECE + 4 ? (uint32_t)total
-		     : sched_utf8_complete(buf, (uint32_t)total);
-	if (cut > MSG_MAX_PIECE)
-		cut = MSG_MAX_PIECE; /* an absurdly long piece is truncated, never overflows */
-	uint32_t rest = (uint32_t)total - cut;
+	size_t cut = utf8_complete_len(buf, total);
+	size_t rest = total - cut;
 	if (rest > sizeof r->pend)
 		rest = 0;
 	memcpy(r->pend, buf + cut, rest);
-	r->n_pend = rest;
-	buf[cut] = 0;
+	r->n_pend = (uint32_t)rest;
+	char *piece;
+	size_t n_piece;
+	int rc = utf8_sanitize(buf, cut, &piece, &n_piece);
+	free(buf);
+	if (rc)
+		return rc;
+	/* an absurdly long piece is truncated (at a character), never overflows */
+	if (n_piece > MSG_MAX_PIECE) {
+		n_piece = utf8_complete_len(piece, MSG_MAX_PIECE);
+		piece[n_piece] = 0;
+	}
+	buf = piece;
 	/* The wire forbids NUL inside a piece. */
-	for (uint32_t i = 0; i < cut; i++)
+	for (size_t i = 0; i < n_piece; i++)
 		if (!buf[i])
 			buf[i] = '?';
 	r->gen[r->n_gen] = token;
@@ -188,6 +199,21 @@ void intake_finish(struct intake_req *r, uint32_t reason)
 {
 	if (r->state == INTAKE_DONE)
 		return;
+	/* an unfinished character at the end (max_tokens cut it, or the model
+	 * stopped inside it) is U+FFFD on the last piece: the generation ending
+	 * right after its token, that piece is not sent yet */
+	if (r->n_pend && r->n_gen) {
+		char *last = r->pieces[r->n_gen - 1];
+		size_t n = strlen(last);
+		if (n + 3 > MSG_MAX_PIECE)
+			n = utf8_complete_len(last, MSG_MAX_PIECE - 3);
+		char *t = realloc(last, n + 4);
+		if (t) {
+			memcpy(t + n, UTF8_REPLACEMENT, 4);
+			r->pieces[r->n_gen - 1] = t;
+		}
+		r->n_pend = 0;
+	}
 	r->state = INTAKE_DONE;
 	r->reason = reason;
 	r->t_done = intake_now_ns();
@@ -494,8 +520,9 @@ int intake_gen_opts_check(const struct intake_gen_opts *o)
 	if (o->max_tokens < 1 || o->max_tokens > MSG_MAX_GEN)
 		return err_set(ERR_INVAL, "--max-tokens: %u outside 1..%d", o->max_tokens,
 			       MSG_MAX_GEN);
-	if (!(p->temperature >= 0 && p->temperature <= 100))
-		return err_set(ERR_INVAL, "--temp: %g outside [0, 100]", (double)p->temperature);
+	/* the HTTP API's range (api/openai.c); the wire takes up to 100 */
+	if (!(p->temperature >= 0 && p->temperature <= 2))
+		return err_set(ERR_INVAL, "--temp: %g outside [0, 2]", (double)p->temperature);
 	if (p->top_k > MSG_MAX_TOPK)
 		return err_set(ERR_INVAL, "--top-k: %u outside 0..%d", p->top_k, MSG_MAX_TOPK);
 	if (!(p->top_p > 0 && p->top_p <= 1))

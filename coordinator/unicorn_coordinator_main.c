@@ -444,9 +444,12 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	if (rc)
 		return rc;
 	if (ids.n == 0 || ids.n + g->n_resume >= c->n_ctx) {
+		size_t n = ids.n; /* tok_ids_free zeroes it */
 		tok_ids_free(&ids);
+		if (n == 0)
+			return err_set(ERR_RANGE, "prompt: no tokens");
 		return err_set(ERR_RANGE, "prompt: %zu tokens + %u resumed do not fit the context "
-			       "of %u", ids.n, g->n_resume, c->n_ctx);
+			       "of %u", n, g->n_resume, c->n_ctx);
 	}
 	r->prompt = malloc(ids.n * sizeof *r->prompt);
 	r->resume = malloc((g->n_resume + 1) * sizeof *r->resume);

@@ -217,6 +217,8 @@ struct engine {
 	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
 	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
 	struct vk_buf *amp;                  /* argmax's row counters (zero between dispatches) and slice bests */
+	struct vk_buf *tkp;                  /* top-k's row counters (zero between dispatches) and slice records */
+	uint32_t tk_groups;                  /* workgroups per top-k row: engine_tk_groups(n_vocab_text) */
 	uint32_t am_groups;                  /* workgroups per argmax row: AM_GROUPS, UNICORN_VK_ARGMAX_GROUPS (A/B) */
 	/* x16 (gpu_worker/x16.h): rmsnorm also writes its result as 16-bit integers
 	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
@@ -860,7 +862,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 							    : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
-	if (!rc) rc = vk_pipe_create(e->vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &e->topk);
+	if (!rc) rc = vk_pipe_create(e->vk, "topk", 4, sizeof(struct argmax_push), wg32, 1, &e->topk);
 	return rc;
 }
 
@@ -932,7 +934,7 @@ static int sets_create(struct engine *e)
 	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
 	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, d, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
@@ -1010,6 +1012,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	e->max_rows = o->max_rows > e->max_batch ? o->max_rows : e->max_batch;
 	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
+	e->tk_groups = engine_tk_groups(e->n_vocab_text);
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
@@ -1103,6 +1106,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		/* argmax's row counters and slice bests (shaders/argmax.comp) */
 		{ &e->amp, VK_BUF_DEVICE, ((uint64_t)ENGINE_AM_PART + (uint64_t)RB * AM_GROUPS_MAX * 2) * 4 },
+		/* top-k's row counters and slice records (shaders/topk.comp) */
+		{ &e->tkp, VK_BUF_DEVICE, ((uint64_t)ENGINE_TK_PART + (uint64_t)RB * e->tk_groups * ENGINE_TK_REC) * 4 },
 		{ &e->tabh, VK_BUF_HOST, (uint64_t)e->max_seqs * e->tab_len * 4 },
 		{ &e->tabd, VK_BUF_DEVICE, (uint64_t)e->max_seqs * e->tab_len * 4 },
 	};
@@ -1133,6 +1138,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		rc = vk_fill_zero(e->vk, e->nt_cnt); /* and the norm tail's */
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->amp); /* and argmax's */
+	if (!rc)
+		rc = vk_fill_zero(e->vk, e->tkp); /* and top-k's */
 	if (!rc)
 		rc = vk_fill_zero(e->vk, e->fmb); /* and the GLU's mailbox */
 	if (!rc)
@@ -1193,7 +1200,7 @@ void engine_destroy(struct engine *e)
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
-					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tabh, e->tabd };
+					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->combine, &e->gelu, &e->argmax, &e->topk };
@@ -1765,7 +1772,7 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, uint
 	if (am && n_out)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n_out, 1);
 	if (tk && n_out)
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n_out, 1);
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n_out, 1);
 	fbar(e, cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
@@ -2419,7 +2426,7 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 	if (mode == ENGINE_BATCH_ARGMAX)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n, 1);
 	else
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, 1, n, 1);
+		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n, 1);
 	fbar(e, cb);
 	if (e->vk->timestamps)
 		vk_cmd_timestamp(cb, e->vk, qs + 1);

@@ -107,6 +107,21 @@ struct argmax_push { uint32_t n, off, stride, lse_off; };
 /* argmax.comp over G > 1 workgroups per row: per-row counters, then from
  * this uint on the slices' bests (2 uints each, G per row) */
 #define ENGINE_AM_PART 4096u
+/* topk.comp over G workgroups per row (slices of about ENGINE_TK_SLICE logits,
+ * so that no invocation loops past llvmpipe's 65,535 iterations): per-row
+ * counters (zero between dispatches), then from this uint on the slices'
+ * records of ENGINE_TK_REC uints (k (id, value) pairs, then the slice's
+ * log-sum-exp max and sum), G per row */
+#define ENGINE_TK_PART 4096u
+#define ENGINE_TK_REC 130u
+#define ENGINE_TK_SLICE 8192u
+#define ENGINE_TK_GROUPS_MAX 128u
+/* workgroups per top-k row for n logits */
+static inline uint32_t engine_tk_groups(uint32_t n)
+{
+	uint32_t g = (n + ENGINE_TK_SLICE - 1) / ENGINE_TK_SLICE;
+	return g < 1 ? 1 : g > ENGINE_TK_GROUPS_MAX ? ENGINE_TK_GROUPS_MAX : g;
+}
 _Static_assert(sizeof(struct argmax_push) == 16, "argmax_push mirrors shaders/argmax.comp, topk.comp");
 
 /* One token of a step: the kernels read its position and KV base from here, so

@@ -434,7 +434,8 @@ static bool curl_transient(CURLcode cc)
 }
 
 /* A sentence for an HTTP status that is not the answer we wanted. */
-static int status_error(const struct hub_opts *o, const struct xfer *x, const char *what, const char *repo)
+static int status_error(const struct hub_opts *o, const struct xfer *x, const char *what, const char *repo,
+			bool file)
 {
 	char says[256];
 	server_says(x, says, sizeof says);
@@ -451,7 +452,14 @@ static int status_error(const struct hub_opts *o, const struct xfer *x, const ch
 		return err_set(ERR_IO, "%s: %s answered 403 Forbidden: the account of HF_TOKEN may not read "
 			       "%s (accept the model's license on its page)%s", what, opt_endpoint(o), repo, says);
 	case 404:
-		return err_set(ERR_NOTFOUND, "%s: %s answered 404 Not Found%s", what, opt_endpoint(o), says);
+		if (file)
+			return err_set(ERR_NOTFOUND, "%s: %s answered 404 Not Found%s; the repo's file list "
+				       "named it: try again later, or choose another quant with %s:QUANT", what,
+				       opt_endpoint(o), says, repo);
+		return err_set(ERR_NOTFOUND, "%s: %s answered 404 Not Found%s: there is no model %s; check "
+			       "the name (ORG/NAME as in the model page's URL, case matters; a private or gated "
+			       "one needs HF_TOKEN) and the quant (REPO:QUANT, e.g. :Q4_K_M); `unicorn list` "
+			       "shows the models already in the store", what, opt_endpoint(o), says, repo);
 	default:
 		return err_set(ERR_IO, "%s: %s answered HTTP %ld%s", what, opt_endpoint(o), x->status, says);
 	}
@@ -480,7 +488,7 @@ int hub_list(const struct hub_opts *o, const char *repo, struct hub_files *out)
 		else
 			rc = err_set(ERR_IO, "%s: %s: %s", what, url, curl_easy_strerror(cc));
 	} else if (x.status != 200) {
-		rc = status_error(o, &x, what, repo);
+		rc = status_error(o, &x, what, repo, false);
 	} else {
 		rc = hub_files_parse(x.mem ? x.mem : "", x.mem_len, repo, out);
 	}
@@ -639,7 +647,7 @@ static int download(const struct hub_opts *o, const char *repo, const char *file
 			rc = err_set(ERR_IO, "%s: %s (%s kept in %s)", what, curl_easy_strerror(cc), got, part);
 			again = curl_transient(cc);
 		} else {
-			rc = status_error(o, &x, what, repo);
+			rc = status_error(o, &x, what, repo, true);
 			again = x.status == 429 || x.status >= 500;
 		}
 		if (!again)

@@ -106,6 +106,16 @@ int rundir_create(const char *dir)
 	return make_one(dir);
 }
 
+void rundir_log_hint(const char *dir, char *out, size_t cap)
+{
+	char path[RUNDIR_PATH_MAX];
+	if (dir && rundir_path(dir, RUNDIR_LOG, path, sizeof path) == 0 && access(path, R_OK) == 0)
+		snprintf(out, cap, "the cluster log %s", path);
+	else
+		snprintf(out, cap, "the output of unicorn-up (a cluster started with -d logs to %s/%s)",
+			 dir ? dir : "RUNDIR", RUNDIR_LOG);
+}
+
 int rundir_path(const char *dir, const char *file, char *out, size_t cap)
 {
 	int n = snprintf(out, cap, "%s/%s", dir, file);

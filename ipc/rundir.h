@@ -20,6 +20,7 @@
 #define RUNDIR_COORDINATOR "coordinator.ipc"
 #define RUNDIR_GPU "gpu.ipc"
 #define RUNDIR_NPU "npu.ipc"
+#define RUNDIR_LOG "unicorn.log"       /* unicorn-up -d's log (its LOG_FILE) */
 #define RUNDIR_OBS "obs.ipc"           /* the coordinator's metrics and traces (coordinator/obs_server.h) */
 #define RUNDIR_STATUS "status.json"    /* the supervisor's process table, rewritten when it changes or is asked for */
 #define RUNDIR_HTTP "http"             /* the API process's URL while it serves HTTP */
@@ -40,6 +41,10 @@ int rundir_create(const char *dir);
 int rundir_check(const char *dir);
 
 /* "DIR/file" into out[cap]; ERR_RANGE if longer than RUNDIR_PATH_MAX-1. */
+/* Where a cluster's log is, for an error's "see the log": "the cluster log
+ * DIR/unicorn.log" when unicorn-up -d writes one, else unicorn-up's output
+ * (a foreground cluster logs to its stderr). Always fills out. */
+void rundir_log_hint(const char *dir, char *out, size_t cap);
 int rundir_path(const char *dir, const char *file, char *out, size_t cap);
 /* "ipc://DIR/file" into out[cap] (path part within RUNDIR_PATH_MAX-1). */
 int rundir_url(const char *dir, const char *file, char *out, size_t cap);

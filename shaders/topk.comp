@@ -1,22 +1,47 @@
 #version 450
 // topk: the k (<= 64, from the step buffer) largest of n logits, descending,
-// ties to the lower index: res[2i] = index, res[2i+1] = value bits. One
-// workgroup: each thread keeps a sorted list of its strided slice in shared
-// memory, then k rounds pick the best list head. One workgroup per logits row
-// (gl_WorkGroupID.y): row r reads off + r * stride and writes res[128 r ..].
+// ties to the lower index: res[2i] = index, res[2i+1] = value bits (ranks
+// past the row's finite logits: index ~0, value -inf). gl_NumWorkGroups.x = G
+// workgroups per logits row (gl_WorkGroupID.y): row r reads off + r * stride
+// and writes res[128 r ..].
+//
+// Each workgroup takes a slice of the row: each thread keeps a sorted list of
+// its strided part of the slice in shared memory, then k rounds pick the best
+// list head. With G > 1 each workgroup publishes its slice's top k to part[],
+// counts itself in the row's counter, and the one that brings the count to G
+// runs the same selection over the G k candidates and resets the counter (as
+// argmax.comp does).
+//
+// The slices bound every invocation's loop iterations (the host keeps a slice
+// near ENGINE_TK_SLICE logits, G <= 128): a thread of the 32-wide workgroup
+// scans slice / 32 logits and the merging one G k / 32 candidates, each
+// shifting at most k list entries, so at most (slice + G k) / 32 * (k + 1)
+// plus 2 k * 6 for the selections: about 21,000 at k 64, G 32 (262,144
+// logits), 34,000 at 2^20 logits, under 65,535 up to 2^21 logits even for
+// ascending input. llvmpipe (lavapipe) silently ends a shader's loops after
+// 65,535 iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, shared by every loop of an
+// invocation): one workgroup over a 262,144-token vocabulary passed it and
+// left garbage ranks (issue 35).
+//
 // The same scan also gives the log-sum-exp of the row's n logits (the ids >=
 // n are the masked ones, -inf, so they add nothing): each thread keeps an
-// online (max, sum of exp(v - max)) of its slice, thread 0 merges them and
-// writes the f32 bits to res[lse_off + r] (for OpenAI logprobs).
+// online (max, sum of exp(v - max)) of its part, thread 0 merges them (and
+// the last workgroup the G slices') and writes the f32 bits to res[lse_off +
+// r] (for OpenAI logprobs).
 #include "common.glsl"
 
 #define KMAX 64u
+#define TK_PART 4096u // mirrors ENGINE_TK_PART in gpu_worker/engine.h
+#define TK_REC 130u   // mirrors ENGINE_TK_REC: KMAX (id, value) pairs, then (max, sum)
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer L { float logits[]; };
 layout(binding = 1) writeonly buffer R { uint res[]; };
 layout(binding = 2) readonly buffer Step { uint step[]; };
+// G > 1: per row a counter at part[row], then the slices' records from
+// part[TK_PART + TK_REC (row G + g)]
+layout(binding = 3) coherent buffer Part { uint part[]; };
 
 // Mirrors struct argmax_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -34,62 +59,54 @@ shared float bv[WG];
 shared uint bt[WG];
 shared float sm[WG];
 shared float ss[WG];
+shared uint tk_last;
 
 bool better(float v, uint i, float w, uint j) { return v > w || (v == w && i < j); }
 
-void main()
+// Insert (v, i) into the thread's sorted list at b (c entries, at most k).
+void insert(uint b, inout uint c, uint k, float v, uint i)
 {
-	uint tid = gl_LocalInvocationID.x;
-	uint lo = p.off + gl_WorkGroupID.y * p.stride, ro = gl_WorkGroupID.y * 128u;
-	uint k = min(step[STEP_K], KMAX);
-	uint b = tid * KMAX;
-	uint c = 0u;
-	float mx = NEG_INF, sum = 0.0;
-	for (uint i = tid; i < p.n; i += WG) {
-		float v = logits[lo + i];
-		// -inf adds nothing (and exp(-inf - -inf) would be NaN); NaN is skipped too
-		if (v > mx) {
-			sum = sum * exp(mx - v) + 1.0;
-			mx = v;
-		} else if (v > NEG_INF) {
-			sum += exp(v - mx);
+	if (c == k && (k == 0u || !better(v, i, lv[b + c - 1u], li[b + c - 1u])))
+		return;
+	uint at = c < k ? c : k - 1u;
+	// insertion: shift worse entries down one place
+	while (at > 0u && better(v, i, lv[b + at - 1u], li[b + at - 1u])) {
+		if (at < k) {
+			lv[b + at] = lv[b + at - 1u];
+			li[b + at] = li[b + at - 1u];
 		}
-		if (c == k && (k == 0u || !better(v, i, lv[b + c - 1u], li[b + c - 1u])))
-			continue;
-		uint at = c < k ? c : k - 1u;
-		// insertion: shift worse entries down one place
-		while (at > 0u && better(v, i, lv[b + at - 1u], li[b + at - 1u])) {
-			if (at < k) {
-				lv[b + at] = lv[b + at - 1u];
-				li[b + at] = li[b + at - 1u];
-			}
-			at--;
-		}
-		lv[b + at] = v;
-		li[b + at] = i;
-		if (c < k)
-			c++;
+		at--;
 	}
+	lv[b + at] = v;
+	li[b + at] = i;
+	if (c < k)
+		c++;
+}
+
+// Online log-sum-exp: -inf adds nothing (and exp(-inf - -inf) would be NaN);
+// NaN is skipped too. (v, 1) adds one logit, (m, s) a partial sum.
+void lse_add(inout float mx, inout float sum, float m, float s)
+{
+	if (!(m > NEG_INF))
+		return;
+	if (m > mx) {
+		sum = sum * exp(mx - m) + s;
+		mx = m;
+	} else {
+		sum += s * exp(m - mx);
+	}
+}
+
+// The k best list heads in order: rank r to out[at + 2r] (id, value bits),
+// ranks past every list's end as (~0, -inf). Every thread calls it.
+void select_k(uint tid, uint k, uint at, bool to_part)
+{
 	head[tid] = 0u;
-	cnt[tid] = c;
-	sm[tid] = mx;
-	ss[tid] = sum;
 	barrier();
-	if (tid == 0u) {
-		float m = NEG_INF;
-		for (uint t = 0u; t < WG; t++)
-			m = max(m, sm[t]);
-		float s = 0.0;
-		if (m > NEG_INF)
-			for (uint t = 0u; t < WG; t++)
-				if (sm[t] > NEG_INF)
-					s += ss[t] * exp(sm[t] - m);
-		res[p.lse_off + gl_WorkGroupID.y] = floatBitsToUint(m > NEG_INF ? m + log(s) : NEG_INF);
-	}
 	for (uint r = 0u; r < k; r++) {
 		uint hd = head[tid];
 		bool has = hd < cnt[tid];
-		bv[tid] = has ? lv[b + hd] : NEG_INF;
+		bv[tid] = has ? lv[tid * KMAX + hd] : NEG_INF;
 		bt[tid] = has ? tid : 0xffffffffu;
 		barrier();
 		for (uint s = WG / 2u; s > 0u; s >>= 1) {
@@ -108,12 +125,14 @@ void main()
 		}
 		uint w = bt[0];
 		if (tid == 0u) {
-			if (w != 0xffffffffu) {
-				res[ro + 2u * r] = li[w * KMAX + head[w]];
-				res[ro + 2u * r + 1u] = floatBitsToUint(lv[w * KMAX + head[w]]);
+			uint id = w != 0xffffffffu ? li[w * KMAX + head[w]] : 0xffffffffu;
+			uint vb = floatBitsToUint(w != 0xffffffffu ? lv[w * KMAX + head[w]] : NEG_INF);
+			if (to_part) {
+				part[at + 2u * r] = id;
+				part[at + 2u * r + 1u] = vb;
 			} else {
-				res[ro + 2u * r] = 0xffffffffu;
-				res[ro + 2u * r + 1u] = floatBitsToUint(NEG_INF);
+				res[at + 2u * r] = id;
+				res[at + 2u * r + 1u] = vb;
 			}
 		}
 		barrier();
@@ -121,4 +140,88 @@ void main()
 			head[tid] = head[tid] + 1u;
 		barrier();
 	}
+}
+
+// thread 0: the merged (max, sum) of the threads' sm/ss
+void merge_lse(out float m, out float s)
+{
+	m = NEG_INF;
+	s = 0.0;
+	for (uint t = 0u; t < WG; t++)
+		lse_add(m, s, sm[t], ss[t]);
+}
+
+void main()
+{
+	uint tid = gl_LocalInvocationID.x;
+	uint row = gl_WorkGroupID.y, G = gl_NumWorkGroups.x, g = gl_WorkGroupID.x;
+	uint lo = p.off + row * p.stride, ro = row * 128u;
+	uint k = min(step[STEP_K], KMAX);
+	uint slice = (p.n + G - 1u) / G;
+	uint first = min(g * slice, p.n), last = min(first + slice, p.n);
+	uint b = tid * KMAX;
+	uint c = 0u;
+	float mx = NEG_INF, sum = 0.0;
+	for (uint i = first + tid; i < last; i += WG) {
+		float v = logits[lo + i];
+		lse_add(mx, sum, v, 1.0);
+		if (v == v) // NaN never ranks
+			insert(b, c, k, v, i);
+	}
+	cnt[tid] = c;
+	sm[tid] = mx;
+	ss[tid] = sum;
+	barrier();
+	if (G == 1u) {
+		if (tid == 0u) {
+			float m, s;
+			merge_lse(m, s);
+			res[p.lse_off + row] = floatBitsToUint(m > NEG_INF ? m + log(s) : NEG_INF);
+		}
+		select_k(tid, k, ro, false);
+		return;
+	}
+	uint rec = TK_PART + TK_REC * (row * G + g);
+	if (tid == 0u) {
+		float m, s;
+		merge_lse(m, s);
+		part[rec + 2u * KMAX] = floatBitsToUint(m);
+		part[rec + 2u * KMAX + 1u] = floatBitsToUint(s);
+	}
+	select_k(tid, k, rec, true);
+	// publish, then count; the workgroup that brings the count to G sees
+	// every slice's record (each wrote, fenced, then counted)
+	memoryBarrierBuffer();
+	barrier();
+	if (tid == 0u)
+		tk_last = atomicAdd(part[row], 1u) == G - 1u ? 1u : 0u;
+	barrier();
+	if (tk_last == 0u)
+		return;
+	memoryBarrierBuffer();
+	// the G k candidates: thread t takes candidates t, t + WG, ...
+	c = 0u;
+	for (uint j = tid; j < G * k; j += WG) {
+		uint q = TK_PART + TK_REC * (row * G + j / k) + 2u * (j % k);
+		uint id = part[q];
+		if (id != 0xffffffffu)
+			insert(b, c, k, uintBitsToFloat(part[q + 1u]), id);
+	}
+	mx = NEG_INF;
+	sum = 0.0;
+	for (uint q = tid; q < G; q += WG) {
+		uint r2 = TK_PART + TK_REC * (row * G + q) + 2u * KMAX;
+		lse_add(mx, sum, uintBitsToFloat(part[r2]), uintBitsToFloat(part[r2 + 1u]));
+	}
+	cnt[tid] = c;
+	sm[tid] = mx;
+	ss[tid] = sum;
+	barrier();
+	if (tid == 0u) {
+		float m, s;
+		merge_lse(m, s);
+		res[p.lse_off + row] = floatBitsToUint(m > NEG_INF ? m + log(s) : NEG_INF);
+		atomicExchange(part[row], 0u);
+	}
+	select_k(tid, k, ro, false);
 }

@@ -290,6 +290,30 @@ static void write_status(const char *dir, struct supervisor *s, const struct up_
 	json_decref(root);
 }
 
+/* -d's foreground side: the daemon's notify messages, each a status digit
+ * ('0' ready, '1' error, '2' fatal start) and a line; several may come (an
+ * error, then "stopped before it was ready"). Every line is printed without
+ * its digit (ready on stdout, errors on stderr); the status is the first
+ * message's. */
+static int detach_report(const char *buf, size_t len)
+{
+	if (len < 2) {
+		fprintf(stderr, "unicorn-up: the background supervisor died before the cluster was ready\n");
+		return 1;
+	}
+	int st = buf[0] == '0' ? 0 : buf[0] == '2' ? 2 : 1;
+	for (const char *l = buf; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+		if (*l >= '0' && *l <= '9')
+			fprintf(*l == '0' ? stdout : stderr, "%.*s", (int)n - 1, l + 1);
+		else
+			fprintf(stderr, "%.*s", (int)n, l);
+		l += n;
+	}
+	return st;
+}
+
 int main(int argc, char **argv)
 {
 	struct up_opts o = { 0 };
@@ -352,12 +376,7 @@ int main(int argc, char **argv)
 				len += (size_t)r;
 			}
 			buf[len] = 0;
-			if (len > 1 && buf[0] == '0') {
-				printf("%s", buf + 1);
-				return 0;
-			}
-			fprintf(stderr, "%s", len > 1 ? buf + 1 : "unicorn-up: the background supervisor died before the cluster was ready\n");
-			return len > 1 && buf[0] == '2' ? 2 : 1;
+			return detach_report(buf, len);
 		}
 		close(p[0]);
 		notify = p[1];

@@ -1030,7 +1030,7 @@ Test(vk_ops, gelu_argmax_topk)
 	struct vk_pipe pa, pt;
 	cr_assert_eq(vk_pipe_create(vk, "argmax", 3, sizeof(struct argmax_push), wg, 1, &pa), 0, "%s", err_msg());
 	uint32_t wg32[1] = { 32 };
-	cr_assert_eq(vk_pipe_create(vk, "topk", 3, sizeof(struct argmax_push), wg32, 1, &pt), 0, "%s", err_msg());
+	cr_assert_eq(vk_pipe_create(vk, "topk", 4, sizeof(struct argmax_push), wg32, 1, &pt), 0, "%s", err_msg());
 	uint32_t step[4] = { 0, 1, 64, 0 };
 	struct vk_buf *bl = buf_from(lg, n * 4), *br = buf_from(NULL, 128 * 4), *bs = buf_from(step, sizeof step);
 	struct argmax_push ap = { n, 0, n, 0 };
@@ -1040,7 +1040,10 @@ Test(vk_ops, gelu_argmax_topk)
 	uint32_t res[128];
 	vk_download(vk, br, 0, res, 8);
 	cr_assert_eq(res[0], 17);
-	run1(&pt, (struct vk_buf *[]){ bl, br, bs }, &ap, 1, 1, 1);
+	struct vk_buf *btp = buf_from(NULL, (ENGINE_TK_PART + ENGINE_TK_REC) * 4);
+	cr_assert_eq(vk_fill_zero(vk, btp), 0);
+	run1(&pt, (struct vk_buf *[]){ bl, br, bs, btp }, &ap, 1, 1, 1);
+	vk_buf_destroy(vk, btp);
 	vk_download(vk, br, 0, res, sizeof res);
 	for (uint32_t r = 0; r < 64; r++) {
 		uint32_t best = 0;
