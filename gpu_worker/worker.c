@@ -52,6 +52,7 @@ struct worker {
 	 * coordinator that made one; step messages then come through the ring */
 	struct dataplane dp;
 	bool dp_on;
+	bool stale;             /* the coordinator works on a newer loader's regions: exit, re-import */
 	pid_t coord_pid;
 	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
 	bool hot;               /* the last call handled a message */
@@ -770,6 +771,7 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 }
 
 static void dp_attach(struct worker *w, uint32_t coord_pid);
+static int check_ident(struct worker *w);
 
 int worker_serve(struct worker *w, int timeout_ms)
 {
@@ -784,8 +786,11 @@ int worker_serve(struct worker *w, int timeout_ms)
 		return rc;
 	if (!worker_handle(w, &w->in, &w->out))
 		return 0;
-	if (w->in.type == MSG_HELLO && w->out.type == MSG_WELCOME)
+	if (w->in.type == MSG_HELLO && w->out.type == MSG_WELCOME) {
 		dp_attach(w, w->in.u.hello.pid);
+		if ((rc = check_ident(w)))
+			return rc; /* no WELCOME: this worker must not serve */
+	}
 	return bus_send(w->bus, &w->out);
 }
 
@@ -809,6 +814,30 @@ static void dp_attach(struct worker *w, uint32_t coord_pid)
 static enum dp_link my_link(const struct worker *w)
 {
 	return w->o.role == MSG_ROLE_NPU_WORKER ? DP_NPU : DP_GPU;
+}
+
+/* After a HELLO: does the coordinator use the regions this worker imported?
+ * The activation region carries every hidden state, head output and KV block
+ * table between the processes, so all of them must share one loader's. A
+ * coordinator on a newer loader's regions (it re-attached after the loader
+ * restarted) makes this worker stale: it refuses to answer and exits to
+ * re-import. One on an older loader's (this worker restarted after the
+ * loader did) sees our identity on the link and re-attaches itself. */
+static int check_ident(struct worker *w)
+{
+	if (!w->dp_on)
+		return 0;
+	uint64_t c = dp_coord_ident(&w->dp), mine = w->att->ident;
+	if (c > mine) {
+		w->stale = true;
+		dp_close(&w->dp);
+		w->dp_on = false;
+		return err_set(ERR_STATE, "worker: the coordinator works on regions of loader instance %016llx, this "
+			       "worker imported those of %016llx (the loader restarted since): refusing to serve, "
+			       "exiting to re-import", (unsigned long long)c, (unsigned long long)mine);
+	}
+	dp_set_worker_ident(&w->dp, my_link(w), mine);
+	return 0;
 }
 
 static void profile_op(struct worker *w, uint64_t wall, uint64_t gpu, uint64_t submit, uint64_t wait, uint32_t hop_us)
@@ -1253,9 +1282,12 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		rc = worker_serve_any(w, 250);
 		if (rc && rc != ERR_TIMEOUT)
 			fprintf(stderr, "%s: %s\n", prog, err_msg());
+		if (w->stale)
+			break;
 	}
+	int code = w->stale ? 1 : 0; /* restarted by unicorn-up: a fresh import */
 	atomic_store(&worker_live, NULL);
 	ctl_stop(ctl); /* the ctl thread is gone before w goes */
 	worker_destroy(w);
-	return 0;
+	return code;
 }
