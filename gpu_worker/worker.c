@@ -18,6 +18,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
+#include "gpu_worker/selfcheck.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
@@ -95,6 +96,27 @@ void worker_destroy(struct worker *w)
 	free(w);
 }
 
+/* Before it listens: a few fixed tokens through the model, compared with
+ * what the cluster's first start of this role computed (gpu_worker/selfcheck.h).
+ * UNICORN_SELFCHECK=0 skips it (A/B of start times). */
+static int worker_selfcheck(struct worker *w)
+{
+	const char *env = getenv("UNICORN_SELFCHECK");
+	if (env && !strcmp(env, "0"))
+		return 0;
+	const char *role = w->o.role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
+	uint64_t d = 0;
+	bool first = false;
+	int rc = selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
+	if (!rc)
+		rc = selfcheck_verify(w->o.rundir, role, d, &first);
+	if (rc)
+		return rc;
+	fprintf(stderr, "unicorn-%s-worker: self-check %016llx (%s)\n", role, (unsigned long long)d,
+		first ? "recorded: the cluster's first start" : "matches the first start");
+	return 0;
+}
+
 int worker_create(const struct worker_opts *o, struct worker **out)
 {
 	*out = NULL;
@@ -140,6 +162,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
+		goto fail;
+	if ((rc = worker_selfcheck(w)))
 		goto fail;
 	/* zero-copy when most (at least half) of the weight-matrix bytes are used
 	 * in place; norms are always small converted copies */

@@ -231,6 +231,7 @@ static const char *const run_files[] = {
 	RUNDIR_CONTROL, RUNDIR_LOADER_SOCK, RUNDIR_COORDINATOR, RUNDIR_GPU, RUNDIR_NPU,
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
+	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
 };
 
 static void remove_run_files(const char *dir)

@@ -142,6 +142,58 @@ static void loader_then_workers(const char *const *extra, bool split)
 
 TestSuite(restarts, .timeout = 300);
 
+static void read_file(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s missing", path);
+	size_t n = fread(buf, 1, cap - 1, f);
+	buf[n] = 0;
+	fclose(f);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The start-time self-check: a worker whose fixed-token logits differ from the
+ * first start's record refuses to serve (a request fails visibly, no wrong
+ * answer); with the right record back it serves the same answers again. */
+Test(restarts, selfcheck_refuses_a_mismatch)
+{
+	static const char *const extra[] = { "--no-http", "--placement", "fused", NULL };
+	struct proc_cluster c;
+	proc_cluster_start(&c, "rsc", extra);
+	static char base[N_PROMPTS][8192];
+	runs(&c, base);
+	char rec[256], good[128];
+	snprintf(rec, sizeof rec, "%s/selfcheck-gpu", c.dir);
+	read_file(rec, good, sizeof good);
+	cr_assert(!strncmp(good, "unicorn-selfcheck 1 ", 20), "record: %s", good);
+	write_file(rec, "unicorn-selfcheck 1 0123456789abcdef\n");
+	kill_and_wait(&c, "unicorn-gpu-worker");
+	double end = proc_now_s() + 60;
+	while (!proc_log_has(c.log, "refusing to serve") && proc_now_s() < end)
+		usleep(100 * 1000);
+	cr_assert(proc_log_has(c.log, "refusing to serve"), "no self-check refusal in the log");
+	/* a request now either fails or waits: never a wrong answer */
+	char cmd[512], out[8192];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json --max-tokens %d --timeout 3 '%s' 2>&1",
+		 proc_bin_dir(), c.name, N_GEN, prompts[0]);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(out, 1, sizeof out - 1, f);
+	out[n] = 0;
+	int st = pclose(f);
+	cr_assert(st != 0 || !strcmp(out, base[0]), "a refused worker answered: %s", out);
+	write_file(rec, good);
+	assert_same(&c, base, "after the self-check passed again");
+	proc_cluster_stop(&c);
+}
+
 Test(restarts, fused_loader_then_worker)
 {
 	static const char *const extra[] = { "--no-http", "--placement", "fused", NULL };
