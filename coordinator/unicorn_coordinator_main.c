@@ -1530,8 +1530,6 @@ static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 	return c->split_via_coord ? step_split_flow(c, &sb) : step_split_pass(c, &sb);
 }
 
-/* A worker failed: handshake again (a new pid = restarted), reset the
- * survivors and replay every live sequence from position 0. */
 /* Every worker and this coordinator must work on one loader instance's
  * regions: the activation region carries the hidden states, head outputs and
  * KV block tables between them, and a restarted loader makes new regions (the
@@ -1596,6 +1594,9 @@ static int sync_regions(struct coord *c, int64_t deadline)
 	return err_set(ERR_STATE, "the workers and the coordinator did not agree on the loader's regions in 4 rounds");
 }
 
+/* A worker failed: handshake again (a new pid = restarted), agree on one
+ * loader's regions (sync_regions), reset the survivors and replay every live
+ * sequence from position 0. */
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 {
 	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
