@@ -1560,8 +1560,73 @@ static int step_split_batch(struct coord *c, struct intake_req **rs, uint32_t n)
 	return c->split_via_coord ? step_split_flow(c, &sb) : step_split_pass(c, &sb);
 }
 
-/* A worker failed: handshake again (a new pid = restarted), reset the
- * survivors and replay every live sequence from position 0. */
+/* Every worker and this coordinator must work on one loader instance's
+ * regions: the activation region carries the hidden states, head outputs and
+ * KV block tables between them, and a restarted loader makes new regions (the
+ * old ones live on in the mappings of whoever imported them). Each worker
+ * writes its region identity on its link before it answers HELLO
+ * (ipc/dataplane.h). A worker on a newer loader's regions (it restarted after
+ * the loader did): re-attach to the loader, publish the new identity and say
+ * HELLO again to every worker; one still on older regions refuses that HELLO
+ * and exits to re-import (gpu_worker/worker.c check_ident). Returns 1 when
+ * anything changed (the workers' state is gone: reset and replay), 0 when all
+ * agreed, or an error. */
+static int sync_regions(struct coord *c, int64_t deadline)
+{
+	if (!c->dp_on)
+		return 0;
+	int changed = 0;
+	for (int round = 0; round < 4; round++) {
+		uint64_t mine = c->att->ident, newest = mine;
+		bool differ = false;
+		for (int i = 0; i < 2; i++) {
+			struct wlink *w = links(c, i);
+			uint64_t id = w ? dp_worker_ident(&c->dp, w->dl) : 0;
+			if (!id)
+				continue; /* a worker without the data plane: nothing to compare */
+			differ = differ || id != mine;
+			newest = id > newest ? id : newest;
+		}
+		if (!differ)
+			return changed;
+		changed = 1;
+		if (newest > mine) {
+			struct attach *na = NULL;
+			int rc = attach_open(c->rundir, 5000, &na);
+			if (rc)
+				return err_prefix(rc, "re-attach to the restarted loader");
+			if (na->model->cfg.n_layer != c->att->model->cfg.n_layer || na->n_embd != c->att->n_embd ||
+			    na->model->cfg.n_vocab != c->att->model->cfg.n_vocab) {
+				attach_close(na);
+				return err_set(ERR_STATE, "the restarted loader serves another model");
+			}
+			fprintf(stderr, "coordinator: a worker works on regions of loader instance %016llx, ours are "
+				"%016llx's (the loader restarted): re-attached to %016llx\n", (unsigned long long)newest,
+				(unsigned long long)mine, (unsigned long long)na->ident);
+			attach_close(c->att);
+			c->att = na;
+			dp_set_coord_ident(&c->dp, na->ident);
+			/* the new activation region has no block tables yet */
+			for (uint32_t s = 0; s < c->kv.max_seqs && s < MSG_MAX_SLOTS; s++)
+				c->kv.slot[s].dirty = true;
+		}
+		for (int i = 0; i < 2; i++) {
+			struct wlink *w = links(c, i);
+			if (!w)
+				continue;
+			dp_set_worker_ident(&c->dp, w->dl, 0);
+			w->up = false;
+			int rc = wl_handshake(c, w, deadline);
+			if (rc)
+				return rc;
+		}
+	}
+	return err_set(ERR_STATE, "the workers and the coordinator did not agree on the loader's regions in 4 rounds");
+}
+
+/* A worker failed: handshake again (a new pid = restarted), agree on one
+ * loader's regions (sync_regions), reset the survivors and replay every live
+ * sequence from position 0. */
 static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 {
 	fprintf(stderr, "coordinator: %s; recovering\n", err_msg());
@@ -1578,6 +1643,14 @@ static int recover(struct coord *c, struct intake_req **live, uint32_t n_live)
 		if (rc)
 			return rc;
 		if ((rc = wl_reset(c, w, 0, true)))
+			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
+	}
+	int sr = sync_regions(c, deadline);
+	if (sr < 0)
+		return sr;
+	for (int i = 0; sr > 0 && i < 2; i++) {
+		struct wlink *w = links(c, i);
+		if (w && wl_reset(c, w, 0, true))
 			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
 	}
 	/* the workers' KV is gone: cached prefixes with it; live sequences keep
@@ -2006,6 +2079,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: %s; step messages go over nng\n", err_msg());
 	} else {
 		c.dp_on = true;
+		dp_set_coord_ident(&c.dp, c.att->ident);
 	}
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(&c, i);
@@ -2025,6 +2099,18 @@ int main(int argc, char **argv)
 		}
 		if (w && wl_reset(&c, w, 0, true))
 			fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
+	}
+	{
+		int sr = sync_regions(&c, 0);
+		if (sr < 0) {
+			fprintf(stderr, "coordinator: %s\n", err_msg());
+			return stopping(&c) ? 0 : 1;
+		}
+		for (int i = 0; sr > 0 && i < 2; i++) {
+			struct wlink *w = links(&c, i);
+			if (w && wl_reset(&c, w, 0, true))
+				fprintf(stderr, "coordinator: %s worker: reset: %s\n", w->name, err_msg());
+		}
 	}
 	if (rundir_url(c.rundir, RUNDIR_COORDINATOR, url, sizeof url) ||
 	    intake_open(url, submit, &c, &c.in)) {

@@ -19,6 +19,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
+#include "gpu_worker/selfcheck.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
 
@@ -58,6 +59,7 @@ struct worker {
 	 * so it is never rung after its mapping went */
 	pthread_mutex_t bell_mu;
 	struct ring_bell *bell_awake;
+	bool stale;             /* the coordinator works on a newer loader's regions: exit, re-import */
 	pid_t coord_pid;
 	uint32_t spin_us;       /* common/spin.h: look at the ring this long after a step */
 	bool hot;               /* the last call handled a message */
@@ -126,6 +128,27 @@ void worker_destroy(struct worker *w)
 	free(w);
 }
 
+/* Before it listens: a few fixed tokens through the model, compared with
+ * what the cluster's first start of this role computed (gpu_worker/selfcheck.h).
+ * UNICORN_SELFCHECK=0 skips it (A/B of start times). */
+static int worker_selfcheck(struct worker *w)
+{
+	const char *env = getenv("UNICORN_SELFCHECK");
+	if (env && !strcmp(env, "0"))
+		return 0;
+	const char *role = w->o.role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
+	uint64_t d = 0;
+	bool first = false;
+	int rc = selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
+	if (!rc)
+		rc = selfcheck_verify(w->o.rundir, role, d, &first);
+	if (rc)
+		return rc;
+	fprintf(stderr, "unicorn-%s-worker: self-check %016llx (%s)\n", role, (unsigned long long)d,
+		first ? "recorded: the cluster's first start" : "matches the first start");
+	return 0;
+}
+
 int worker_create(const struct worker_opts *o, struct worker **out)
 {
 	*out = NULL;
@@ -172,6 +195,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
+		goto fail;
+	if ((rc = worker_selfcheck(w)))
 		goto fail;
 	/* zero-copy when most (at least half) of the weight-matrix bytes are used
 	 * in place; norms are always small converted copies */
@@ -803,6 +828,7 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 }
 
 static void dp_attach(struct worker *w, uint32_t coord_pid);
+static int check_ident(struct worker *w);
 
 int worker_serve(struct worker *w, int timeout_ms)
 {
@@ -817,8 +843,11 @@ int worker_serve(struct worker *w, int timeout_ms)
 		return rc;
 	if (!worker_handle(w, &w->in, &w->out))
 		return 0;
-	if (w->in.type == MSG_HELLO && w->out.type == MSG_WELCOME)
+	if (w->in.type == MSG_HELLO && w->out.type == MSG_WELCOME) {
 		dp_attach(w, w->in.u.hello.pid);
+		if ((rc = check_ident(w)))
+			return rc; /* no WELCOME: this worker must not serve */
+	}
 	return bus_send(w->bus, &w->out);
 }
 
@@ -842,6 +871,29 @@ static void dp_attach(struct worker *w, uint32_t coord_pid)
 static enum dp_link my_link(const struct worker *w)
 {
 	return w->o.role == MSG_ROLE_NPU_WORKER ? DP_NPU : DP_GPU;
+}
+
+/* After a HELLO: does the coordinator use the regions this worker imported?
+ * The activation region carries every hidden state, head output and KV block
+ * table between the processes, so all of them must share one loader's. A
+ * coordinator on a newer loader's regions (it re-attached after the loader
+ * restarted) makes this worker stale: it refuses to answer and exits to
+ * re-import. One on an older loader's (this worker restarted after the
+ * loader did) sees our identity on the link and re-attaches itself. */
+static int check_ident(struct worker *w)
+{
+	if (!w->dp_on)
+		return 0;
+	uint64_t c = dp_coord_ident(&w->dp), mine = w->att->ident;
+	if (c > mine) {
+		w->stale = true;
+		dp_drop(w);
+		return err_set(ERR_STATE, "worker: the coordinator works on regions of loader instance %016llx, this "
+			       "worker imported those of %016llx (the loader restarted since): refusing to serve, "
+			       "exiting to re-import", (unsigned long long)c, (unsigned long long)mine);
+	}
+	dp_set_worker_ident(&w->dp, my_link(w), mine);
+	return 0;
 }
 
 static void profile_op(struct worker *w, uint64_t wall, uint64_t gpu, uint64_t submit, uint64_t wait, uint32_t hop_us)
@@ -1295,9 +1347,12 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		rc = worker_serve_any(w, WORKER_IDLE_WAIT_MS);
 		if (rc && rc != ERR_TIMEOUT)
 			fprintf(stderr, "%s: %s\n", prog, err_msg());
+		if (w->stale)
+			break;
 	}
+	int code = w->stale ? 1 : 0; /* restarted by unicorn-up: a fresh import */
 	atomic_store(&worker_live, NULL);
 	ctl_stop(ctl); /* the ctl thread is gone before w goes */
 	worker_destroy(w);
-	return 0;
+	return code;
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/digest.h"
 #include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
@@ -26,12 +27,27 @@ int attach_act_layout(uint32_t n_embd, uint64_t *slot_stride, uint64_t *size)
 	return 0;
 }
 
+uint64_t attach_manifest_sum(uint64_t ident, const void *manifest, uint64_t bytes)
+{
+	return digest64(ident, manifest, (size_t)bytes);
+}
+
+uint64_t attach_region_sum(uint64_t ident, uint32_t region, const void *base, uint64_t size)
+{
+	return digest_sampled(ident ^ ((uint64_t)region + 1), base, size);
+}
+
+static size_t info_bytes(uint32_t n_regions)
+{
+	return 4 + 8 + 8 * (size_t)n_regions + 8 + 4 + 8 + 8 + 8 * (size_t)n_regions;
+}
+
 int attach_info_encode(const struct attach_info *in, uint8_t *buf, size_t cap, size_t *len)
 {
 	if (in->n_regions == 0 || in->n_regions > MANIFEST_MAX_REGIONS)
 		return err_set(ERR_RANGE, "attach: info: n_regions %u outside [1, %d]", in->n_regions,
 			       MANIFEST_MAX_REGIONS);
-	size_t need = 4 + 8 + 8 * (size_t)in->n_regions + 8 + 4;
+	size_t need = info_bytes(in->n_regions);
 	if (cap < need)
 		return err_set(ERR_RANGE, "attach: info: %zu bytes needed, %zu given", need, cap);
 	/* little-endian host (x86-64/aarch64 LE): memcpy writes LE fields */
@@ -40,7 +56,10 @@ int attach_info_encode(const struct attach_info *in, uint8_t *buf, size_t cap, s
 	memcpy(p, &in->manifest_size, 8), p += 8;
 	memcpy(p, in->size, 8 * (size_t)in->n_regions), p += 8 * (size_t)in->n_regions;
 	memcpy(p, &in->act_size, 8), p += 8;
-	memcpy(p, &in->flags, 4);
+	memcpy(p, &in->flags, 4), p += 4;
+	memcpy(p, &in->ident, 8), p += 8;
+	memcpy(p, &in->manifest_sum, 8), p += 8;
+	memcpy(p, in->sum, 8 * (size_t)in->n_regions);
 	*len = need;
 	return 0;
 }
@@ -54,7 +73,7 @@ int attach_info_decode(const uint8_t *buf, size_t len, struct attach_info *out)
 	if (out->n_regions == 0 || out->n_regions > MANIFEST_MAX_REGIONS)
 		return err_set(ERR_RANGE, "attach: loader answer: n_regions %u outside [1, %d]",
 			       out->n_regions, MANIFEST_MAX_REGIONS);
-	size_t need = 4 + 8 + 8 * (size_t)out->n_regions + 8 + 4;
+	size_t need = info_bytes(out->n_regions);
 	if (len != need)
 		return err_set(ERR_INVAL, "attach: loader answer: %zu bytes, expected %zu for %u regions",
 			       len, need, out->n_regions);
@@ -62,7 +81,12 @@ int attach_info_decode(const uint8_t *buf, size_t len, struct attach_info *out)
 	memcpy(&out->manifest_size, p, 8), p += 8;
 	memcpy(out->size, p, 8 * (size_t)out->n_regions), p += 8 * (size_t)out->n_regions;
 	memcpy(&out->act_size, p, 8), p += 8;
-	memcpy(&out->flags, p, 4);
+	memcpy(&out->flags, p, 4), p += 4;
+	memcpy(&out->ident, p, 8), p += 8;
+	memcpy(&out->manifest_sum, p, 8), p += 8;
+	memcpy(out->sum, p, 8 * (size_t)out->n_regions);
+	if (out->ident == 0)
+		return err_set(ERR_INVAL, "attach: loader answer: region identity 0");
 	if (out->flags & ~ATTACH_F_DMABUF)
 		return err_set(ERR_INVAL, "attach: loader answer: unknown flags 0x%x", out->flags);
 	if (out->manifest_size == 0 || out->manifest_size > SHM_MAX_REGION || out->act_size == 0 ||
@@ -154,6 +178,22 @@ static int import_all(struct attach *a, const struct attach_info *info, int *fds
 	if (info->manifest_size > a->manifest.size)
 		return err_set(ERR_RANGE, "attach: manifest of %" PRIu64 " bytes exceeds its region",
 			       info->manifest_size);
+	/* identity and checksums: the manifest in full (small), each weight
+	 * region by its sampled pages; the loader computed both after its copy */
+	uint64_t ms = attach_manifest_sum(info->ident, a->manifest.addr, info->manifest_size);
+	if (ms != info->manifest_sum)
+		return err_set(ERR_INVAL, "attach: manifest checksum %016" PRIx64 ", the loader's (identity %016"
+			       PRIx64 ") is %016" PRIx64 ": refusing regions that are not what it published",
+			       ms, info->ident, info->manifest_sum);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = attach_region_sum(info->ident, i, a->weights[i].addr, info->size[i]);
+		if (s != info->sum[i])
+			return err_set(ERR_INVAL, "attach: weight region %u: sampled checksum %016" PRIx64
+				       ", the loader's (identity %016" PRIx64 ") is %016" PRIx64
+				       ": refusing regions that are not what it published", i, s, info->ident,
+				       info->sum[i]);
+	}
+	a->ident = info->ident;
 	struct manifest_region *mr = calloc(n, sizeof *mr);
 	if (!mr)
 		return err_set(ERR_NOMEM, "attach: out of memory");

@@ -14,6 +14,15 @@
  *   u64 size[n_regions]  memfd size of each weight region
  *   u64 act_size         memfd size of the activation region
  *   u32 flags            ATTACH_F_DMABUF: a tag-3 transfer follows
+ *   u64 ident            the loader instance's region identity: its
+ *                        CLOCK_MONOTONIC time (ns) when it built the regions,
+ *                        never 0; a later loader has a larger one
+ *   u64 manifest_sum     digest64(ident, manifest bytes)
+ *   u64 sum[n_regions]   digest_sampled(ident ^ (region + 1), region bytes)
+ *                        (common/digest.h), computed once by the loader after
+ *                        the copy; attach_open recomputes each and refuses a
+ *                        mismatch (a region not filled, not this loader's, or
+ *                        a manifest that does not belong to it)
  * fds = [manifest, weights..., activation]. Tag 3 (when flagged) carries one
  * dma-buf fd per region in the same order.
  *
@@ -57,6 +66,7 @@ struct attach {
 	uint32_t n_embd;
 	uint64_t slot_stride;
 	enum shm_path share_path;     /* memfd, or udmabuf when dma-bufs came */
+	uint64_t ident;               /* the loader instance's region identity */
 };
 
 /* Bytes of one slot and of the whole activation region for n_embd. */
@@ -80,14 +90,20 @@ int attach_head_lse(const struct attach *a, uint32_t slot, float **lse);
 int attach_kv_table(const struct attach *a, uint32_t slot, uint32_t **tab);
 
 /* Tag-2 data codec (the loader encodes, attach_open decodes). */
-#define ATTACH_INFO_MAX (4 + 8 + 8 * MANIFEST_MAX_REGIONS + 8 + 4)
+#define ATTACH_INFO_MAX (4 + 8 + 8 * MANIFEST_MAX_REGIONS + 8 + 4 + 8 + 8 + 8 * MANIFEST_MAX_REGIONS)
 struct attach_info {
 	uint32_t n_regions;
 	uint64_t manifest_size;
 	uint64_t size[MANIFEST_MAX_REGIONS];
 	uint64_t act_size;
 	uint32_t flags;
+	uint64_t ident;
+	uint64_t manifest_sum;
+	uint64_t sum[MANIFEST_MAX_REGIONS];
 };
+/* The checksums the loader puts in attach_info (and attach_open checks). */
+uint64_t attach_manifest_sum(uint64_t ident, const void *manifest, uint64_t bytes);
+uint64_t attach_region_sum(uint64_t ident, uint32_t region, const void *base, uint64_t size);
 int attach_info_encode(const struct attach_info *in, uint8_t *buf, size_t cap, size_t *len);
 int attach_info_decode(const uint8_t *buf, size_t len, struct attach_info *out);
 

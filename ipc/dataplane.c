@@ -15,8 +15,11 @@
 
 struct dp_header {
 	uint32_t magic, version, n_links, entry_size, capacity, coord_pid, epoch;
+	/* region identities (ipc/attach.h), each a lo/hi pair of u32: [0] the
+	 * coordinator's, [1 + link] the worker's on that link */
+	uint32_t ident[1 + DP_LINKS][2];
 	uint32_t retired;          /* set by the next coordinator (dp_retired) */
-	uint32_t pad[RING_LINE / 4 - 8];
+	uint32_t pad[RING_LINE / 4 - 8 - 2 * (1 + DP_LINKS)];
 };
 _Static_assert(sizeof(struct dp_header) == RING_LINE, "header is one line");
 
@@ -210,6 +213,35 @@ uint32_t dp_epoch(const struct dataplane *dp)
 void dp_epoch_bump(struct dataplane *dp)
 {
 	__atomic_store_n(dp->epoch, __atomic_load_n(dp->epoch, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t ident_get(const struct dataplane *dp, int i)
+{
+	const struct dp_header *h = dp->base;
+	uint32_t hi = __atomic_load_n(&h->ident[i][1], __ATOMIC_ACQUIRE);
+	uint32_t lo = __atomic_load_n(&h->ident[i][0], __ATOMIC_ACQUIRE);
+	return (uint64_t)hi << 32 | lo;
+}
+
+static void ident_set(struct dataplane *dp, int i, uint64_t v)
+{
+	struct dp_header *h = dp->base;
+	__atomic_store_n(&h->ident[i][0], (uint32_t)v, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->ident[i][1], (uint32_t)(v >> 32), __ATOMIC_RELEASE);
+}
+
+uint64_t dp_coord_ident(const struct dataplane *dp) { return dp->base ? ident_get(dp, 0) : 0; }
+void dp_set_coord_ident(struct dataplane *dp, uint64_t ident) { if (dp->base) ident_set(dp, 0, ident); }
+
+uint64_t dp_worker_ident(const struct dataplane *dp, enum dp_link l)
+{
+	return dp->base && (unsigned)l < DP_LINKS ? ident_get(dp, 1 + (int)l) : 0;
+}
+
+void dp_set_worker_ident(struct dataplane *dp, enum dp_link l, uint64_t ident)
+{
+	if (dp->base && (unsigned)l < DP_LINKS)
+		ident_set(dp, 1 + (int)l, ident);
 }
 
 int dp_send(struct ring *r, const struct msg *m)

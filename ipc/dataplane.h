@@ -8,6 +8,7 @@
  * Layout (64-byte lines, offsets only):
  *
  *   header            magic "UDPL", version, n_links, entry_size, capacity, coordinator pid, epoch,
+ *                     region identities (coordinator's, each worker's),
  *                     retired (set by the next coordinator, which rings every worker bell)
  *   coordinator bell  the coordinator sleeps here: every worker's done ring rings it
  *   per link (gpu, npu):
@@ -33,7 +34,7 @@
 #include "ipc/ring.h"
 
 #define DP_MAGIC 0x4C504455u   /* "UDPL" */
-#define DP_VERSION 3
+#define DP_VERSION 4
 #define DP_FILE "dataplane"
 #define DP_ENTRY_SIZE 4096     /* the largest step message (RUN_CHUNKS of 64 chunks, 512 tokens) is 3372 bytes */
 #define DP_CAPACITY 16
@@ -81,6 +82,15 @@ bool dp_retired(const struct dataplane *dp);
 /* The epoch (acquire), and the coordinator's bump (release). */
 uint32_t dp_epoch(const struct dataplane *dp);
 void dp_epoch_bump(struct dataplane *dp);
+
+/* Region identities (ipc/attach.h "identity"): the coordinator's (written
+ * at create and after it re-attaches) and each worker's (written on its link
+ * before it answers HELLO). 0: not written. A stale writer is refused by the
+ * reader: docs/cluster.md "Region identity". */
+uint64_t dp_coord_ident(const struct dataplane *dp);
+void dp_set_coord_ident(struct dataplane *dp, uint64_t ident);
+uint64_t dp_worker_ident(const struct dataplane *dp, enum dp_link l);
+void dp_set_worker_ident(struct dataplane *dp, enum dp_link l, uint64_t ident);
 
 /* Encode m into the ring (ERR_AGAIN when full). m->seq is left as the caller set it. */
 int dp_send(struct ring *r, const struct msg *m);

@@ -21,6 +21,7 @@
 #define RUNDIR_GPU "gpu.ipc"
 #define RUNDIR_NPU "npu.ipc"
 #define RUNDIR_LOG "unicorn.log"       /* unicorn-up -d's log (its LOG_FILE) */
+#define RUNDIR_SELFCHECK "selfcheck-"  /* + "gpu"/"npu": the first start's self-check digest (gpu_worker/selfcheck.h) */
 #define RUNDIR_OBS "obs.ipc"           /* the coordinator's metrics and traces (coordinator/obs_server.h) */
 #define RUNDIR_STATUS "status.json"    /* the supervisor's process table, rewritten when it changes or is asked for */
 #define RUNDIR_HTTP "http"             /* the API process's URL while it serves HTTP */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ipc/attach.h"
@@ -19,6 +20,8 @@ void loader_regions_free(struct loader_regions *r)
 		shm_destroy(&r->weights[i]);
 	free(r->weights);
 	r->weights = NULL;
+	free(r->sums);
+	r->sums = NULL;
 	r->n_weights = 0;
 	shm_destroy(&r->manifest);
 	shm_destroy(&r->act);
@@ -95,6 +98,18 @@ int loader_regions_build(const struct model *m, bool quiet, struct loader_region
 	if (rc)
 		goto out;
 	r->dmabuf = all_dma && r->manifest.dmabuf_fd >= 0 && r->act.dmabuf_fd >= 0;
+	/* identity and checksums, once: what every import is checked against */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	r->ident = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) | 1;
+	r->sums = calloc(r->n_weights, sizeof *r->sums);
+	if (!r->sums) {
+		rc = err_set(ERR_NOMEM, "loader: out of memory");
+		goto out;
+	}
+	r->manifest_sum = attach_manifest_sum(r->ident, r->manifest.addr, r->manifest_bytes);
+	for (uint32_t i = 0; i < r->n_weights; i++)
+		r->sums[i] = attach_region_sum(r->ident, i, r->weights[i].addr, r->weights[i].size);
 out:
 	manifest_plan_free(&plan);
 	return rc;
@@ -119,6 +134,8 @@ int loader_regions_serve(const struct loader_regions *r, int cfd)
 		.manifest_size = r->manifest_bytes,
 		.act_size = r->act.size,
 		.flags = r->dmabuf ? ATTACH_F_DMABUF : 0,
+		.ident = r->ident,
+		.manifest_sum = r->manifest_sum,
 	};
 	uint32_t n = r->n_weights;
 	if (n == 0 || n > MANIFEST_MAX_REGIONS)
@@ -128,6 +145,7 @@ int loader_regions_serve(const struct loader_regions *r, int cfd)
 	dma[0] = r->manifest.dmabuf_fd;
 	for (uint32_t i = 0; i < n; i++) {
 		info.size[i] = r->weights[i].size;
+		info.sum[i] = r->sums ? r->sums[i] : 0;
 		fds[1 + i] = r->weights[i].fd;
 		dma[1 + i] = r->weights[i].dmabuf_fd;
 	}

@@ -24,6 +24,9 @@ struct loader_regions {
 	struct shm_region act;
 	uint64_t weights_bytes;        /* sum of tensor bytes */
 	bool dmabuf;                   /* every region also has a dma-buf fd */
+	uint64_t ident;                /* region identity (ipc/attach.h): build time, ns */
+	uint64_t manifest_sum;         /* checksums computed once after the copy */
+	uint64_t *sums;                /* [n_weights] */
 };
 
 /* quiet: no progress bar. r is fully initialised even on failure (free it). */

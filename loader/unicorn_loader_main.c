@@ -119,9 +119,9 @@ int main(int argc, char **argv)
 		loader_regions_free(&regs);
 		return 1;
 	}
-	fprintf(stderr, "unicorn-loader: %s: %u weight region(s), %llu bytes of tensors, shared by %s; serving %s\n",
-		model, regs.n_weights, (unsigned long long)regs.weights_bytes, regs.dmabuf ? "udmabuf" : "memfd",
-		sock);
+	fprintf(stderr, "unicorn-loader: %s: %u weight region(s), %llu bytes of tensors, shared by %s, region "
+		"identity %016llx; serving %s\n", model, regs.n_weights, (unsigned long long)regs.weights_bytes,
+		regs.dmabuf ? "udmabuf" : "memfd", (unsigned long long)regs.ident, sock);
 	int code = 0;
 	while (!stop_flag && !ctl_shutdown_requested(ctl)) {
 		ctl_heartbeat(ctl);

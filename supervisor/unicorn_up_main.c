@@ -232,6 +232,7 @@ static const char *const run_files[] = {
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
 	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
+	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
 };
 
 static void remove_run_files(const char *dir)
