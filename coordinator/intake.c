@@ -324,18 +324,36 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 			r->t_last_poll = now;
 			r->peer = bus_pending_peer(p);
 		}
+		struct pending np = { p, m->u.gen_poll.request_id, m->u.gen_poll.from,
+				      now + (int64_t)m->u.gen_poll.wait_ms * 1000000 };
+		if (try_answer(in, &np, now))
+			return;
+		/* Held. A request has one reader: a newer poll of the same id
+		 * supersedes the older one (its client gave up waiting for it,
+		 * e.g. while a long step kept this loop away, and polled again;
+		 * nobody reads that answer). So held polls never outnumber the
+		 * requests, and a busy coordinator only makes its clients wait. */
+		for (uint32_t i = 0; i < in->n_pend; i++)
+			if (in->pend[i].id == np.id) {
+				bus_pending_drop(in->pend[i].p);
+				in->pend[i] = np;
+				return;
+			}
 		if (in->n_pend >= INTAKE_MAX_PENDING) {
-			reply_error(in, p, ERR_RANGE, "coordinator busy: too many polls");
+			/* unreachable while every held poll names a live request
+			 * (INTAKE_MAX_PENDING == INTAKE_MAX_REQS); should it happen, the
+			 * oldest poll is answered "nothing yet" and its client polls
+			 * again: never an error for a busy coordinator */
+			uint32_t o = 0;
+			for (uint32_t i = 1; i < in->n_pend; i++)
+				if (in->pend[i].deadline < in->pend[o].deadline)
+					o = i;
+			struct intake_req *orq = find(in, in->pend[o].id);
+			reply_ack(in, in->pend[o].p, ERR_TIMEOUT, orq ? orq->n_gen : 0);
+			in->pend[o] = np;
 			return;
 		}
-		struct pending *pd = &in->pend[in->n_pend];
-		pd->p = p;
-		pd->id = m->u.gen_poll.request_id;
-		pd->from = m->u.gen_poll.from;
-		pd->deadline = now + (int64_t)m->u.gen_poll.wait_ms * 1000000;
-		if (try_answer(in, pd, now))
-			return;
-		in->n_pend++;
+		in->pend[in->n_pend++] = np;
 		return;
 	}
 	case MSG_GEN_CANCEL: {
@@ -385,7 +403,9 @@ static void cancel_gone(struct intake *in)
 int intake_serve(struct intake *in, int timeout_ms)
 {
 	int wait = timeout_ms > 0 ? timeout_ms : 0; /* 0: take what has arrived, never sleep */
-	for (int i = 0; i < 64; i++) {
+	/* every waiting message (at most one per request and client link, plus
+	 * cancels) in one pass, so a step never leaves polls unread */
+	for (int i = 0; i < INTAKE_MAX_PENDING + 64; i++) {
 		struct bus_pending *p;
 		int rc = bus_serve(in->bus, wait, &in->in, &p);
 		if (rc == ERR_TIMEOUT)

@@ -20,7 +20,7 @@
 #include "ipc/msg.h"
 
 #define INTAKE_MAX_REQS 256
-#define INTAKE_MAX_PENDING 64
+#define INTAKE_MAX_PENDING INTAKE_MAX_REQS /* held polls: at most one per request */
 #define INTAKE_ABANDON_MS 5000
 #define INTAKE_KEEP_DONE_MS 60000
 #define INTAKE_MAX_TOP_LP 20       /* logprobs alternatives per token (OpenAI's cap) */
