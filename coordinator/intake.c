@@ -282,6 +282,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		if (r) { /* resend: same answer */
 			r->t_last_poll = now;
 			r->peer = bus_pending_peer(p);
+			r->t_orphan = 0;
 			reply_ack(in, p, 0, r->id);
 			return;
 		}
@@ -320,10 +321,12 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	}
 	case MSG_GEN_POLL: {
 		struct intake_req *r = find(in, m->u.gen_poll.request_id);
-		if (r) {
-			r->t_last_poll = now;
+		if (r && r->peer != bus_pending_peer(p)) {
 			r->peer = bus_pending_peer(p);
+			r->t_orphan = 0; /* claimed over a new link */
 		}
+		if (r)
+			r->t_last_poll = now;
 		struct pending np = { p, m->u.gen_poll.request_id, m->u.gen_poll.from,
 				      now + (int64_t)m->u.gen_poll.wait_ms * 1000000 };
 		if (try_answer(in, &np, now))
@@ -391,11 +394,12 @@ static void cancel_gone(struct intake *in)
 		}
 		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 			struct intake_req *r = &in->reqs[i];
-			if (r->peer == gone[k] && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE)) {
-				fprintf(stderr, "coordinator: request %016llx: its client went away, "
-					"cancelled\n", (unsigned long long)r->id);
-				intake_finish(r, MSG_END_CANCELLED);
-			}
+			/* cancelled unless a poll over another link claims it within
+			 * INTAKE_ORPHAN_MS: a client that re-dialled (its calls timed
+			 * out on a busy coordinator) closed its old link */
+			if (r->peer == gone[k] && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) &&
+			    !r->t_orphan)
+				r->t_orphan = intake_now_ns();
 		}
 	}
 }
@@ -433,7 +437,12 @@ int intake_serve(struct intake *in, int timeout_ms)
 	}
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 		struct intake_req *r = &in->reqs[i];
-		if (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) {
+		if ((r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) && r->t_orphan &&
+		    now - r->t_orphan > (int64_t)INTAKE_ORPHAN_MS * 1000000) {
+			fprintf(stderr, "coordinator: request %016llx: its client went away, "
+				"cancelled\n", (unsigned long long)r->id);
+			intake_finish(r, MSG_END_CANCELLED);
+		} else if (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) {
 			if (now - r->t_last_poll > (int64_t)INTAKE_ABANDON_MS * 1000000) {
 				fprintf(stderr, "coordinator: request %016llx: not polled for %d ms, "
 					"cancelled\n", (unsigned long long)r->id, INTAKE_ABANDON_MS);
