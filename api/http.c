@@ -2,19 +2,26 @@
 #include "api/http.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <microhttpd.h>
 
 #include "api/dashboard.h"
+#include "api/gate.h"
 #include "common/err.h"
 
 enum { JOB_QUEUED = 0, JOB_TAKEN, JOB_ACCEPTED, JOB_DONE, JOB_FAILED };
@@ -34,15 +41,35 @@ struct http {
 	int (*o_health)(void *arg);  /* http_opts.health */
 	void *o_health_arg;
 	char url[300];
+	/* the gate (docs/http.md "Connections and limits"): our listening
+	 * socket, its thread, and the connections libmicrohttpd holds */
+	int lfd, wake[2];
+	pthread_t gate_th;
+	bool gate_on;
+	uint32_t max_waiting;
+	pthread_mutex_t gmu;      /* below */
+	uint32_t n_active, n_started;
+	struct addr_count *addrs; /* [HTTP_MAX_CONNECTIONS + HTTP_RESERVED_CONNECTIONS] */
+	size_t body_bytes;        /* request body bytes held now */
+	size_t body_freed;        /* since the last malloc_trim */
 };
+
+/* Connections libmicrohttpd holds from one address. */
+struct addr_count {
+	unsigned char a[17];      /* family byte + the address (4 or 16 bytes) */
+	uint32_t n;
+};
+#define N_ADDRS (HTTP_MAX_CONNECTIONS + HTTP_RESERVED_CONNECTIONS)
 
 /* Per connection. */
 struct conn {
 	struct http *h;
 	int route;
 	char *body;
-	size_t n_body;
-	bool too_large;
+	size_t n_body, cap_body;
+	bool too_large, over_total;
+	int64_t t_body;           /* when the body started (ms) */
+	bool probed;              /* streaming: a comment sent after the client's EOF */
 	int fd;
 	struct http_job *job;
 	int obs_route;            /* enum dashboard_route when route == R_OBS */
@@ -289,14 +316,27 @@ static enum MHD_Result send_error(struct MHD_Connection *c, struct http *h, int 
 	return send_err(c, h, &e);
 }
 
-/* The peer closed its side (EOF) or the socket failed. */
+/* The connection failed (reset: the client is gone). An EOF is not that:
+ * a client may shut down its sending side once its request is out (curl and
+ * proxies do) and still read the answer (RFC 9112 9.6); a client that
+ * closed for good is seen when the answer is written (a stream probes at
+ * once, see reader). */
 static bool peer_gone(int fd)
 {
 	if (fd < 0)
 		return false;
 	char b;
 	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* The client sent EOF (half-closed or gone: only a write tells). */
+static bool peer_eof(int fd)
+{
+	if (fd < 0)
+		return false;
+	char b;
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static void timed_wait(struct http *h, int ms)
@@ -414,6 +454,18 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 		} else {
 			if (h->stopping || peer_gone(cn->fd))
 				goto fail;
+			if (!cn->probed && peer_eof(cn->fd)) {
+				/* EOF: an SSE comment tells a client that is gone (its
+				 * kernel answers with a reset, peer_gone's next look) from
+				 * one that only half-closed and still reads */
+				cn->probed = true;
+				cn->frame = strdup(": \n\n");
+				if (!cn->frame)
+					goto fail;
+				cn->n_frame = strlen(cn->frame);
+				cn->off_frame = 0;
+				continue;
+			}
 			timed_wait(h, 100);
 			continue;
 		}
@@ -439,12 +491,35 @@ fail:
 	return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* Give back a request's body buffer (and its bytes to the total). Once no
+ * body is held and 64 MiB were freed since, the allocator returns its free
+ * pages to the system: a storm of large bodies leaves no residue. */
+static void body_drop(struct http *h, struct conn *cn)
+{
+	if (!cn->body && !cn->cap_body)
+		return;
+	free(cn->body);
+	cn->body = NULL;
+	pthread_mutex_lock(&h->gmu);
+	h->body_bytes -= cn->cap_body;
+	h->body_freed += cn->cap_body;
+	bool trim = !h->body_bytes && h->body_freed >= (64u << 20);
+	if (trim)
+		h->body_freed = 0;
+	pthread_mutex_unlock(&h->gmu);
+	cn->cap_body = cn->n_body = 0;
+	if (trim)
+		malloc_trim(0);
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		      enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)c;
 	(void)toe;
+	/* an idle keep-alive connection (or a slow next request) is dropped
+	 * after HTTP_IDLE_TIMEOUT_S */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S);
 	struct conn *cn = *con_cls;
 	if (!cn)
 		return;
@@ -456,7 +531,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		job_unref_locked(h, cn->job);
 		pthread_mutex_unlock(&h->mu);
 	}
-	free(cn->body);
+	body_drop(h, cn);
 	free(cn->frame);
 	free(cn);
 	*con_cls = NULL;
@@ -723,24 +798,63 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		if (ci)
 			cn->fd = ci->connect_fd;
 		*con_cls = cn;
+		/* the body must keep coming (a stall of HTTP_BODY_TIMEOUT_S drops it) */
+		MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)HTTP_BODY_TIMEOUT_S);
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
-		if (cn->too_large || cn->n_body + n > OAI_MAX_BODY) {
-			cn->too_large = true;
+		if (!cn->t_body)
+			cn->t_body = mono_ms();
+		/* a body trickled in for longer than its budget: drop it */
+		if (mono_ms() - cn->t_body > (int64_t)HTTP_BODY_TIMEOUT_S * 1000 * 6)
+			return MHD_NO;
+		if (cn->too_large || cn->over_total || n > OAI_MAX_BODY ||
+		    cn->n_body + n > OAI_MAX_BODY) {
+			cn->too_large = !cn->over_total;
+			body_drop(h, cn);
 			return MHD_YES;
 		}
-		char *b = realloc(cn->body, cn->n_body + n + 1);
-		if (!b)
-			return MHD_NO;
-		memcpy(b + cn->n_body, upload_data, n);
+		if (cn->n_body + n + 1 > cn->cap_body) {
+			/* doubling (never past the per-request bound), counted in
+			 * the total of all requests */
+			size_t cap = cn->cap_body ? cn->cap_body : 4096;
+			while (cap < cn->n_body + n + 1)
+				cap *= 2;
+			if (cap > (size_t)OAI_MAX_BODY + 1)
+				cap = (size_t)OAI_MAX_BODY + 1;
+			pthread_mutex_lock(&h->gmu);
+			bool room = h->body_bytes - cn->cap_body + cap <= HTTP_MAX_BODY_TOTAL;
+			if (room)
+				h->body_bytes += cap - cn->cap_body;
+			pthread_mutex_unlock(&h->gmu);
+			char *b = room ? realloc(cn->body, cap) : NULL;
+			if (!b) {
+				if (room) { /* undo the count */
+					pthread_mutex_lock(&h->gmu);
+					h->body_bytes -= cap - cn->cap_body;
+					pthread_mutex_unlock(&h->gmu);
+				}
+				cn->over_total = true;
+				body_drop(h, cn);
+				return MHD_YES;
+			}
+			cn->body = b;
+			cn->cap_body = cap;
+		}
+		memcpy(cn->body + cn->n_body, upload_data, n);
 		cn->n_body += n;
-		b[cn->n_body] = 0;
-		cn->body = b;
+		cn->body[cn->n_body] = 0;
 		return MHD_YES;
 	}
+	/* The whole request is in. No library timeout while the answer is made
+	 * (a queued generation may wait long for its first token; we watch the
+	 * socket ourselves); completed() sets the keep-alive one. */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+	if (cn->over_total)
+		return send_error(c, h, 503, "server_error", "busy",
+				  "the server holds too many request bodies right now; try again");
 	if (cn->too_large) {
 		struct oai_err e;
 		oai_err_set(&e, 413, "invalid_request_error", NULL, "body_too_large",
@@ -753,6 +867,370 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	case R_OBS: return answer_obs(c, h, cn->obs_route);
 	default: return post(c, cn);
 	}
+}
+
+/* --- the gate ----------------------------------------------------------------
+ * Our thread accepts connections and holds each (peeking, MSG_PEEK, never
+ * reading) until its request head is complete and checked (api/gate.h),
+ * then hands it to libmicrohttpd (MHD_add_connection). It sleeps in poll()
+ * on the listening socket and the waiting connections, with the earliest
+ * head deadline as timeout (none: no timeout). Connections that get an
+ * answer from here are shut down for writing and drained briefly, so the
+ * answer is not lost to a reset. */
+
+static void addr_key(const struct sockaddr *sa, unsigned char k[17])
+{
+	memset(k, 0, 17);
+	if (sa->sa_family == AF_INET) {
+		k[0] = 4;
+		memcpy(k + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		k[0] = 6;
+		memcpy(k + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+}
+
+/* gmu held: the entry of address k (created with n = 0 when create). */
+static struct addr_count *addr_find(struct http *h, const unsigned char k[17], bool create)
+{
+	struct addr_count *free_e = NULL;
+	for (uint32_t i = 0; i < N_ADDRS; i++) {
+		struct addr_count *e = &h->addrs[i];
+		if (e->n && !memcmp(e->a, k, 17))
+			return e;
+		if (!e->n && !free_e)
+			free_e = e;
+	}
+	if (create && free_e) {
+		memcpy(free_e->a, k, 17);
+		return free_e;
+	}
+	return NULL;
+}
+
+static int started_mark;
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **sc,
+			enum MHD_ConnectionNotificationCode code)
+{
+	struct http *h = cls;
+	pthread_mutex_lock(&h->gmu);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		h->n_started++;
+		*sc = &started_mark;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *sc == &started_mark) {
+		*sc = NULL;
+		if (h->n_active)
+			h->n_active--;
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (ci && ci->client_addr) {
+			unsigned char k[17];
+			addr_key(ci->client_addr, k);
+			struct addr_count *e = addr_find(h, k, false);
+			if (e)
+				e->n--;
+		}
+	}
+	pthread_mutex_unlock(&h->gmu);
+}
+
+struct waiting {
+	int fd;
+	int64_t deadline;         /* ms: the head's, or the end of draining */
+	size_t seen;              /* bytes peeked last time */
+	bool drain;               /* answered here: reading until EOF, then closed */
+	struct sockaddr_storage sa;
+	socklen_t salen;
+};
+
+/* An answer from the gate itself (Connection: close), then draining. */
+static void gate_answer(struct http *h, struct waiting *w, int status, const char *reason,
+			const char *extra, const char *type, const char *code, const char *msg)
+{
+	char body[512], head[1024];
+	if (type) {
+		json_t *o = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", type,
+				      "param", "code", code);
+		char *j = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		snprintf(body, sizeof body, "%s", j ? j : "{}");
+		free(j);
+	} else {
+		snprintf(body, sizeof body, "%s", msg);
+	}
+	int n = snprintf(head, sizeof head,
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n%s%s%s%s\r\n%s",
+			 status, reason, strlen(body), extra ? extra : "",
+			 h->cors ? "Access-Control-Allow-Origin: " : "", h->cors ? h->cors : "",
+			 h->cors ? "\r\nVary: Origin\r\n" : "", body);
+	if (n > 0 && (size_t)n < sizeof head)
+		(void)!send(w->fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shutdown(w->fd, SHUT_WR);
+	w->drain = true;
+	w->deadline = mono_ms() + 2000;
+}
+
+/* The waiting room: slots by index (the epoll data), fd -1 when free. */
+struct room {
+	struct waiting *ws;
+	uint32_t cap, n;
+	int ep;
+};
+
+static void gate_close(struct room *rm, uint32_t i)
+{
+	close(rm->ws[i].fd); /* leaves the epoll set with it */
+	rm->ws[i].fd = -1;
+	rm->n--;
+}
+
+/* The slot that waited longest (n > 0). */
+static uint32_t gate_oldest(const struct room *rm)
+{
+	uint32_t o = UINT32_MAX;
+	for (uint32_t i = 0; i < rm->cap; i++)
+		if (rm->ws[i].fd >= 0 && (o == UINT32_MAX || rm->ws[i].deadline < rm->ws[o].deadline))
+			o = i;
+	return o;
+}
+
+/* The head of slot i is complete and sound: to libmicrohttpd, or an
+ * answer here when a limit says no. */
+static void gate_pass(struct http *h, struct room *rm, uint32_t i, const struct gate_head *g)
+{
+	struct waiting *w = &rm->ws[i];
+	unsigned char k[17];
+	addr_key((const struct sockaddr *)&w->sa, k);
+	pthread_mutex_lock(&h->gmu);
+	bool priority = g->health || g->metrics;
+	uint32_t limit = HTTP_MAX_CONNECTIONS + (priority ? HTTP_RESERVED_CONNECTIONS : 0);
+	struct addr_count *e = addr_find(h, k, true);
+	bool full = h->n_active >= limit || !e;
+	bool addr_full = e && e->n >= HTTP_MAX_PER_ADDR && !priority;
+	if (!full && !addr_full) {
+		h->n_active++;
+		e->n++;
+	}
+	uint32_t started = h->n_started;
+	pthread_mutex_unlock(&h->gmu);
+	if (full || addr_full) {
+		if (g->health) {
+			/* /health is always answered (what it would say) */
+			pthread_mutex_lock(&h->mu);
+			int hs = h->health;
+			pthread_mutex_unlock(&h->mu);
+			if (h->o_health)
+				hs = h->o_health(h->o_health_arg);
+			const char *st = hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
+			char b[64];
+			snprintf(b, sizeof b, "{\"status\":\"%s\"}", st);
+			gate_answer(h, w, hs == HTTP_READY ? 200 : 503,
+				    hs == HTTP_READY ? "OK" : "Service Unavailable", NULL, NULL, NULL, b);
+			return;
+		}
+		gate_answer(h, w, 503, "Service Unavailable", "Retry-After: 1\r\n", "server_error", "busy",
+			    addr_full ? "too many connections from this address; try again shortly"
+				      : "too many connections; try again shortly");
+		return;
+	}
+	epoll_ctl(rm->ep, EPOLL_CTL_DEL, w->fd, NULL);
+	int fd = w->fd;
+	w->fd = -1;
+	rm->n--;
+	if (MHD_add_connection(h->d, fd, (const struct sockaddr *)&w->sa, w->salen) != MHD_YES) {
+		/* the socket is closed by the library either way */
+		pthread_mutex_lock(&h->gmu);
+		if (h->n_started == started) { /* never started: no CLOSED will come */
+			if (h->n_active)
+				h->n_active--;
+			e->n--;
+		}
+		pthread_mutex_unlock(&h->gmu);
+	}
+}
+
+static void gate_timeout(struct http *h, struct waiting *w)
+{
+	gate_answer(h, w, 408, "Request Timeout", NULL, "invalid_request_error", "request_timeout",
+		    "the request head did not arrive in time");
+}
+
+/* Slot i has news (ev: epoll events). */
+static void gate_event(struct http *h, struct room *rm, uint32_t i, uint32_t ev, char *buf)
+{
+	struct waiting *w = &rm->ws[i];
+	int64_t now = mono_ms();
+	if (w->drain) {
+		for (;;) {
+			ssize_t k = recv(w->fd, buf, GATE_MAX_HEAD, MSG_DONTWAIT);
+			if (k > 0)
+				continue;
+			if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+				gate_close(rm, i);
+			break;
+		}
+		return;
+	}
+	/* edge-triggered: each arrival of bytes is one event although the
+	 * earlier ones stay unread */
+	ssize_t k = recv(w->fd, buf, GATE_MAX_HEAD + 1, MSG_PEEK | MSG_DONTWAIT);
+	if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+		gate_close(rm, i); /* went away before sending a whole head */
+		return;
+	}
+	if (k < 0)
+		return;
+	bool eof = ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	struct gate_head g;
+	int v = gate_check(buf, (size_t)k, eof, &g);
+	if (v == GATE_MORE) {
+		if (now >= w->deadline)
+			gate_timeout(h, w);
+		return;
+	}
+	if (v == GATE_OK) {
+		gate_pass(h, rm, i, &g);
+		return;
+	}
+	const char *reason;
+	int st = gate_status(v, &reason);
+	gate_answer(h, w, st, reason, NULL, "invalid_request_error",
+		    st == 414 ? "uri_too_long" : st == 431 ? "header_too_large"
+		    : st == 505 ? "http_version" : "bad_request", g.why);
+}
+
+/* Take new connections into the waiting room. */
+static void gate_accept(struct http *h, struct room *rm, int64_t *accept_pause)
+{
+	for (int a = 0; a < 64; a++) {
+		struct sockaddr_storage sa;
+		socklen_t sl = sizeof sa;
+		int fd = accept4(h->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* out of descriptors: the oldest waiting one goes, or
+				 * accepting pauses a moment (never a busy loop) */
+				if (rm->n)
+					gate_close(rm, gate_oldest(rm));
+				else
+					*accept_pause = mono_ms() + 100;
+			}
+			return;
+		}
+		if (rm->n == rm->cap) /* full: the connection waiting longest makes room */
+			gate_close(rm, gate_oldest(rm));
+		uint32_t i = 0;
+		while (rm->ws[i].fd >= 0)
+			i++;
+		rm->ws[i] = (struct waiting){ .fd = fd, .deadline = mono_ms() + HTTP_HEAD_TIMEOUT_MS,
+					      .sa = sa, .salen = sl };
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u32 = i };
+		if (epoll_ctl(rm->ep, EPOLL_CTL_ADD, fd, &ev)) {
+			close(fd);
+			rm->ws[i].fd = -1;
+			continue;
+		}
+		rm->n++;
+	}
+}
+
+#define GATE_LISTEN UINT32_MAX
+#define GATE_WAKE (UINT32_MAX - 1)
+
+static void *gate_main(void *arg)
+{
+	struct http *h = arg;
+	struct room rm = { .cap = h->max_waiting, .ep = epoll_create1(EPOLL_CLOEXEC) };
+	rm.ws = calloc(rm.cap, sizeof *rm.ws);
+	char *buf = malloc(GATE_MAX_HEAD + 2);
+	struct epoll_event lev = { .events = EPOLLIN, .data.u32 = GATE_LISTEN };
+	struct epoll_event wev = { .events = EPOLLIN, .data.u32 = GATE_WAKE };
+	if (!rm.ws || !buf || rm.ep < 0 || epoll_ctl(rm.ep, EPOLL_CTL_ADD, h->lfd, &lev) ||
+	    epoll_ctl(rm.ep, EPOLL_CTL_ADD, h->wake[0], &wev)) {
+		fprintf(stderr, "api: gate: cannot start (%s); no new connections\n", strerror(errno));
+		goto out;
+	}
+	for (uint32_t i = 0; i < rm.cap; i++)
+		rm.ws[i].fd = -1;
+	int64_t accept_pause = 0;
+	bool listening = true;
+	struct epoll_event evs[64];
+	for (;;) {
+		int64_t now = mono_ms(), next = -1;
+		if (!listening && now >= accept_pause) {
+			if (!epoll_ctl(rm.ep, EPOLL_CTL_ADD, h->lfd, &lev))
+				listening = true;
+		}
+		if (!listening)
+			next = accept_pause;
+		for (uint32_t i = 0; rm.n && i < rm.cap; i++)
+			if (rm.ws[i].fd >= 0 && (next < 0 || rm.ws[i].deadline < next))
+				next = rm.ws[i].deadline;
+		int to = next < 0 ? -1 : next > now ? (int)(next - now < 60000 ? next - now : 60000) : 0;
+		int r = epoll_wait(rm.ep, evs, 64, to);
+		if (r < 0 && errno != EINTR)
+			break;
+		bool stop = false, acc = false;
+		for (int e = 0; e < r; e++) {
+			uint32_t id = evs[e].data.u32;
+			if (id == GATE_WAKE)
+				stop = true;
+			else if (id == GATE_LISTEN)
+				acc = true;
+			else if (id < rm.cap && rm.ws[id].fd >= 0)
+				gate_event(h, &rm, id, evs[e].events, buf);
+		}
+		if (stop)
+			break;
+		/* deadlines: a head too slow gets 408, a drain ends */
+		now = mono_ms();
+		for (uint32_t i = 0; rm.n && i < rm.cap; i++) {
+			struct waiting *w = &rm.ws[i];
+			if (w->fd < 0 || now < w->deadline)
+				continue;
+			if (w->drain)
+				gate_close(&rm, i);
+			else
+				gate_timeout(h, w);
+		}
+		if (acc) {
+			gate_accept(h, &rm, &accept_pause);
+			if (accept_pause > mono_ms() && listening) {
+				epoll_ctl(rm.ep, EPOLL_CTL_DEL, h->lfd, NULL);
+				listening = false;
+			}
+		}
+	}
+out:
+	for (uint32_t i = 0; rm.ws && i < rm.cap; i++)
+		if (rm.ws[i].fd >= 0)
+			close(rm.ws[i].fd);
+	if (rm.ep >= 0)
+		close(rm.ep);
+	free(rm.ws);
+	free(buf);
+	return NULL;
+}
+
+/* Our listening socket on ai. */
+static int gate_listen(const struct addrinfo *ai)
+{
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (ai->ai_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
 
 int http_start(const struct http_opts *o, struct http **out)
@@ -772,11 +1250,39 @@ int http_start(const struct http_opts *o, struct http **out)
 	int g = getaddrinfo(bind_host, port, &hints, &ai);
 	if (g || !ai)
 		return err_set(ERR_INVAL, "http: --host %s: %s", host, gai_strerror(g));
+	/* Memory: connection and relay threads each get an arena of their own
+	 * by default, and a storm of large bodies leaves them all big (280 MiB
+	 * seen); two arenas, and buffers past 128 KiB mapped on their own (the
+	 * dynamic threshold would move them into the arenas), keep the process
+	 * near its idle size (docs/http.md). */
+	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	struct http *h = calloc(1, sizeof *h);
-	if (!h) {
+	if (!h || !(h->addrs = calloc(N_ADDRS, sizeof *h->addrs))) {
+		free(h);
 		freeaddrinfo(ai);
 		return err_set(ERR_NOMEM, "http: out of memory");
 	}
+	/* descriptors: every connection libmicrohttpd holds, the waiting ones,
+	 * and the process's own (links, files); raised to what the hard limit
+	 * allows, and the waiting room shrinks to fit */
+	uint32_t need = N_ADDRS + HTTP_MAX_WAITING + 256;
+	struct rlimit rl;
+	h->max_waiting = HTTP_MAX_WAITING;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		if (want > rl.rlim_cur) {
+			rl.rlim_cur = want;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < need) {
+			rlim_t room = rl.rlim_cur > N_ADDRS + 256 + 16 ? rl.rlim_cur - N_ADDRS - 256 : 16;
+			h->max_waiting = room < HTTP_MAX_WAITING ? (uint32_t)room : HTTP_MAX_WAITING;
+		}
+	}
+	h->lfd = -1;
+	h->wake[0] = h->wake[1] = -1;
+	pthread_mutex_init(&h->gmu, NULL);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -794,27 +1300,52 @@ int http_start(const struct http_opts *o, struct http **out)
 	bool v6 = ai->ai_family == AF_INET6;
 	snprintf(h->url, sizeof h->url, v6 ? "http://[%s]:%d" : "http://%s:%d", bind_host,
 		 o->port);
+	/* libmicrohttpd gets its connections from the gate (no listening socket
+	 * of its own); its own limit is a backstop above ours */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-			 MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-	h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, h,
-				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-				MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-				MHD_OPTION_END);
+			 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
+			 (v6 ? MHD_USE_IPv6 : 0);
+	h->lfd = gate_listen(ai);
+	int e = errno;
 	freeaddrinfo(ai);
-	if (!h->d) {
-		int e = errno;
-		free(h->api_key);
-		free(h->cors);
-		free(h->model);
-		free(h);
-		return err_set(ERR_IO, "http: cannot listen on %s port %d (%s; another server on "
-			       "that port? pick one with --port)", host, o->port,
-			       e ? strerror(e) : "bind failed");
+	if (h->lfd < 0)
+		goto fail;
+	if (pipe2(h->wake, O_CLOEXEC)) {
+		e = errno;
+		goto fail;
 	}
+	h->d = MHD_start_daemon(flags, 0, NULL, NULL, handler, h,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+				MHD_OPTION_NOTIFY_CONNECTION, notify_conn, h,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)(N_ADDRS + 16),
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+				MHD_OPTION_END);
+	if (!h->d) {
+		e = errno;
+		goto fail;
+	}
+	if ((e = pthread_create(&h->gate_th, NULL, gate_main, h))) {
+		MHD_stop_daemon(h->d);
+		goto fail;
+	}
+	h->gate_on = true;
 	*out = h;
 	return 0;
+fail:
+	if (h->lfd >= 0)
+		close(h->lfd);
+	if (h->wake[0] >= 0) {
+		close(h->wake[0]);
+		close(h->wake[1]);
+	}
+	free(h->api_key);
+	free(h->cors);
+	free(h->model);
+	free(h->addrs);
+	free(h);
+	return err_set(ERR_IO, "http: cannot listen on %s port %d (%s; another server on "
+		       "that port? pick one with --port)", host, o->port,
+		       e ? strerror(e) : "bind failed");
 }
 
 void http_stop(struct http *h)
@@ -836,7 +1367,16 @@ void http_stop(struct http *h)
 	h->head = h->tail = NULL;
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
+	if (h->gate_on) {
+		(void)!write(h->wake[1], "x", 1);
+		pthread_join(h->gate_th, NULL);
+	}
+	close(h->lfd);
+	close(h->wake[0]);
+	close(h->wake[1]);
 	MHD_stop_daemon(h->d);
+	pthread_mutex_destroy(&h->gmu);
+	free(h->addrs);
 	free(h->api_key);
 	free(h->cors);
 	free(h->model);

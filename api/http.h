@@ -25,8 +25,23 @@
 
 #define HTTP_DEFAULT_HOST "127.0.0.1"
 #define HTTP_DEFAULT_PORT 8642
-#define HTTP_MAX_JOBS 64          /* queued + running HTTP jobs; more -> 429 */
-#define HTTP_MAX_CONNECTIONS 128
+#define HTTP_MAX_JOBS 256         /* queued + running HTTP jobs; more -> 429 (above the
+                                   * coordinator's bound: --max-seqs + 16 queued) */
+/* Connections (docs/http.md "Connections and limits"). A connection is
+ * accepted by the API's own gate thread and waits there until its request
+ * head is complete (at most HTTP_HEAD_TIMEOUT_MS, HTTP_MAX_WAITING such
+ * connections: the oldest is dropped for a new one); only then does
+ * libmicrohttpd get it, HTTP_MAX_CONNECTIONS at most, HTTP_MAX_PER_ADDR of
+ * them from one address, plus HTTP_RESERVED_CONNECTIONS kept for /health
+ * and /metrics. Past a limit the client gets 503 with Retry-After. */
+#define HTTP_MAX_CONNECTIONS 512
+#define HTTP_RESERVED_CONNECTIONS 32
+#define HTTP_MAX_PER_ADDR 256
+#define HTTP_MAX_WAITING 1024
+#define HTTP_HEAD_TIMEOUT_MS 10000  /* accept -> whole request head */
+#define HTTP_BODY_TIMEOUT_S 10      /* a request body that stalls this long is dropped */
+#define HTTP_IDLE_TIMEOUT_S 30      /* an idle keep-alive connection */
+#define HTTP_MAX_BODY_TOTAL (256u << 20) /* request body bytes held at once, all requests */
 #define HTTP_ACCEPT_TIMEOUT_MS 30000 /* the loop must take a job within this (else 503) */
 
 enum http_health { HTTP_LOADING = 0, HTTP_READY, HTTP_DEGRADED };

@@ -308,6 +308,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		if (r) { /* resend: same answer */
 			r->t_last_poll = now;
 			r->peer = bus_pending_peer(p);
+			r->t_orphan = 0;
 			reply_ack(in, p, 0, r->id);
 			return;
 		}
@@ -346,22 +347,42 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	}
 	case MSG_GEN_POLL: {
 		struct intake_req *r = find(in, m->u.gen_poll.request_id);
-		if (r) {
-			r->t_last_poll = now;
+		if (r && r->peer != bus_pending_peer(p)) {
 			r->peer = bus_pending_peer(p);
+			r->t_orphan = 0; /* claimed over a new link */
 		}
+		if (r)
+			r->t_last_poll = now;
+		struct pending np = { p, m->u.gen_poll.request_id, m->u.gen_poll.from,
+				      now + (int64_t)m->u.gen_poll.wait_ms * 1000000 };
+		if (try_answer(in, &np, now))
+			return;
+		/* Held. A request has one reader: a newer poll of the same id
+		 * supersedes the older one (its client gave up waiting for it,
+		 * e.g. while a long step kept this loop away, and polled again;
+		 * nobody reads that answer). So held polls never outnumber the
+		 * requests, and a busy coordinator only makes its clients wait. */
+		for (uint32_t i = 0; i < in->n_pend; i++)
+			if (in->pend[i].id == np.id) {
+				bus_pending_drop(in->pend[i].p);
+				in->pend[i] = np;
+				return;
+			}
 		if (in->n_pend >= INTAKE_MAX_PENDING) {
-			reply_error(in, p, ERR_RANGE, "coordinator busy: too many polls");
+			/* unreachable while every held poll names a live request
+			 * (INTAKE_MAX_PENDING == INTAKE_MAX_REQS); should it happen, the
+			 * oldest poll is answered "nothing yet" and its client polls
+			 * again: never an error for a busy coordinator */
+			uint32_t o = 0;
+			for (uint32_t i = 1; i < in->n_pend; i++)
+				if (in->pend[i].deadline < in->pend[o].deadline)
+					o = i;
+			struct intake_req *orq = find(in, in->pend[o].id);
+			reply_ack(in, in->pend[o].p, ERR_TIMEOUT, orq ? orq->n_gen : 0);
+			in->pend[o] = np;
 			return;
 		}
-		struct pending *pd = &in->pend[in->n_pend];
-		pd->p = p;
-		pd->id = m->u.gen_poll.request_id;
-		pd->from = m->u.gen_poll.from;
-		pd->deadline = now + (int64_t)m->u.gen_poll.wait_ms * 1000000;
-		if (try_answer(in, pd, now))
-			return;
-		in->n_pend++;
+		in->pend[in->n_pend++] = np;
 		return;
 	}
 	case MSG_GEN_CANCEL: {
@@ -399,11 +420,12 @@ static void cancel_gone(struct intake *in)
 		}
 		for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 			struct intake_req *r = &in->reqs[i];
-			if (r->peer == gone[k] && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE)) {
-				fprintf(stderr, "coordinator: request %016llx: its client went away, "
-					"cancelled\n", (unsigned long long)r->id);
-				intake_finish(r, MSG_END_CANCELLED);
-			}
+			/* cancelled unless a poll over another link claims it within
+			 * INTAKE_ORPHAN_MS: a client that re-dialled (its calls timed
+			 * out on a busy coordinator) closed its old link */
+			if (r->peer == gone[k] && (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) &&
+			    !r->t_orphan)
+				r->t_orphan = intake_now_ns();
 		}
 	}
 }
@@ -411,7 +433,9 @@ static void cancel_gone(struct intake *in)
 int intake_serve(struct intake *in, int timeout_ms)
 {
 	int wait = timeout_ms > 0 ? timeout_ms : 0; /* 0: take what has arrived, never sleep */
-	for (int i = 0; i < 64; i++) {
+	/* every waiting message (at most one per request and client link, plus
+	 * cancels) in one pass, so a step never leaves polls unread */
+	for (int i = 0; i < INTAKE_MAX_PENDING + 64; i++) {
 		struct bus_pending *p;
 		int rc = bus_serve(in->bus, wait, &in->in, &p);
 		if (rc == ERR_TIMEOUT)
@@ -439,7 +463,12 @@ int intake_serve(struct intake *in, int timeout_ms)
 	}
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
 		struct intake_req *r = &in->reqs[i];
-		if (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) {
+		if ((r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) && r->t_orphan &&
+		    now - r->t_orphan > (int64_t)INTAKE_ORPHAN_MS * 1000000) {
+			fprintf(stderr, "coordinator: request %016llx: its client went away, "
+				"cancelled\n", (unsigned long long)r->id);
+			intake_finish(r, MSG_END_CANCELLED);
+		} else if (r->state == INTAKE_QUEUED || r->state == INTAKE_LIVE) {
 			if (now - r->t_last_poll > (int64_t)INTAKE_ABANDON_MS * 1000000) {
 				fprintf(stderr, "coordinator: request %016llx: not polled for %d ms, "
 					"cancelled\n", (unsigned long long)r->id, INTAKE_ABANDON_MS);

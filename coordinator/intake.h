@@ -20,8 +20,10 @@
 #include "ipc/msg.h"
 
 #define INTAKE_MAX_REQS 256
-#define INTAKE_MAX_PENDING 64
+#define INTAKE_MAX_PENDING INTAKE_MAX_REQS /* held polls: at most one per request */
 #define INTAKE_ABANDON_MS 5000
+#define INTAKE_ORPHAN_MS 1000  /* a request whose client's link closed: cancelled unless
+                                * polled over another link within this */
 #define INTAKE_KEEP_DONE_MS 60000
 #define INTAKE_MAX_TOP_LP 20       /* logprobs alternatives per token (OpenAI's cap) */
 
@@ -61,6 +63,7 @@ struct intake_req {
 	float *lp_vals;              /* [cap_lp * lp_n] */
 	uint32_t n_lp, cap_lp;       /* entries recorded (== n_gen for HTTP requests) */
 	int64_t t_start, t_first, t_last_poll, t_done; /* ns, CLOCK_MONOTONIC */
+	int64_t t_orphan;            /* ns: its client's link closed (0 = no) */
 	int64_t t_deadline;          /* ns, CLOCK_MONOTONIC: ends with MSG_END_TIMEOUT after it; 0 = none */
 };
 

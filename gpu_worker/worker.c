@@ -66,6 +66,7 @@ struct worker {
 	/* UNICORN_WORKER_PROFILE=1: where a FLOW op's wall time goes, printed
 	 * every 256 ops (host work, vkQueueSubmit, the fence wait, device time) */
 	bool profile;
+	uint32_t test_delay_ms;      /* UNICORN_TEST_STEP_DELAY_MS: a test knob (below) */
 	uint64_t prof_ops, prof_wall_ns, prof_gpu_ns, prof_submit_ns, prof_wait_ns, prof_hop_ns;
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
@@ -208,6 +209,18 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		(unsigned long long)tot, w->import_mode == MSG_IMPORT_ZERO_COPY ? "zero-copy" : "upload");
 	w->spin_us = engine_vk(w->e)->spin_us; /* the device's bound (vk_create) */
 	w->profile = getenv("UNICORN_WORKER_PROFILE") && !strcmp(getenv("UNICORN_WORKER_PROFILE"), "1");
+	/* Test knob, not a setting: UNICORN_TEST_STEP_DELAY_MS=N (0..10000) makes
+	 * every step take N ms longer (a deliberately slow worker, so tests can
+	 * load the coordinator and the API like a big model does). */
+	const char *tdl = getenv("UNICORN_TEST_STEP_DELAY_MS");
+	if (tdl && *tdl) {
+		char *end;
+		unsigned long v = strtoul(tdl, &end, 10);
+		w->test_delay_ms = !*end && v <= 10000 ? (uint32_t)v : 0;
+		if (w->test_delay_ms)
+			fprintf(stderr, "worker: test knob UNICORN_TEST_STEP_DELAY_MS: every step +%u ms\n",
+				w->test_delay_ms);
+	}
 	w->n_embd = w->att->model->cfg.n_embd;
 	w->logits = malloc((size_t)w->n_vocab * sizeof *w->logits);
 	w->rows = malloc((size_t)MSG_MAX_SLOTS * w->n_embd * sizeof *w->rows);
@@ -793,6 +806,8 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		break;
 	case MSG_EMBED: case MSG_STAGE: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RESET_SEQ:
 	case MSG_STAGE_BATCH: case MSG_RUN_CHUNKS:
+		if (w->test_delay_ms && in->type != MSG_RESET_SEQ)
+			usleep(w->test_delay_ms * 1000u);
 		if (in->type == MSG_RUN_CHUNKS)
 			seq_id = in->u.run_chunks.e[0].seq_id, rc = do_run_chunks(w, &in->u.run_chunks, &token, &k);
 		else if (in->type == MSG_STAGE_BATCH)
@@ -1104,6 +1119,8 @@ static int worker_flow(struct worker *w, struct msg *m)
 		f->op = MSG_OP_END;
 		f->status = ERR_INVAL;
 	}
+	if (w->test_delay_ms)
+		usleep(w->test_delay_ms * 1000u);
 	while (f->op != MSG_OP_END && serves(w, MSG_STAGE_BATCH, f->op)) {
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
