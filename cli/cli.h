@@ -25,5 +25,7 @@ int cli_trace(int argc, char **argv);     /* cli/cli_trace.c */
 int cli_pull(int argc, char **argv);      /* cli/cli_models.c */
 int cli_list(int argc, char **argv);      /* cli/cli_models.c */
 int cli_rm(int argc, char **argv);        /* cli/cli_models.c */
+int cli_ps(int argc, char **argv);        /* cli/cli_ps.c */
+int cli_logs(int argc, char **argv);      /* cli/cli_logs.c */
 
 #endif
