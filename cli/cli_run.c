@@ -7,6 +7,7 @@
 
 #include "coordinator/chat.h"
 #include "cli/cli.h"
+#include "cli/run_model.h"
 #include "coordinator/intake.h"
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"
@@ -17,10 +18,19 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
-		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat] [--json]\n"
-		"                   PROMPT...|-\n\n"
+		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat|--raw]\n"
+		"                   [--json] [--verbose] [MODEL] PROMPT...|-\n"
+		"       unicorn run [options] MODEL     (no prompt: an interactive chat)\n\n"
 		"Stream a continuation of PROMPT (its words joined by spaces; standard input\n"
 		"with '-') from the cluster N (default 'default', started by unicorn-up).\n"
+		"MODEL (a .gguf file, a Hugging Face checkpoint directory, or ORG/NAME[:QUANT]\n"
+		"from the model store, pulled when missing) runs it as `ollama run` does: a\n"
+		"running cluster that serves it is used, else one is started in the background\n"
+		"(unicorn-up --model MODEL -d, named after the model or --name; stop it with\n"
+		"unicorn down --name NAME; unicorn ps lists them). With MODEL the prompt is\n"
+		"wrapped in the chat template unless --raw; without MODEL it is a plain\n"
+		"completion unless --chat (scripts rely on that), and --raw is the default.\n"
+		"A prompt that looks like ORG/NAME is a model: give such a prompt on stdin ('-').\n"
 		"--temp [0, 2] (as the HTTP API; 0, the default, is greedy).\n"
 		"--min-p [0, 1] (0 = off); --repeat-penalty (0, 100] (1 = off, > 1 discourages\n"
 		"tokens already in the prompt or reply); --presence-penalty and\n"
@@ -28,7 +38,9 @@ static void usage(FILE *f)
 		"--timeout S stops the generation after S seconds (capped by the cluster's\n"
 		"--request-timeout); it then exits 1 after the text so far.\n"
 		"--chat wraps the prompt in the Gemma 3 chat template. --json prints\n"
-		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n");
+		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n"
+		"--verbose prints the token counts, the time to first token and the speed\n"
+		"to stderr after the reply.\n");
 }
 
 static void print_piece(void *arg, const char *piece, size_t len)
@@ -36,6 +48,20 @@ static void print_piece(void *arg, const char *piece, size_t len)
 	(void)arg;
 	fwrite(piece, 1, len, stdout);
 	fflush(stdout);
+}
+
+/* --verbose: when the first token came and how many did */
+struct timing {
+	int64_t t0, t_first;
+	uint32_t n;
+};
+
+static void count_token(void *arg, const struct msg_gen_token *t)
+{
+	(void)t;
+	struct timing *tm = arg;
+	if (!tm->n++)
+		tm->t_first = intake_now_ns();
 }
 
 static char *read_stdin(size_t *len)
@@ -103,7 +129,8 @@ int cli_run(int argc, char **argv)
 	struct intake_gen_opts o = { .max_tokens = 128,
 				     .sp = { .top_p = 1.0f, .repetition_penalty = 1.0f },
 				     .deadline_ms = 60000 };
-	bool json = false;
+	bool json = false, verbose = false;
+	int chat = -1; /* --chat 1, --raw 0, default -1 */
 	double timeout_s = 0;
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' },
@@ -111,6 +138,8 @@ int cli_run(int argc, char **argv)
 		INTAKE_SAMPLER_OPTIONS,
 		{ "timeout", required_argument, 0, 'T' },
 		{ "chat", no_argument, 0, 'c' },
+		{ "raw", no_argument, 0, 'r' },
+		{ "verbose", no_argument, 0, 'v' },
 		{ "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -147,7 +176,9 @@ int cli_run(int argc, char **argv)
 			if (!o.timeout_ms)
 				o.timeout_ms = 1;
 			break;
-		case 'c': o.flags |= MSG_GEN_CHAT; break;
+		case 'c': chat = 1; break;
+		case 'r': chat = 0; break;
+		case 'v': verbose = true; break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -162,6 +193,28 @@ int cli_run(int argc, char **argv)
 		fprintf(stderr, "unicorn run: %s\n", err_msg());
 		return 2;
 	}
+	/* unicorn run MODEL [PROMPT]: the cluster that serves MODEL */
+	char rundir[RUNDIR_PATH_MAX];
+	bool have_cluster = false;
+	if (run_model_arg(argv[optind])) {
+		const char *model = argv[optind++];
+		if (run_model_cluster(model, name, rundir, sizeof rundir)) {
+			fprintf(stderr, "unicorn run: %s\n", err_msg());
+			return 1;
+		}
+		have_cluster = true;
+		if (chat < 0)
+			chat = 1;
+		if (optind >= argc) {
+			if (json) {
+				fprintf(stderr, "unicorn run: --json needs a prompt\n");
+				return 2;
+			}
+			return cli_chat_session(rundir, NULL, &o);
+		}
+	}
+	if (chat == 1)
+		o.flags |= MSG_GEN_CHAT;
 	size_t len;
 	char *prompt;
 	if (optind == argc - 1 && !strcmp(argv[optind], "-")) {
@@ -188,18 +241,24 @@ int cli_run(int argc, char **argv)
 		free(prompt);
 		return 2;
 	}
-	char rundir[RUNDIR_PATH_MAX];
-	if (intake_client_find(name, rundir, sizeof rundir)) {
+	if (!have_cluster && intake_client_find(name, rundir, sizeof rundir)) {
 		fprintf(stderr, "unicorn run: %s\n", err_msg());
 		free(prompt);
 		return 1;
 	}
 	if (!json)
 		o.on_piece = print_piece;
+	struct timing tm = { 0 };
+	if (verbose) {
+		o.on_token = count_token;
+		o.arg = &tm;
+	}
 	struct intake_gen_result res;
 	int64_t t0 = intake_now_ns();
+	tm.t0 = t0;
 	int rc = intake_client_generate(rundir, prompt, len, &o, &res);
-	double took = (double)(intake_now_ns() - t0) / 1e9;
+	int64_t t_end = intake_now_ns();
+	double took = (double)(t_end - t0) / 1e9;
 	if (rc) {
 		if (!json && res.n_ids)
 			printf("\n");
@@ -232,6 +291,22 @@ int cli_run(int argc, char **argv)
 		json_decref(j);
 	} else {
 		printf("\n");
+	}
+	if (verbose) {
+		json_t *pids = prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT);
+		char pn[32] = "?";
+		if (json_is_array(pids))
+			snprintf(pn, sizeof pn, "%zu", json_array_size(pids));
+		json_decref(pids);
+		double ttft = tm.n ? (double)(tm.t_first - t0) / 1e6 : 0;
+		double gen_s = tm.n > 1 ? (double)(t_end - tm.t_first) / 1e9 : 0;
+		fprintf(stderr, "prompt tokens:   %s\n"
+			"reply tokens:    %u (%s)\n"
+			"time to first:   %.1f ms\n"
+			"generation:      %.2f tok/s (%u tokens after the first in %.3f s)\n"
+			"total:           %.3f s\n",
+			pn, res.n_ids, intake_reason_name(res.reason), ttft,
+			gen_s > 0 ? (tm.n - 1) / gen_s : 0.0, tm.n > 1 ? tm.n - 1 : 0, gen_s, took);
 	}
 	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT ? 1 : 0;
 	if (res.reason == MSG_END_ERROR) {

@@ -125,11 +125,18 @@ int cli_status(int argc, char **argv)
 		       json_is_true(json_object_get(root, "api_key_required")) ? ", API key required" : "");
 	else
 		printf("url - (no HTTP server: use `unicorn run --name %s`)\n\n", name);
-	printf("%-12s %8s %8s %4s  %-7s %-28s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
-	       "RST", "BACKEND", "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
 	json_t *procs = json_object_get(root, "processes");
 	size_t i;
 	json_t *p;
+	/* the DEVICE column as wide as the longest name (never cut) */
+	int dw = 6;
+	json_array_foreach(procs, i, p) {
+		size_t l = strlen(str(p, "device"));
+		if ((int)l > dw)
+			dw = l > 200 ? 200 : (int)l;
+	}
+	printf("%-12s %8s %8s %4s  %-7s %-*s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
+	       "RST", "BACKEND", dw, "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
 	json_array_foreach(procs, i, p) {
 		char w[32], kv[32], sc[32], t[32];
 		bytes(p, "weights_bytes", w, sizeof w);
@@ -139,9 +146,10 @@ int cli_status(int argc, char **argv)
 		progress_fmt_time(t, sizeof t, json_number_value(json_object_get(p, "uptime_s")));
 		char pidbuf[16];
 		snprintf(pidbuf, sizeof pidbuf, ppid ? "%lld" : "down", (long long)ppid);
-		printf("%-12s %8s %8s %4lld  %-7.7s %-28.28s %10s %10s %10s  %-7s %-9s\n", str(p, "name"),
+		printf("%-12s %8s %8s %4lld  %-7.7s %-*.*s %10s %10s %10s  %-7s %-9s\n", str(p, "name"),
 		       pidbuf, ppid ? t : "-", (long long)json_integer_value(json_object_get(p, "restarts")),
-		       str(p, "backend"), str(p, "device"), w, kv, sc, str(p, "share_path"), str(p, "import"));
+		       str(p, "backend"), dw, dw, str(p, "device"), w, kv, sc, str(p, "share_path"),
+		       str(p, "import"));
 	}
 	json_decref(root);
 	return 0;
