@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -169,4 +170,58 @@ void proc_cluster_stop(struct proc_cluster *c)
 	snprintf(cmd, sizeof cmd, "rm -rf %s", c->tmp);
 	if (system(cmd)) {}
 	close(c->lock_fd);
+}
+
+/* pid's parent and state from /proc/PID/stat (the name may hold spaces and
+ * parentheses: parse after the last ')'); false if it is gone. */
+static bool stat_of(pid_t pid, int *ppid, char *state)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')');
+	return rp && sscanf(rp + 1, " %c %d", state, ppid) == 2;
+}
+
+int proc_children(pid_t sup, pid_t *out, int cap)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while (n < cap && (e = readdir(d))) {
+		pid_t pid = (pid_t)atoi(e->d_name);
+		int ppid;
+		char state;
+		if (pid > 0 && stat_of(pid, &ppid, &state) && ppid == sup && state != 'Z')
+			out[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+pid_t proc_child_of(pid_t sup, const char *exe)
+{
+	pid_t kids[64];
+	int n = proc_children(sup, kids, 64);
+	for (int i = 0; i < n; i++) {
+		char path[64], cmd[512];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)kids[i]);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t k = fread(cmd, 1, sizeof cmd - 1, f);
+		fclose(f);
+		cmd[k] = 0;
+		const char *base = strrchr(cmd, '/');
+		if (!strcmp(base ? base + 1 : cmd, exe))
+			return kids[i];
+	}
+	return 0;
 }

@@ -25,6 +25,11 @@ int proc_cluster_lock(void);
 void proc_tail(const char *path, int lines);
 /* Whether a line of the log at path contains what (false if it cannot be read). */
 bool proc_log_has(const char *path, const char *what);
+/* The live (not zombie) children of process sup: up to cap pids into out;
+ * returns how many. */
+int proc_children(pid_t sup, pid_t *out, int cap);
+/* The live child of sup whose argv[0]'s base name is exe, or 0. */
+pid_t proc_child_of(pid_t sup, const char *exe);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int proc_free_port(void);
 

@@ -1,5 +1,6 @@
 /* hostile: see hostile.h. */
 #include "tests/api/hostile.h"
+#include "tests/proc.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -105,32 +106,7 @@ int hx_status(const char *r)
 
 pid_t hx_api_pid(pid_t sup)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-	while (d && !found && (e = readdir(d))) {
-		pid_t pid = (pid_t)atoi(e->d_name);
-		if (pid <= 0)
-			continue;
-		char path[64], buf[512];
-		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t k = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[k] = 0;
-		/* pid (comm) state ppid */
-		char *rp = strrchr(buf, ')');
-		if (!rp || !strstr(buf, "(unicorn-api)"))
-			continue;
-		int ppid = 0;
-		if (sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == (int)sup)
-			found = pid;
-	}
-	if (d)
-		closedir(d);
-	return found;
+	return proc_child_of(sup, "unicorn-api");
 }
 
 long hx_rss_kib(pid_t pid)

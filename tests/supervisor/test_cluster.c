@@ -52,40 +52,7 @@ static void model_path(char *out, size_t n)
  * in exe, or 0. */
 static pid_t child_pid(struct cluster *c, const char *exe)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-	while ((e = readdir(d))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char p[300], buf[512];
-		snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
-		FILE *f = fopen(p, "r");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');
-		char state;
-		int ppid;
-		if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != c->sup || state == 'Z')
-			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		f = fopen(p, "r");
-		if (!f)
-			continue;
-		n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		const char *base = strrchr(buf, '/');
-		base = base ? base + 1 : buf;
-		if (!strcmp(base, exe)) {
-			found = (pid_t)atoi(e->d_name);
-			break;
-		}
-	}
-	closedir(d);
+	pid_t found = proc_child_of(c->sup, exe);
 	if (found) {
 		bool known = false;
 		for (int i = 0; i < c->n_seen; i++)

@@ -37,30 +37,8 @@
 /* unicorn-up and its children. */
 static int cluster_pids(const struct proc_cluster *c, pid_t *out, int cap)
 {
-	int n = 0;
-	out[n++] = c->sup;
-	DIR *d = opendir("/proc");
-	cr_assert_not_null(d);
-	struct dirent *e;
-	while ((e = readdir(d)) && n < cap) {
-		pid_t p = (pid_t)atoi(e->d_name);
-		if (p <= 0)
-			continue;
-		char path[64], buf[512];
-		snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t k = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[k] = 0;
-		const char *rp = strrchr(buf, ')');
-		int ppid = 0;
-		if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == c->sup)
-			out[n++] = p;
-	}
-	closedir(d);
-	return n;
+	out[0] = c->sup;
+	return 1 + proc_children(c->sup, out + 1, cap - 1);
 }
 
 /* CPU nanoseconds of every thread of pid so far. */
@@ -152,22 +130,7 @@ static int dial(int port)
 /* The cluster's process running executable exe (a child of unicorn-up). */
 static pid_t child_of(const struct proc_cluster *c, const char *exe)
 {
-	pid_t pids[16];
-	int n = cluster_pids(c, pids, 16);
-	for (int i = 1; i < n; i++) {
-		char path[64], cmd[512] = { 0 };
-		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pids[i]);
-		FILE *f = fopen(path, "r");
-		if (!f)
-			continue;
-		size_t k = fread(cmd, 1, sizeof cmd - 1, f);
-		fclose(f);
-		cmd[k] = 0;
-		const char *base = strrchr(cmd, '/');
-		if (!strcmp(base ? base + 1 : cmd, exe))
-			return pids[i];
-	}
-	return 0;
+	return proc_child_of(c->sup, exe);
 }
 
 /* Start N_STREAMS chat completions (SSE streams or whole answers) of

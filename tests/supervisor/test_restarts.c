@@ -22,44 +22,10 @@
 static const char *const prompts[] = { "Once upon a time", "The quick brown fox jumps", "Hello world" };
 #define N_PROMPTS 3
 
-/* The live (non-zombie) child of unicorn-up whose argv[0] ends in exe, or 0. */
+/* The live child of unicorn-up whose argv[0] ends in exe, or 0. */
 static pid_t child_pid(const struct proc_cluster *c, const char *exe)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	pid_t found = 0;
-	while (!found && (e = readdir(d))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char p[300], buf[512];
-		snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
-		FILE *f = fopen(p, "r");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');
-		char state;
-		int ppid;
-		if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != c->sup || state == 'Z')
-			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		f = fopen(p, "r");
-		if (!f)
-			continue;
-		n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		const char *base = strrchr(buf, '/');
-		base = base ? base + 1 : buf;
-		if (!strcmp(base, exe))
-			found = (pid_t)atoi(e->d_name);
-	}
-	closedir(d);
-	return found;
+	return proc_child_of(c->sup, exe);
 }
 
 static pid_t kill_and_wait(const struct proc_cluster *c, const char *exe)

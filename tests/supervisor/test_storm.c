@@ -34,41 +34,7 @@ static const char *const prompts[] = { "Once upon a time", "The quick brown fox 
 /* The live child of unicorn-up whose argv[0] ends in exe, or 0. */
 static pid_t child_pid(const struct proc_cluster *c, const char *exe)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	pid_t found = 0;
-	while (!found && (e = readdir(d))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		char p[300], buf[512];
-		snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
-		FILE *f = fopen(p, "r");
-		if (!f)
-			continue;
-		size_t n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		char *rp = strrchr(buf, ')');
-		char state;
-		int ppid;
-		if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != c->sup || state == 'Z')
-			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		f = fopen(p, "r");
-		if (!f)
-			continue;
-		n = fread(buf, 1, sizeof buf - 1, f);
-		fclose(f);
-		buf[n] = 0;
-		const char *base = strrchr(buf, '/');
-		base = base ? base + 1 : buf;
-		if (!strcmp(base, exe))
-			found = (pid_t)atoi(e->d_name);
-	}
-	closedir(d);
-	return found;
+	return proc_child_of(c->sup, exe);
 }
 
 /* A request's command line: CLI (its --json output) or HTTP (the response body). */
@@ -256,7 +222,6 @@ static void storm(const char *placement, unsigned seed)
 	int o = snprintf(line, sizeof line, "%s storm: %d kills (", placement, kills);
 	for (int i = 0; i < n_roles && o > 0 && (size_t)o < sizeof line; i++)
 		o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %d", i ? ", " : "", roles[i] + 8, killed[i]);
-	cr_log_warn("%s): %d right, %d wrong, %d failed visibly", line, right, wrong, failed);
 	fprintf(stderr, "%s): %d right, %d wrong, %d failed visibly (of %d started)\n", line, right, wrong, failed,
 		started);
 	cr_assert_eq(wrong, 0, "%d requests finished with a wrong answer", wrong);
