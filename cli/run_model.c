@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/clusters.h"
+#include "common/exe_path.h"
 #include "common/err.h"
 #include "hub/hub.h"
 #include "hub/store.h"
@@ -98,17 +99,7 @@ static int model_path(const char *model, char *out, size_t cap)
 /* unicorn-up next to our own executable. */
 static int up_path(char *out, size_t cap)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0)
-		return err_set(ERR_IO, "/proc/self/exe: %s", strerror(errno));
-	self[n] = 0;
-	char *slash = strrchr(self, '/');
-	if (slash)
-		*slash = 0;
-	if (snprintf(out, cap, "%s/unicorn-up", self) >= (int)cap)
-		return err_set(ERR_RANGE, "%s: path too long", self);
-	return 0;
+	return exe_sibling("unicorn-up", out, cap);
 }
 
 static int start(const char *model, const char *name)

@@ -22,6 +22,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
+#include "common/exe_path.h"
 #include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
@@ -210,16 +211,9 @@ static bool split_shares_device(const struct up_opts *o)
 /* Executables live next to ours (bin/). */
 static int sibling(const char *name, char *out, size_t cap)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0)
-		return err_set(ERR_IO, "/proc/self/exe: %s", strerror(errno));
-	self[n] = 0;
-	char *slash = strrchr(self, '/');
-	*slash = 0;
-	int k = snprintf(out, cap, "%s/%s", self, name);
-	if (k < 0 || (size_t)k >= cap)
-		return err_set(ERR_RANGE, "%s/%s: path too long", self, name);
+	int rc = exe_sibling(name, out, cap);
+	if (rc)
+		return rc;
 	if (access(out, X_OK))
 		return err_set(ERR_NOTFOUND, "%s: %s (it is built with unicorn-up: `make`)", out,
 			       strerror(errno));

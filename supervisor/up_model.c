@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/exe_path.h"
 #include "common/err.h"
 #include "hub/hub.h"
 #include "hub/store.h"
@@ -26,17 +27,7 @@ static int absolute(const char *p, char *out, size_t cap)
 /* bin/unicorn-demo.gguf, next to our own executable. */
 static int demo_path(char *out, size_t cap)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n <= 0)
-		return err_set(ERR_IO, "/proc/self/exe: %s", strerror(errno));
-	self[n] = 0;
-	char *slash = strrchr(self, '/');
-	if (slash)
-		*slash = 0;
-	if (snprintf(out, cap, "%s/%s", self, UP_DEMO_MODEL) >= (int)cap)
-		return err_set(ERR_RANGE, "%s: path too long", self);
-	return 0;
+	return exe_sibling(UP_DEMO_MODEL, out, cap);
 }
 
 int up_model_resolve(const char *arg, char *out, size_t cap, bool *demo)
