@@ -225,3 +225,15 @@ pid_t proc_child_of(pid_t sup, const char *exe)
 	}
 	return 0;
 }
+
+int proc_sh(const char *cmd, char *out, size_t cap)
+{
+	char full[1024];
+	snprintf(full, sizeof full, "%s 2>&1", cmd);
+	FILE *f = popen(full, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(out, 1, cap - 1, f);
+	out[n] = 0;
+	int st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

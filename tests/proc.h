@@ -25,6 +25,9 @@ int proc_cluster_lock(void);
 void proc_tail(const char *path, int lines);
 /* Whether a line of the log at path contains what (false if it cannot be read). */
 bool proc_log_has(const char *path, const char *what);
+/* sh -c "cmd 2>&1": its output into out[cap] (NUL-terminated, cut to fit);
+ * the exit status, or -1 if it did not exit. */
+int proc_sh(const char *cmd, char *out, size_t cap);
 /* The live (not zombie) children of process sup: up to cap pids into out;
  * returns how many. */
 int proc_children(pid_t sup, pid_t *out, int cap);

@@ -71,26 +71,12 @@ static json_t *post_json(const struct proc_cluster *c, const char *path, const c
 	return j;
 }
 
-/* sh -c cmd: stdout into out[cap] (stderr into out too when err_too); the
- * exit status */
-static int sh(const char *cmd, char *out, size_t cap)
-{
-	char full[1024];
-	snprintf(full, sizeof full, "%s 2>&1", cmd);
-	FILE *f = popen(full, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(out, 1, cap - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static json_t *run_json(const struct proc_cluster *c, const char *opts)
 {
 	char cmd[512];
 	static char out[65536];
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --json %s", proc_bin_dir_or_skip(), c->name, opts);
-	int st = sh(cmd, out, sizeof out);
+	int st = proc_sh(cmd, out, sizeof out);
 	cr_assert_eq(st, 0, "%s: status %d: %s", cmd, st, out);
 	json_t *j = json_loads(out, 0, NULL);
 	cr_assert_not_null(j, "%s: %s", cmd, out);
@@ -132,7 +118,7 @@ Test(demo_vocab, sampling_and_logprobs, .timeout = 300)
 		char cmd[512];
 		static char so[65536];
 		snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s --json", proc_bin_dir_or_skip(), c.name);
-		cr_assert_eq(sh(cmd, so, sizeof so), 0, "%s", so);
+		cr_assert_eq(proc_sh(cmd, so, sizeof so), 0, "%s", so);
 		json_t *sj = json_loads(so, 0, NULL);
 		cr_assert_not_null(sj, "%s", so);
 		char want[256];
@@ -252,7 +238,7 @@ Test(demo_vocab, prompt_over_context, .timeout = 300)
 	fclose(f);
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 2 - < %s", proc_bin_dir_or_skip(), c.name,
 		 path);
-	int st = sh(cmd, out, sizeof out);
+	int st = proc_sh(cmd, out, sizeof out);
 	cr_assert_neq(st, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "prompt: 5001 tokens + 0 resumed do not fit the context of"), "%s", out);
 	proc_cluster_stop(&c);

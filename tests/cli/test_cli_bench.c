@@ -10,18 +10,6 @@
 #include "gpu_worker/vk.h"
 #include "tests/proc.h"
 
-static int sh(const char *cmd, char *out, size_t cap)
-{
-	char full[1024];
-	snprintf(full, sizeof full, "%s 2>&1", cmd);
-	FILE *f = popen(full, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(out, 1, cap - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 Test(cli_bench, demo_vocab_batch_fits, .timeout = 240)
 {
 	const char *bin = proc_bin_dir_or_skip();
@@ -33,12 +21,12 @@ Test(cli_bench, demo_vocab_batch_fits, .timeout = 240)
 	vk_destroy(vk);
 	/* the command */
 	snprintf(cmd, sizeof cmd, "%s/unicorn bench %s/unicorn-demo.gguf -p 32 -n 2 -r 1", bin, bin);
-	int st = sh(cmd, out, sizeof out);
+	int st = proc_sh(cmd, out, sizeof out);
 	cr_assert_eq(st, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "pp32"), "%s", out);
 	/* a prompt longer than what fits: the default batch is lowered */
 	snprintf(cmd, sizeof cmd, "%s/unicorn bench %s/unicorn-demo.gguf -p 200 -n 0 -r 1 --json", bin, bin);
-	st = sh(cmd, out, sizeof out);
+	st = proc_sh(cmd, out, sizeof out);
 	cr_assert_eq(st, 0, "%s", out);
 	if (fit < 200)
 		cr_assert_not_null(strstr(out, "maxStorageBufferRange"), "%s", out);
@@ -46,7 +34,7 @@ Test(cli_bench, demo_vocab_batch_fits, .timeout = 240)
 	snprintf(cmd, sizeof cmd, "%s/unicorn bench %s/unicorn-demo.gguf -p 512 -n 0 -r 1 -b 512", bin, bin);
 	if (fit >= 512)
 		return;
-	st = sh(cmd, out, sizeof out);
+	st = proc_sh(cmd, out, sizeof out);
 	cr_assert_eq(st, 2, "%s", out);
 	cr_assert_not_null(strstr(out, "-b 512: the batch's logits"), "%s", out);
 	cr_assert_not_null(strstr(out, " or less"), "%s", out);

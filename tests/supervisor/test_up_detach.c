@@ -14,18 +14,6 @@
 #include "tests/golden.h"
 #include "tests/proc.h"
 
-static int sh(const char *cmd, char *out, size_t cap)
-{
-	char full[1024];
-	snprintf(full, sizeof full, "%s 2>&1", cmd);
-	FILE *f = popen(full, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(out, 1, cap - 1, f);
-	out[n] = 0;
-	int st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* no line of out starts with a notify status digit */
 static void no_stray_digit(const char *out)
 {
@@ -45,7 +33,7 @@ Test(up_detach, errors_without_status_digit, .timeout = 180)
 	/* a model that is not there */
 	snprintf(cmd, sizeof cmd, "%s/unicorn-up --model %s/nonexistent.gguf --name det%d --no-http -d", bin, tmp,
 		 (int)getpid());
-	int st = sh(cmd, out, sizeof out);
+	int st = proc_sh(cmd, out, sizeof out);
 	cr_assert_neq(st, 0, "%s", out);
 	cr_assert(!strncmp(out, "unicorn-up: ", 12), "%s", out);
 	no_stray_digit(out);
@@ -59,7 +47,7 @@ Test(up_detach, errors_without_status_digit, .timeout = 180)
 	getsockname(s, (struct sockaddr *)&a, &al);
 	snprintf(cmd, sizeof cmd, "%s/unicorn-up --model %s/golden/gemma3-tiny-q4_0.gguf --name det%d --port %d -d", bin,
 		 golden_shared_dir(), (int)getpid(), ntohs(a.sin_port));
-	st = sh(cmd, out, sizeof out);
+	st = proc_sh(cmd, out, sizeof out);
 	cr_assert_neq(st, 0, "%s", out);
 	cr_assert_not_null(strstr(out, "unicorn-up: the cluster could not start"), "%s", out);
 	no_stray_digit(out);
