@@ -602,14 +602,26 @@ static bool obs_key_ok(struct MHD_Connection *c, struct http *h)
 	return oai_auth_ok(bearer, h->api_key);
 }
 
-static enum MHD_Result answer_health(struct MHD_Connection *c, struct http *h)
+/* What /health says now: the server's own state, or the owner's callback. */
+static int health_now(struct http *h)
 {
 	pthread_mutex_lock(&h->mu);
 	int hs = h->health;
 	pthread_mutex_unlock(&h->mu);
 	if (h->o_health)
 		hs = h->o_health(h->o_health_arg);
-	const char *st = hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
+	return hs;
+}
+
+static const char *health_word(int hs)
+{
+	return hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
+}
+
+static enum MHD_Result answer_health(struct MHD_Connection *c, struct http *h)
+{
+	int hs = health_now(h);
+	const char *st = health_word(hs);
 	json_t *o = json_pack("{s:s}", "status", st);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -1018,14 +1030,9 @@ static void gate_pass(struct http *h, struct room *rm, uint32_t i, const struct 
 	if (full || addr_full) {
 		if (g->health) {
 			/* /health is always answered (what it would say) */
-			pthread_mutex_lock(&h->mu);
-			int hs = h->health;
-			pthread_mutex_unlock(&h->mu);
-			if (h->o_health)
-				hs = h->o_health(h->o_health_arg);
-			const char *st = hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
+			int hs = health_now(h);
 			char b[64];
-			snprintf(b, sizeof b, "{\"status\":\"%s\"}", st);
+			snprintf(b, sizeof b, "{\"status\":\"%s\"}", health_word(hs));
 			gate_answer(h, w, hs == HTTP_READY ? 200 : 503,
 				    hs == HTTP_READY ? "OK" : "Service Unavailable", NULL, NULL, NULL, b);
 			return;
