@@ -48,6 +48,7 @@ struct worker {
 	uint64_t weights_bytes, kv_bytes, scratch_bytes;
 	uint32_t import_mode;   /* MSG_IMPORT_*: how the engine placed the weights */
 	uint64_t t_start;
+	uint32_t pid;           /* cached: the STATUS row is filled every heartbeat (ipc/ctl.h) */
 	_Atomic uint64_t busy_ns, steps;
 	struct msg in, out;     /* large: kept off the stack */
 	/* the data plane (ipc/dataplane.h): mapped after each HELLO from a
@@ -159,6 +160,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->o = *o;
 	pthread_mutex_init(&w->bell_mu, NULL);
 	w->t_start = mono_ns();
+	w->pid = (uint32_t)getpid();
 	w->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	int rc = 0;
 	if (w->max_seqs > MSG_MAX_SLOTS) {
@@ -253,7 +255,7 @@ fail:
 void worker_status(struct worker *w, struct msg_status *st)
 {
 	st->role = w->o.role;
-	st->pid = (uint32_t)getpid();
+	st->pid = w->pid;
 	memcpy(st->backend, w->backend, sizeof st->backend);
 	memcpy(st->device, w->device, sizeof st->device);
 	st->weights_bytes = w->weights_bytes;
