@@ -37,7 +37,7 @@ struct ctl {
 	int wake_fd;                 /* eventfd: readable once SHUTDOWN came */
 	void (*_Atomic waker)(void *);
 	void *_Atomic waker_arg;
-	uint64_t published_ns;       /* 0: nothing published yet */
+	bool published_any;          /* the row below is on the page */
 	struct msg_status published;
 	char rundir[RUNDIR_PATH_MAX];
 	struct msg in, out;  /* ~50 KiB each: on the heap, not the thread's stack */
@@ -246,13 +246,10 @@ void ctl_heartbeat(struct ctl *c)
 	 * does not count: readers compute it) */
 	struct msg_status st;
 	fill_status(c, &st);
-	uint64_t up = st.uptime_ns;
-	st.uptime_ns = c->published.uptime_ns;
-	if (!c->published_ns || memcmp(&st, &c->published, sizeof st)) {
-		st.uptime_ns = up;
+	if (!c->published_any || live_row_differs(&st, &c->published)) {
 		live_publish(c->live, &st);
 		memcpy(&c->published, &st, sizeof st);
-		c->published_ns = now;
+		c->published_any = true;
 	}
 }
 

@@ -95,6 +95,15 @@ void live_publish(struct live_page *p, const struct msg_status *st)
 	atomic_store_explicit(A32(p->seq), s + 2, memory_order_release);
 }
 
+bool live_row_differs(const struct msg_status *a, const struct msg_status *b)
+{
+	struct msg_status x, y;
+	memcpy(&x, a, sizeof x);
+	memcpy(&y, b, sizeof y);
+	x.uptime_ns = y.uptime_ns = 0;
+	return memcmp(&x, &y, sizeof x) != 0;
+}
+
 void live_close(struct live_page *p, const char *rundir, enum msg_role role, bool unlink_path)
 {
 	if (!p)

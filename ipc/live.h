@@ -46,6 +46,10 @@ void live_publish(struct live_page *p, const struct msg_status *st);
 /* Unmap; with unlink_path, the file goes too (a clean exit). */
 void live_close(struct live_page *p, const char *rundir, enum msg_role role, bool unlink_path);
 
+/* Whether two STATUS rows differ in more than the uptime (which readers
+ * compute; a row is republished, and a table rewritten, only for the rest). */
+bool live_row_differs(const struct msg_status *a, const struct msg_status *b);
+
 /* Reader: map rundir/ctl-<role>.live if it is pid's page. ERR_AGAIN while
  * the file is missing, foreign or of another pid. */
 int live_open(const char *rundir, enum msg_role role, pid_t pid, const struct live_page **out);

@@ -340,17 +340,6 @@ static uint64_t next_tick(const struct supervisor *s, uint64_t now)
 	return (now / p + 1) * p;
 }
 
-/* A STATUS that differs from the last one in more than the uptime changes
- * the table. */
-static bool status_differs(const struct msg_status *a, const struct msg_status *b)
-{
-	struct msg_status x, y;
-	memcpy(&x, a, sizeof x);
-	memcpy(&y, b, sizeof y);
-	x.uptime_ns = y.uptime_ns = 0;
-	return memcmp(&x, &y, sizeof x) != 0;
-}
-
 /* Whether pid is stopped (SIGSTOP, a tracer's stop): from /proc, without
  * waking it. */
 static bool process_stopped(pid_t pid)
@@ -395,7 +384,7 @@ static void watchdog(struct supervisor *s, struct child *c, uint64_t now, bool r
 	uint32_t stall_ms;
 	struct msg_status st;
 	if (live_read(c->live, &beat, &stall_ms, &st) && st.pid == (uint32_t)c->pid) {
-		if (!c->have_status || status_differs(&c->status, &st))
+		if (!c->have_status || live_row_differs(&c->status, &st))
 			s->changed = true;
 		c->status = st;
 		c->have_status = true;
