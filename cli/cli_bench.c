@@ -30,7 +30,8 @@
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--vk-device D] [--json] [--profile]\n"
+		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--parallel B[,B..]] [--vk-device D]\n"
+		"                     [--json] [--profile]\n"
 		"\n"
 		"Measures the Vulkan engine like llama-bench: ppN = prompt processing of N tokens,\n"
 		"tgN = generation of N tokens one at a time, each from an empty context.\n"
@@ -42,10 +43,17 @@ static void bench_usage(FILE *f)
 		"                       with a note to what the device holds: the batch's logits must\n"
 		"                       fit its maxStorageBufferRange, 128 rows of a 262,144-token\n"
 		"                       vocabulary on lavapipe)\n"
+		"      --parallel B     decode with B sequences together (like llama-batched-bench): each of\n"
+		"                       B sequences generates the first -n length of tokens from an empty\n"
+		"                       context, one step of B rows at a time; reports the aggregate tok/s\n"
+		"                       and ms per step (pdB), on the kernels a lone token uses (narrow)\n"
+		"                       and, where the device has them, the mat-mat kernels (wide: what\n"
+		"                       the coordinator runs from 16 rows); 0 skips pp/tg\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
 		"      --json           one JSON object on stdout instead of a table\n"
 		"      --profile        afterwards, GPU time per dispatch kind of one decode step and one\n"
-		"                       prefill chunk (to stderr, or in the JSON), with matrix GB/s\n");
+		"                       prefill chunk (to stderr, or in the JSON), with matrix GB/s; with\n"
+		"                       --parallel also one step of the largest B, narrow and wide\n");
 }
 
 static double now_s(void)
@@ -120,12 +128,51 @@ static int run_tg(struct engine *e, uint32_t first, uint32_t n, double *secs)
 	return 0;
 }
 
+/* B sequences decoding together: n steps of B rows (row b: sequence b at
+ * the step's position), each row's next token its own argmax. */
+static int run_pd(struct engine *e, const uint32_t *first, uint32_t B, uint32_t n, bool wide, double *secs)
+{
+	uint32_t tok[256], seq[256], pos[256];
+	struct engine_chunk ch[256];
+	if (B > 256)
+		return err_set(ERR_INVAL, "bench: --parallel %u: at most 256 sequences", B);
+	int rc = engine_reset(e);
+	if (rc)
+		return rc;
+	for (uint32_t b = 0; b < B; b++) {
+		tok[b] = first[b];
+		seq[b] = b;
+	}
+	double t0 = now_s();
+	for (uint32_t step = 0; step < n && !rc; step++) {
+		for (uint32_t b = 0; b < B; b++) {
+			pos[b] = step;
+			ch[b] = (struct engine_chunk){ b, step, 1, &tok[b], true };
+		}
+		/* the outputs land in tok[] after the step has read it */
+		rc = wide ? engine_forward_chunks(e, B, ch, true, ENGINE_BATCH_ARGMAX, 1, tok, NULL)
+			  : engine_forward_batch(e, B, tok, seq, pos, ENGINE_BATCH_ARGMAX, 1, tok, NULL);
+	}
+	*secs = now_s() - t0;
+	return rc;
+}
+
 /* One profiled forward; printed to f as a table and/or added to the JSON array. */
 static int profile_one(struct engine *e, const char *what, const uint32_t *tokens, uint32_t n, uint32_t pos0,
 		       double copy_gbs, FILE *f, json_t *arr)
 {
 	struct engine_prof pr;
-	int rc = engine_profile(e, tokens, n, pos0, &pr);
+	int rc;
+	if (strncmp(what, "parallel", 8) == 0) { /* n sequences, one token each at pos0 */
+		uint32_t seq[256], pos[256];
+		for (uint32_t b = 0; b < n && b < 256; b++) {
+			seq[b] = b;
+			pos[b] = pos0;
+		}
+		rc = n > 256 ? ERR_INVAL : engine_profile_batch(e, n, tokens, seq, pos, strstr(what, "wide") != NULL, &pr);
+	} else {
+		rc = engine_profile(e, tokens, n, pos0, &pr);
+	}
 	if (rc)
 		return rc;
 	uint64_t mat_ns = 0, mat_bytes = 0;
@@ -210,6 +257,8 @@ static int profile_token_path(struct engine *e, uint32_t first, uint32_t n, FILE
 struct bench_result {
 	char name[32];
 	uint32_t n_prompt, n_gen;
+	uint32_t n_parallel;   /* pdB: B sequences; tok/s counts all of them */
+	const char *kernel;    /* pdB: "narrow" or "wide" */
 	double mean, sd;       /* tokens/s */
 	double samples[64];
 	uint32_t n_samples;
@@ -251,10 +300,11 @@ int cli_bench(int argc, char **argv)
 		{ "n-prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
 		{ "repetitions", required_argument, 0, 'r' }, { "batch-size", required_argument, 0, 'b' },
 		{ "vk-device", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
-		{ "help", no_argument, 0, 'h' }, { "profile", no_argument, 0, 'P' }, { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' }, { "profile", no_argument, 0, 'P' },
+		{ "parallel", required_argument, 0, 'B' }, { 0, 0, 0, 0 },
 	};
-	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], reps = 5, batch = 512;
-	int n_pp = 0, n_tg = 0, json = 0, pp_set = 0, tg_set = 0, profile = 0;
+	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], pd[BENCH_MAX_TESTS], reps = 5, batch = 512;
+	int n_pp = 0, n_tg = 0, n_pd = 0, json = 0, pp_set = 0, tg_set = 0, profile = 0;
 	const char *device = NULL;
 	int c, b_set = 0;
 	optind = 1;
@@ -279,6 +329,15 @@ int cli_bench(int argc, char **argv)
 			if (parse_u32(optarg, 1u << 16, &batch) || batch == 0)
 				goto bad_value;
 			break;
+		case 'B':
+			if (parse_list(optarg, pd, &n_pd))
+				goto bad_value;
+			for (int i = 0; i < n_pd; i++)
+				if (pd[i] > 256) {
+					fprintf(stderr, "unicorn bench: --parallel %u: at most 256 sequences\n", pd[i]);
+					return 2;
+				}
+			break;
 		case 'd': device = optarg; break;
 		case 'j': json = 1; break;
 		case 'P': profile = 1; break;
@@ -295,10 +354,17 @@ bad_value:
 		fprintf(stderr, "unicorn bench: bad value '%s' for -%c\n", optarg, c);
 		return 2;
 	}
-	if (!pp_set)
+	/* --parallel alone measures only the parallel decode */
+	if (!pp_set && !n_pd)
 		pp[n_pp++] = 512;
 	if (!tg_set)
 		tg[n_tg++] = 128;
+	uint32_t pd_max = 0;
+	for (int i = 0; i < n_pd; i++)
+		pd_max = pd[i] > pd_max ? pd[i] : pd_max;
+	uint32_t pd_gen = n_tg ? tg[0] : 128;
+	if (n_pd && !tg_set)
+		n_tg = 0;
 	const char *path = argv[optind];
 
 	struct model *m = NULL;
@@ -313,6 +379,10 @@ bad_value:
 		max_len = pp[i] > max_len ? pp[i] : max_len;
 	for (int i = 0; i < n_tg; i++)
 		max_len = tg[i] > max_len ? tg[i] : max_len;
+	if (n_pd && pd_gen > max_len)
+		max_len = pd_gen;
+	if (max_len < pd_max)
+		max_len = pd_max; /* first tokens of the parallel sequences */
 	if (max_len > m->cfg.n_ctx) {
 		fprintf(stderr, "unicorn bench: %u tokens exceed the model's context of %u\n", max_len, m->cfg.n_ctx);
 		model_close(m);
@@ -356,7 +426,8 @@ bad_value:
 			batch = eng_batch = (uint32_t)fit;
 		}
 	}
-	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = eng_batch };
+	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = eng_batch > pd_max ? eng_batch : pd_max,
+				  .max_seqs = pd_max ? pd_max : 1 };
 	fprintf(stderr, "unicorn bench: loading %s onto the GPU...\n", path);
 	rc = engine_create(m, &eo, &e);
 	if (rc) {
@@ -381,7 +452,7 @@ bad_value:
 		st = st * 6364136223846793005ull + 1442695040888963407ull;
 		tokens[i] = (uint32_t)((st >> 33) % m->cfg.n_vocab_text);
 	}
-	struct bench_result res[2 * BENCH_MAX_TESTS];
+	struct bench_result res[4 * BENCH_MAX_TESTS];
 	int n_res = 0;
 	rc = tokens ? 0 : ERR_NOMEM;
 	for (int kind = 0; kind < 2 && !rc; kind++) {
@@ -399,6 +470,28 @@ bad_value:
 				if (!rc && rep > 0)
 					r->samples[r->n_samples++] = n / secs;
 				fprintf(stderr, "\r  %-8s %s %u/%u", r->name, rep ? "run" : "warm-up", rep, reps);
+			}
+			fprintf(stderr, "\n");
+			if (!rc)
+				stats(r);
+		}
+	}
+	for (int i = 0; i < n_pd && !rc; i++) {
+		for (int wide = 0; wide < 2 && !rc; wide++) {
+			if (wide && !engine_has_mm(e))
+				continue;
+			struct bench_result *r = &res[n_res++];
+			memset(r, 0, sizeof *r);
+			snprintf(r->name, sizeof r->name, "pd%u", pd[i]);
+			r->n_gen = pd_gen;
+			r->n_parallel = pd[i];
+			r->kernel = wide ? "wide" : "narrow";
+			for (uint32_t rep = 0; rep <= reps && !rc; rep++) {
+				double secs = 0;
+				rc = run_pd(e, tokens, pd[i], pd_gen, wide, &secs);
+				if (!rc && rep > 0)
+					r->samples[r->n_samples++] = (double)pd[i] * pd_gen / secs;
+				fprintf(stderr, "\r  %-8s %-6s %s %u/%u", r->name, r->kernel, rep ? "run" : "warm-up", rep, reps);
 			}
 			fprintf(stderr, "\n");
 			if (!rc)
@@ -429,6 +522,15 @@ bad_value:
 			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
 			rc = profile_token_path(e, tokens[0], tg[0], pf, prof_root);
+		/* parallel: the largest B at the middle of its generation, twice each (the first warms) */
+		for (int k = 0; !rc && n_pd && k < 4; k++) {
+			if (k >= 2 && !engine_has_mm(e))
+				break;
+			rc = engine_reset(e);
+			if (!rc)
+				rc = profile_one(e, k < 2 ? "parallel step, narrow" : "parallel step, wide", tokens, pd_max,
+						 pd_gen / 2, copy_gbs, pf, prof_arr);
+		}
 		if (!rc && pf)
 			fprintf(pf, "kernels: %s\n", engine_kernels(e));
 		if (rc) {
@@ -460,6 +562,11 @@ bad_value:
 			json_object_set_new(t, "test", json_string(res[i].name));
 			json_object_set_new(t, "n_prompt", json_integer(res[i].n_prompt));
 			json_object_set_new(t, "n_gen", json_integer(res[i].n_gen));
+			if (res[i].n_parallel) {
+				json_object_set_new(t, "n_parallel", json_integer(res[i].n_parallel));
+				json_object_set_new(t, "kernel", json_string(res[i].kernel));
+				json_object_set_new(t, "ms_per_step", json_real(1e3 * res[i].n_parallel / res[i].mean));
+			}
 			json_object_set_new(t, "avg_ts", json_real(res[i].mean));
 			json_object_set_new(t, "stddev_ts", json_real(res[i].sd));
 			for (uint32_t k = 0; k < res[i].n_samples; k++)
@@ -481,10 +588,17 @@ bad_value:
 	} else {
 		printf("| model | size | params | backend | device | test | t/s |\n");
 		printf("| --- | ---: | ---: | --- | --- | ---: | ---: |\n");
-		for (int i = 0; i < n_res; i++)
+		for (int i = 0; i < n_res; i++) {
+			char name[64];
+			if (res[i].n_parallel)
+				snprintf(name, sizeof name, "%.31s %.7s (%.2f ms/step)", res[i].name, res[i].kernel,
+					 1e3 * res[i].n_parallel / res[i].mean);
+			else
+				snprintf(name, sizeof name, "%.31s", res[i].name);
 			printf("| gemma3 %uL %s | %.2f MiB | %.2f B | Vulkan | %s | %s | %.2f ± %.2f |\n",
 			       m->cfg.n_layer, type, bytes / 1048576.0, params / 1e9, vk->info.name,
-			       res[i].name, res[i].mean, res[i].sd);
+			       name, res[i].mean, res[i].sd);
+		}
 	}
 out:
 	free(tokens);

@@ -2459,24 +2459,20 @@ int engine_head(struct engine *e, uint32_t n, float *logits)
 const char *engine_kernels(const struct engine *e) { return e->kernels; }
 
 
-int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out)
+/* Record the step buffer's n rows (n_out heads) in the kernel kind of mode
+ * with a timestamp after every dispatch, run it once and sum the GPU time per
+ * dispatch kind. */
+static int profile_run(struct engine *e, uint32_t n, uint32_t n_out, int mode, struct engine_prof *out)
 {
-	memset(out, 0, sizeof *out);
-	if (!e->vk->timestamps)
-		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);
-	if (!tokens)
-		return err_set(ERR_INVAL, "engine: profile: no tokens");
-	int rc = step_write(e, tokens, n, pos0, 0);
-	if (!rc)
-		rc = once_begin_raw(e);
+	int rc = once_begin_raw(e);
 	if (rc)
 		return rc;
 	e->prof = true;
 	e->prof_n = 0;
 	e->rec_disp = e->rec_bars = 0;
-	e->rec_short = e->step_short;
-	rc = record_forward(e, e->once, n, 1, MODE_ARGMAX);
-	e->prof = e->rec_short = false;
+	e->rec_distinct = mode >= MODE_B_ALL;
+	rc = record_mode(e, e->once, n, n_out, mode);
+	e->prof = e->rec_distinct = false;
 	if (rc)
 		return rc;
 	rc = submit(e, e->once);
@@ -2508,4 +2504,33 @@ int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_
 	}
 	free(ns);
 	return rc;
+}
+
+static int profile_check(const struct engine *e, const void *tokens, struct engine_prof *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!e->vk->timestamps)
+		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);
+	if (!tokens)
+		return err_set(ERR_INVAL, "engine: profile: no tokens");
+	return 0;
+}
+
+int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out)
+{
+	int rc = profile_check(e, tokens, out);
+	if (!rc)
+		rc = step_write(e, tokens, n, pos0, 0);
+	return rc ? rc : profile_run(e, n, 1, MODE_ARGMAX, out);
+}
+
+int engine_profile_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+			 bool wide, struct engine_prof *out)
+{
+	int rc = profile_check(e, tokens, out);
+	if (!rc && (!seqs || !pos))
+		rc = err_set(ERR_INVAL, "engine: profile: seqs and pos are required");
+	if (!rc)
+		rc = batch_write(e, n, tokens, seqs, pos, 1);
+	return rc ? rc : profile_run(e, n, n, wide ? MODE_W_ARGMAX : MODE_B_ARGMAX, out);
 }

@@ -283,6 +283,11 @@ struct engine_prof {
 	uint64_t total_ns;
 };
 int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out);
+/* The same for one step of engine_forward_batch (wide false) or of
+ * engine_forward_chunks with n single-token chunks, each a head (wide true):
+ * row t is tokens[t] of sequence seqs[t] at pos[t], argmax heads. */
+int engine_profile_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+			 bool wide, struct engine_prof *out);
 /* Which matrix kernels are in use ("mul_mvs+mul_mm", ...), for reports. */
 const char *engine_kernels(const struct engine *e);
 

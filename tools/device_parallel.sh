@@ -1,0 +1,24 @@
+#!/bin/bash
+# device_parallel.sh — on the GPU machine: many sequences and long prompts
+# (issue 29). For each model of PAR_MODELS (default "1b:q4_0 27b:q4_0"):
+# unicorn bench -p PAR_PP -n 0, then --parallel PAR_B with PAR_GEN tokens per
+# sequence and --profile (one step of the largest B, narrow and wide).
+# Builds: every directory of PAR_BINS (default "bin") in turn, same model file.
+set -u
+. tools/device_env.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+M=/tmp/models
+mkdir -p $M
+for spec in ${PAR_MODELS:-1b:q4_0 27b:q4_0}; do
+	shape=${spec%%:*} type=${spec##*:}
+	f=$M/$shape-$type.gguf
+	/usr/bin/time -f "mkmodel $shape %e s" bin/unicorn-mkmodel --shape $shape --type $type --seed 1 -o $f 2>&1 | tail -1 | tee -a "$OUT/log.txt"
+	for b in ${PAR_BINS:-bin}; do
+		echo "== $b $shape $type" | tee -a "$OUT/table.md"
+		[ -n "${PAR_PP:-512}" ] && $b/unicorn bench $f -p ${PAR_PP:-512} -n 0 -r ${REPS:-2} 2>>"$OUT/log.txt" | tee -a "$OUT/table.md"
+		$b/unicorn bench $f --parallel ${PAR_B:-1,8,16,64} -n ${PAR_GEN:-32} -r ${REPS:-2} ${PAR_PROFILE---profile} \
+			2>"$OUT/prof-$(basename $b)-$shape.txt" | tee -a "$OUT/table.md"
+		grep -E "^profile|^  (kind|mv|mm|attn|matrices)" "$OUT/prof-$(basename $b)-$shape.txt" | tee -a "$OUT/log.txt"
+	done
+	rm -f $f
+done
