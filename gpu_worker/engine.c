@@ -187,6 +187,12 @@ struct engine {
 	 * a type whose pipelines are missing (pipe 0) keeps mm[] */
 	struct vk_pipe mm_cm[N_SLOTS], mm_cms[N_SLOTS];
 	bool use_cm;
+	/* the decode tile (128 x 64) and split K (shaders/mul_mm_cm.glsl SPLITK;
+	 * split_k) where the device runs mm_cm; UNICORN_VK_MM_DTILE=0 and
+	 * UNICORN_VK_MM_SPLIT=0 turn each off (A/B) */
+	struct vk_pipe mm_cmd[N_SLOTS], mm_cmk[N_SLOTS], mm_cmdk[N_SLOTS], mm_reduce;
+	bool use_dtile, use_split;
+	struct vk_buf *skp;	    /* split-K partial sums (ENGINE_MAT_PART) */
 	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
 	uint32_t mvb_nt;
@@ -557,6 +563,8 @@ static int mksetwv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s
 	struct vk_bind b[VK_MAX_BINDINGS] = { { w->buf, w->off, size } };
 	for (int i = 1; i < VK_MAX_BINDINGS; i++)
 		b[i] = (struct vk_bind){ i <= n ? bufs[i - 1] : e->dummy, 0, 0 };
+	if (n < (int)ENGINE_MAT_PART && e->skp)
+		b[ENGINE_MAT_PART].buf = e->skp;
 	return vk_set_create(e->vk, p, b, s);
 }
 
@@ -602,6 +610,38 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 			vk_pipe_destroy(e->vk, ps[0]); /* zeroes it: this type keeps mul_mm */
 		}
 		e->use_cm = e->use_cm || ok;
+	}
+	/* the decode tile and split K, for every type that runs mm_cm or none */
+	const char *denv = getenv("UNICORN_VK_MM_DTILE"), *kenv = getenv("UNICORN_VK_MM_SPLIT");
+	for (int v = 0; v < 2 && e->use_cm; v++) {
+		bool want = !((v ? kenv : denv) && strcmp(v ? kenv : denv, "0") == 0), ok = want;
+		if (ok && v)
+			ok = vk_pipe_create(e->vk, "mm_splitk_reduce", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), NULL, 0,
+					    &e->mm_reduce) == 0;
+		for (int i = 0; i < N_SLOTS && ok; i++) {
+			if (!e->mm_cm[i].pipe)
+				continue;
+			for (int k = 0; k < (v ? 2 : 1) && ok; k++) {
+				snprintf(name, sizeof name, v == 0 ? "mul_mm_cm_%s_d" : k ? "mul_mm_cm_%s_dk" : "mul_mm_cm_%s_k",
+					 slot_name[i]);
+				struct vk_pipe *pp = v == 0 ? &e->mm_cmd[i] : k ? &e->mm_cmdk[i] : &e->mm_cmk[i];
+				ok = shader_find(name) && vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push),
+									 &wg[0], 1, pp) == 0;
+			}
+		}
+		if (!ok) {
+			err_clear();
+			for (int i = 0; i < N_SLOTS; i++)
+				vk_pipe_destroy(e->vk, v ? &e->mm_cmk[i] : &e->mm_cmd[i]);
+			for (int i = 0; v && i < N_SLOTS; i++)
+				vk_pipe_destroy(e->vk, &e->mm_cmdk[i]);
+			if (v)
+				vk_pipe_destroy(e->vk, &e->mm_reduce);
+		}
+		if (v)
+			e->use_split = ok;
+		else
+			e->use_dtile = ok;
 	}
 }
 
@@ -991,6 +1031,49 @@ static int imports_setup(struct engine *e, const struct engine_opts *o)
 	return 0;
 }
 
+/* Split K (shaders/mul_mm_cm.glsl SPLITK) for a matrix of nrows x ncols on
+ * the matrix cores: the split length (a multiple of the K step), or 0 for
+ * none. Products with fewer than SPLIT_ROW_TILES 128-row tiles split until
+ * about SPLIT_TARGET_WG workgroups per token tile run, at most SPLIT_MAX ways
+ * and SPLIT_MIN_K columns each. It depends on the matrix alone, never on the
+ * token count: a column's sums then come out the same in every step. */
+#define SPLIT_ROW_TILES 128u
+#define SPLIT_TARGET_WG 256u
+#define SPLIT_MAX 8u
+#define SPLIT_MIN_K 512u
+#define CM_BK 64u /* shaders/mul_mm_cm.glsl BK */
+static uint32_t split_k(const struct engine *e, uint32_t nrows, uint32_t ncols)
+{
+	uint32_t tiles = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM;
+	if (!e->use_split || tiles >= SPLIT_ROW_TILES)
+		return 0;
+	uint32_t n = (SPLIT_TARGET_WG + tiles - 1) / tiles;
+	n = n > SPLIT_MAX ? SPLIT_MAX : n;
+	n = n > ncols / SPLIT_MIN_K ? ncols / SPLIT_MIN_K : n;
+	if (n <= 1)
+		return 0;
+	uint32_t steps = (ncols + CM_BK - 1) / CM_BK;
+	return (steps + n - 1) / n * CM_BK;
+}
+
+/* Bytes of split-K partial sums for R rows: the most any product of the
+ * model needs (every shape a matrix of this configuration can have). */
+static uint64_t split_part_bytes(const struct engine *e, uint64_t R)
+{
+	const struct gemma3_config *c = &e->cfg;
+	uint32_t kvd = c->n_head_kv * c->head_dim;
+	const uint32_t shapes[][2] = { { e->qkv_stride, c->n_embd }, { e->n_q, c->n_embd }, { kvd, c->n_embd },
+				       { c->n_embd, e->n_q }, { 2 * c->n_ff, c->n_embd }, { c->n_ff, c->n_embd },
+				       { c->n_embd, c->n_ff }, { c->n_vocab, c->n_embd } };
+	uint64_t most = 0;
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		uint32_t tail = split_k(e, shapes[i][0], shapes[i][1]);
+		uint64_t n = tail ? (shapes[i][1] + tail - 1) / tail : 0, b = n * R * shapes[i][0] * 4;
+		most = b > most ? b : most;
+	}
+	return most;
+}
+
 int engine_create(const struct model *m, const struct engine_opts *o, struct engine **out)
 {
 	*out = NULL;
@@ -1103,6 +1186,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		/* stage rows: a batch, or the chunks of engine_stage_chunks (up to R) */
 		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
+		{ &e->skp, VK_BUF_DEVICE, split_part_bytes(e, R) + 16 },
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		/* argmax's row counters and slice bests (shaders/argmax.comp) */
 		{ &e->amp, VK_BUF_DEVICE, ((uint64_t)ENGINE_AM_PART + (uint64_t)RB * AM_GROUPS_MAX * 2) * 4 },
@@ -1200,10 +1284,12 @@ void engine_destroy(struct engine *e)
 		for (uint32_t i = 0; i < e->n_imp; i++)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
-					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd };
+					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd,
+					e->skp };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
-		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->combine, &e->gelu, &e->argmax, &e->topk };
+		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->combine, &e->gelu, &e->argmax, &e->topk,
+					 &e->mm_reduce };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			vk_pipe_destroy(e->vk, ps[i]);
 		for (int i = 0; i < N_SLOTS; i++) {
@@ -1218,6 +1304,9 @@ void engine_destroy(struct engine *e)
 				vk_pipe_destroy(e->vk, &e->mm[v][i]);
 			vk_pipe_destroy(e->vk, &e->mm_cm[i]);
 			vk_pipe_destroy(e->vk, &e->mm_cms[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cmd[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cmk[i]);
+			vk_pipe_destroy(e->vk, &e->mm_cmdk[i]);
 		}
 		vk_pipe_destroy(e->vk, &e->mvs_q4g_wide);
 		struct vk_pipe *x16p[] = { &e->mvs_x16, &e->mvs_x16_wide, &e->mvs_glu_x16, &e->mvb_x16, &e->mvb_glu_x16,
@@ -1479,6 +1568,8 @@ static uint32_t mvs_rpt_of(const struct engine *e, const struct ew *w, bool glu)
 	return !glu && q4g_wide(w, w->nrows) ? Q4G_WIDE_RPT : e->mvs_rpt[type_slot(w->type)];
 }
 
+static void bar(struct engine *e, VkCommandBuffer cb);
+
 static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const struct ew *w, VkDescriptorSet s, bool glu,
 		   uint32_t x_stride, uint32_t x_off, uint32_t y_stride, uint32_t y_off, uint32_t n_tok, uint32_t nrows_valid,
 		   unsigned flags)
@@ -1499,7 +1590,21 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		int ts = type_slot(w->type);
 		/* matrix cores: large tiles where they give the GPU enough workgroups, else small */
 		uint32_t gx = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM, gy = (n_tok + ENGINE_CM_BN - 1) / ENGINE_CM_BN;
-		if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG) {
+		uint32_t tail = e->mm_cm[ts].pipe ? split_k(e, nrows, w->ncols) : 0;
+		bool dtile = e->use_dtile && n_tok <= ENGINE_CMD_BN;
+		if (tail) {
+			/* split K: the splits' partial sums, then their sum in order */
+			p.tail = tail;
+			uint32_t nz = (w->ncols + tail - 1) / tail;
+			if (n_tok <= ENGINE_CMD_BN)
+				disp(e, cb, name, bytes, &e->mm_cmdk[ts], s, &p, gx, 1, nz);
+			else
+				disp(e, cb, name, bytes, &e->mm_cmk[ts], s, &p, gx, gy, nz);
+			bar(e, cb);
+			disp(e, cb, "mm reduce", 0, &e->mm_reduce, s, &p, (nrows + 255) / 256, n_tok, 1);
+		} else if (dtile && e->mm_cm[ts].pipe && gx >= CM_LARGE_MIN_WG) {
+			disp(e, cb, name, bytes, &e->mm_cmd[ts], s, &p, gx, 1, 1);
+		} else if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG) {
 			disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
 		} else if (e->mm_cm[ts].pipe) {
 			disp(e, cb, name, bytes, &e->mm_cms[ts], s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,

@@ -57,19 +57,26 @@ struct engine_opts {
 #define ENGINE_CMS_BN 64u
 #define ENGINE_CMS_NSG 4u
 #define ENGINE_CM_SHARED 45056u
+/* The decode tile (mul_mm_cm_TYPE_d, _dk): 128 rows x 64 tokens with eight
+ * subgroups, for products of at most 64 tokens (a decode batch). */
+#define ENGINE_CMD_BN 64u
 
 /* Push-constant blocks, mirrored by the shaders (see the matching .comp). */
 struct mv_push {
 	uint32_t ncols, nrows, row_bytes, x_stride, x_off, y_stride, y_off, n_tok, nrows_valid;
 	uint32_t tpr;        /* threads per row: a power of two <= the workgroup size */
-	uint32_t tail;       /* mul_mvs: 1 runs the norm tail (shaders/mul_mvs.glsl) */
+	uint32_t tail;       /* mul_mvs: 1 runs the norm tail (shaders/mul_mvs.glsl); the split-K
+	                      * mat-mat kernels: the split length (shaders/mul_mm_cm.glsl) */
 };
 _Static_assert(sizeof(struct mv_push) == 44, "mv_push mirrors shaders/mv_io.glsl");
 /* Bindings of every matrix pipeline: W, x, y, then the norm tail's h, w, w2,
  * out2 and count (mul_mvs uses them when tail = 1; the others ignore them),
- * then x as x16 (gpu_worker/x16.h; the _x16 kernels read it instead of x).
- * One layout for all, so one descriptor set serves every kernel of a matrix. */
-#define ENGINE_MAT_BINDINGS 9u
+ * then x as x16 (gpu_worker/x16.h; the _x16 kernels read it instead of x),
+ * then a spare, then the split-K partial sums (the _k mat-mat kernels write
+ * them, mm_splitk_reduce reads them). One layout for all, so one descriptor
+ * set serves every kernel of a matrix. */
+#define ENGINE_MAT_BINDINGS 11u
+#define ENGINE_MAT_PART 10u
 struct rows_push { uint32_t ncols, nrows, row_bytes; float scale; };
 _Static_assert(sizeof(struct rows_push) == 16, "rows_push mirrors shaders/get_rows.glsl");
 struct norm_push { uint32_t n, mode; float eps; uint32_t x16; /* 1: also write the result as x16 (binding 5) */ };

@@ -12,7 +12,7 @@
 #include <vulkan/vulkan.h>
 
 #define VK_MAX_BUFFER_BYTES ((VkDeviceSize)2 << 30) /* one VkBuffer never exceeds 2 GiB */
-#define VK_MAX_BINDINGS 10
+#define VK_MAX_BINDINGS 11
 #define VK_MAX_HEAPS 16
 
 struct vk_device_info {

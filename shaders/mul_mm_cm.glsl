@@ -15,6 +15,14 @@
 // 16x16 staging area in shared memory to Y with bounds checks (rows past
 // nrows_valid get -inf, as in mul_mm).
 //
+// SPLITK (the _k and _dk variants, built from the same files by the
+// Makefile): workgroup z computes only K columns [z * p.tail, (z + 1) *
+// p.tail) (tail: a multiple of BK) and writes its partial sums, without
+// masking, to part[(z * n_tok + t) * nrows + row] at binding 10; the host
+// then runs mm_splitk_reduce, which adds the splits in order. The splits of a
+// matrix do not depend on the token count, so a column's numbers do not
+// either (engine.c split_k).
+//
 // glslang 2023 does not know GL_KHR_cooperative_matrix, so the types and
 // instructions are spelled with GL_EXT_spirv_intrinsics, and its optimizer
 // cannot run on the module (it rejects the capability): loops over matrices
@@ -85,6 +93,9 @@ spirv_instruction(CM_REQ, id = 80) CMC cm_fill_c(float v);
 #define FOR_TN_OF(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3)
 #endif
 
+#ifdef SPLITK
+layout(binding = 10) writeonly buffer PartBuf { float part[]; };
+#endif
 shared f16vec2 As[BM * SA]; // [row][k pair]
 shared f16vec2 Bs[BN * SA]; // [token][k pair]
 shared float Cs[NSG * 256u]; // per subgroup: one 16x16 accumulator, column-major
@@ -194,8 +205,13 @@ void store_c(CMC v, uint sg, uint lane, uint row0, uint t0)
 	subgroupBarrier();
 	for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
 		uint row = row0 + e % 16u, t = t0 + e / 16u;
+#ifdef SPLITK
+		if (row < p.nrows && t < p.n_tok)
+			part[(gl_WorkGroupID.z * p.n_tok + t) * p.nrows + row] = Cs[sg * 256u + e];
+#else
 		if (row < p.nrows && t < p.n_tok)
 			y[t * p.y_stride + p.y_off + row] = row < p.nrows_valid ? Cs[sg * 256u + e] : NEG_INF;
+#endif
 	}
 	subgroupBarrier();
 }
@@ -212,11 +228,16 @@ void main()
 #define ZERO(i, j) acc[(i) * TN + (j)] = cm_fill_c(0.0);
 #define ZERO_ROW(i) FOR_TN_OF(ZERO, i)
 	FOR_TM(ZERO_ROW)
-	load_step(tid, row0, t0, 0u);
-	for (uint k0 = 0u; k0 < p.ncols; k0 += BK) {
+#ifdef SPLITK
+	uint k_begin = gl_WorkGroupID.z * p.tail, k_end = min(k_begin + p.tail, p.ncols);
+#else
+	uint k_begin = 0u, k_end = p.ncols;
+#endif
+	load_step(tid, row0, t0, k_begin);
+	for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
 		store_step(tid, row0, k0);
 		barrier();
-		if (k0 + BK < p.ncols)
+		if (k0 + BK < k_end)
 			load_step(tid, row0, t0, k0 + BK);
 		// 16 k = 8 pairs per product
 		[[unroll]] for (uint kk = 0u; kk < BK / 2; kk += 8u) {

@@ -125,12 +125,21 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 	}
 	struct vk_pipe p;
 	char name[64];
-	static const char *const kname[6] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mvb", "mul_mm_cm", "mul_mm_cms" };
-	snprintf(name, sizeof name, glu ? "%s_glu_%s" : "%s_%s", kname[kernel], tname);
-	bool mvs = kernel == 1 || kernel == 3, cm = kernel >= 4;
+	/* 6..8: mul_mm_cm's decode tile (_d), split K (_k) and both (_dk) */
+	static const char *const kname[9] = { "mul_mv", "mul_mvs", "mul_mm", "mul_mvb", "mul_mm_cm", "mul_mm_cms",
+					      "mul_mm_cm", "mul_mm_cm", "mul_mm_cm" };
+	static const char *const ksuf[9] = { "", "", "", "", "", "", "_d", "_k", "_dk" };
+	snprintf(name, sizeof name, glu ? "%s_glu_%s%s" : "%s_%s%s", kname[kernel], tname, ksuf[kernel]);
+	bool mvs = kernel == 1 || kernel == 3, cm = kernel >= 4, splitk = kernel == 7 || kernel == 8;
+	bool large = kernel == 4 || kernel >= 6;
 	/* mul_mm_cm(s): tile rows x tokens; the workgroup is NSG subgroups */
-	uint32_t cm_bm = kernel == 4 ? ENGINE_CM_BM : ENGINE_CMS_BM, cm_bn = kernel == 4 ? ENGINE_CM_BN : ENGINE_CMS_BN;
-	uint32_t cm_wg = (kernel == 4 ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
+	uint32_t cm_bm = large ? ENGINE_CM_BM : ENGINE_CMS_BM;
+	uint32_t cm_bn = kernel == 6 || kernel == 8 ? ENGINE_CMD_BN : large ? ENGINE_CM_BN : ENGINE_CMS_BN;
+	uint32_t cm_wg = (large ? ENGINE_CM_NSG : ENGINE_CMS_NSG) * vk->info.subgroup_size;
+	/* split K: three splits of whole 64-column K steps where K allows */
+	uint32_t ksplit = (ncols / 64 + 2) / 3 * 64;
+	ksplit = ksplit ? ksplit : 64;
+	uint32_t nz = (ncols + ksplit - 1) / ksplit;
 	uint32_t spec[3] = { mvs ? 128 : cm ? cm_wg : 64, kernel == 3 ? nt : 1, rpt };
 	cr_assert_eq(vk_pipe_create(vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), spec,
 				    kernel == 2 ? 0 : mvs ? 3 : 1, &p),
@@ -142,7 +151,8 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 						  buf_from(NULL, (size_t)n_tok * y_stride * 4), d, d,
 						  d, x16q ? buf_from(NULL, n_tok * yqb) : d,
 						  x16q ? buf_from(NULL, (size_t)n_tok * nrows * 4) : d,
-						  x16 ? buf_from(xq, n_tok * x16b) : d };
+						  x16 ? buf_from(xq, n_tok * x16b) : d, d,
+						  splitk ? buf_from(NULL, (size_t)nz * n_tok * nrows * 4) : d };
 	if (x16q) /* an empty mailbox, and a copy of garbage */
 		cr_assert_eq(vk_fill_zero(vk, b[7]), 0);
 	if (!tpr)
@@ -155,7 +165,15 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 		run1(&p, b, &pc, (nrows + 64 / tpr - 1) / (64 / tpr), (n_tok + 7) / 8, 1);
 	else if (mvs) /* x = token group */
 		run1(&p, b, &pc, (n_tok + spec[1] - 1) / spec[1], (nrows + 128 / tpr * rpt - 1) / (128 / tpr * rpt), 1);
-	else if (cm)
+	else if (cm && splitk) { /* the engine's order: the splits, then their sum */
+		struct vk_pipe rp;
+		pc.tail = ksplit;
+		run1(&p, b, &pc, (nrows + cm_bm - 1) / cm_bm, (n_tok + cm_bn - 1) / cm_bn, nz);
+		cr_assert_eq(vk_pipe_create(vk, "mm_splitk_reduce", ENGINE_MAT_BINDINGS, sizeof(struct mv_push), NULL, 0, &rp), 0,
+			     "%s", err_msg());
+		run1(&rp, b, &pc, (nrows + 255) / 256, n_tok, 1);
+		vk_pipe_destroy(vk, &rp);
+	} else if (cm)
 		run1(&p, b, &pc, (nrows + cm_bm - 1) / cm_bm, (n_tok + cm_bn - 1) / cm_bn, 1);
 	else
 		run1(&p, b, &pc, (nrows + 63) / 64, (n_tok + 63) / 64, 1);
@@ -208,6 +226,8 @@ static float *check_mv_run(int kernel, uint32_t type, const char *tname, uint32_
 		vk_buf_destroy(vk, b[i]);
 	if (x16)
 		vk_buf_destroy(vk, b[8]);
+	if (splitk)
+		vk_buf_destroy(vk, b[10]);
 	vk_pipe_destroy(vk, &p);
 	free(wf);
 	free(wd);
@@ -460,16 +480,17 @@ ParameterizedTest(size_t *i, vk_ops, mv_type)
 	check_mv(type, name, b == 32 ? 32 * 5 : b, 11, 3, true);
 }
 
-/* The prefill kernel on matrix cores (VK_KHR_cooperative_matrix), both
- * tiles, every type: rows not a multiple of the tile or of 16, tokens not a
- * multiple of 16 or of the tile, K a multiple of 32 but not of the 64-wide K
- * step. Skipped (not passed) where the device lacks the extension, e.g.
- * lavapipe. */
+/* The mat-mat kernel on matrix cores (VK_KHR_cooperative_matrix): the large,
+ * small and decode tiles, split K on the large and decode tiles (then
+ * mm_splitk_reduce), every type: rows not a multiple of the tile or of 16,
+ * tokens not a multiple of 16 or of the tile, K a multiple of 32 but not of
+ * the 64-wide K step (and splits whose last is short). Skipped (not passed)
+ * where the device lacks the extension, e.g. lavapipe. */
 Test(vk_ops, mm_coopmat_every_type)
 {
 	if (!vk->coopmat)
 		cr_skip_test("%s has no VK_KHR_cooperative_matrix 16x16x16 f16 configuration", vk->info.name);
-	for (int k = 4; k <= 5; k++) {
+	for (int k = 4; k <= 8; k++) {
 		for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
 			uint32_t b = all_types[i].blk;
 			check_mv_kernel(k, all_types[i].type, all_types[i].name, b == 32 ? 32 * 5 : b, 67, 70, false);
@@ -478,6 +499,39 @@ Test(vk_ops, mm_coopmat_every_type)
 		}
 		/* a model-like shape: 1152 -> 1536 rows over 200 tokens (q4_0) */
 		check_mv_kernel(k, TENSOR_Q4_0, "q4_0", 1152, 1536 + 5, 200, false);
+	}
+}
+
+/* The engine picks a tile by the token count, so every tile must give a
+ * column the same bits (each 16x16 accumulator sums K in the same order),
+ * and so must split K on either tile: a sequence's row does not depend on
+ * how many others shared its step. */
+Test(vk_ops, mm_coopmat_tiles_agree_bitwise, .timeout = 120)
+{
+	if (!vk->coopmat)
+		cr_skip_test("%s has no VK_KHR_cooperative_matrix 16x16x16 f16 configuration", vk->info.name);
+	static const struct { uint32_t type; const char *name; uint32_t ncols, nrows; } q[] = {
+		{ TENSOR_Q4_0, "q4_0", 32 * 37, 300 }, { TENSOR_Q4_K, "q4_k", 256 * 5, 200 },
+	};
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+		uint64_t seed = rng; /* every kernel gets the same inputs (the first tokens of 100) */
+		float *large = check_mv_run(4, q[i].type, q[i].name, q[i].ncols, q[i].nrows, 100, false, 1, 1, 0);
+		rng = seed;
+		float *small = check_mv_run(5, q[i].type, q[i].name, q[i].ncols, q[i].nrows, 100, false, 1, 1, 0);
+		assert_same_outputs(large, small, 100, q[i].nrows, "large vs small tile");
+		rng = seed;
+		float *dec = check_mv_run(6, q[i].type, q[i].name, q[i].ncols, q[i].nrows, 40, false, 1, 1, 0);
+		assert_same_outputs(large, dec, 40, q[i].nrows, "large vs decode tile");
+		rng = seed;
+		float *k = check_mv_run(7, q[i].type, q[i].name, q[i].ncols, q[i].nrows, 100, false, 1, 1, 0);
+		rng = seed;
+		float *dk = check_mv_run(8, q[i].type, q[i].name, q[i].ncols, q[i].nrows, 40, false, 1, 1, 0);
+		assert_same_outputs(k, dk, 40, q[i].nrows, "split K: large vs decode tile");
+		free(large);
+		free(small);
+		free(dec);
+		free(k);
+		free(dk);
 	}
 }
 
@@ -653,7 +707,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 	struct vk_buf *wb = buf_from(wq, n * rb), *xb = buf_from(x, (size_t)n_tok * ncols * 4), *wbuf = buf_from(w, n * 4),
 		      *w2buf = buf_from(w2, n * 4), *cnt = buf_from(zero, sizeof zero);
 	struct vk_buf *ya = buf_from(NULL, rows), *ha = buf_from(h, rows), *oa = buf_from(NULL, rows), *xqa = buf_from(NULL, qb);
-	struct vk_buf *ma[ENGINE_MAT_BINDINGS] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt, cnt }, *na[6] = { ya, wbuf, ha, w2buf, oa, xqa };
+	struct vk_buf *ma[ENGINE_MAT_BINDINGS] = { wb, xb, ya, cnt, cnt, cnt, cnt, cnt, cnt, cnt, cnt }, *na[6] = { ya, wbuf, ha, w2buf, oa, xqa };
 	run1(&mvs, ma, &pc, n_tok, groups, 1);
 	run1(&norm, na, &np, n_tok, 1, 1);
 	float *ga = malloc(3 * rows), *gb = malloc(3 * rows);
@@ -665,7 +719,7 @@ static void check_norm_tail(uint32_t type, const char *tname, uint32_t ncols, ui
 		check_x16_row(qa + t * x16_row_bytes(n) / 4, ga + (size_t)(2 * n_tok + t) * n, n, "rmsnorm x16");
 	for (int rep = 0; rep < 2; rep++) {
 		struct vk_buf *yb = buf_from(h, rows), *hb = buf_from(h, rows), *ob = buf_from(NULL, rows), *xqb = buf_from(NULL, qb);
-		struct vk_buf *bb[ENGINE_MAT_BINDINGS] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt, xqb };
+		struct vk_buf *bb[ENGINE_MAT_BINDINGS] = { wb, xb, yb, hb, wbuf, w2buf, ob, cnt, xqb, cnt, cnt };
 		run1(&mvs, bb, &pt, n_tok, groups, 1);
 		vk_download(vk, yb, 0, gb, rows);
 		vk_download(vk, hb, 0, gb + (size_t)n_tok * n, rows);
