@@ -83,6 +83,8 @@
 /* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
  * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
 #define CM_LARGE_MIN_WG 64u
+/* split K (split_k): workgroups to aim for; UNICORN_VK_MM_SPLIT_WG for experiments */
+#define SPLIT_TARGET_WG 256u
 /* wo on x16 from attention's rows (shaders/attn_x16.glsl) from this many
  * columns: the copy adds to attention's latency what wo gains in bandwidth,
  * which grows with wo. H100 tg128 (BENCHMARKS.md): 12B and 27B (4096
@@ -192,6 +194,7 @@ struct engine {
 	 * UNICORN_VK_MM_SPLIT=0 turn each off (A/B) */
 	struct vk_pipe mm_cmd[N_SLOTS], mm_cmk[N_SLOTS], mm_cmdk[N_SLOTS], mm_reduce;
 	bool use_dtile, use_split;
+	uint32_t split_wg;
 	struct vk_buf *skp;	    /* split-K partial sums (ENGINE_MAT_PART) */
 	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
@@ -638,8 +641,11 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 			if (v)
 				vk_pipe_destroy(e->vk, &e->mm_reduce);
 		}
-		if (v)
+		if (v) {
+			const char *wenv = getenv("UNICORN_VK_MM_SPLIT_WG");
 			e->use_split = ok;
+			e->split_wg = wenv && atoi(wenv) >= 2 && atoi(wenv) <= 65536 ? (uint32_t)atoi(wenv) : SPLIT_TARGET_WG;
+		}
 		else
 			e->use_dtile = ok;
 	}
@@ -1033,21 +1039,19 @@ static int imports_setup(struct engine *e, const struct engine_opts *o)
 
 /* Split K (shaders/mul_mm_cm.glsl SPLITK) for a matrix of nrows x ncols on
  * the matrix cores: the split length (a multiple of the K step), or 0 for
- * none. Products with fewer than SPLIT_ROW_TILES 128-row tiles split until
- * about SPLIT_TARGET_WG workgroups per token tile run, at most SPLIT_MAX ways
+ * none. Products with fewer than half of SPLIT_TARGET_WG 128-row tiles split
+ * until about SPLIT_TARGET_WG workgroups per token tile run, at most SPLIT_MAX ways
  * and SPLIT_MIN_K columns each. It depends on the matrix alone, never on the
  * token count: a column's sums then come out the same in every step. */
-#define SPLIT_ROW_TILES 128u
-#define SPLIT_TARGET_WG 256u
 #define SPLIT_MAX 8u
 #define SPLIT_MIN_K 512u
 #define CM_BK 64u /* shaders/mul_mm_cm.glsl BK */
 static uint32_t split_k(const struct engine *e, uint32_t nrows, uint32_t ncols)
 {
 	uint32_t tiles = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM;
-	if (!e->use_split || tiles >= SPLIT_ROW_TILES)
+	if (!e->use_split || tiles >= e->split_wg / 2)
 		return 0;
-	uint32_t n = (SPLIT_TARGET_WG + tiles - 1) / tiles;
+	uint32_t n = (e->split_wg + tiles - 1) / tiles;
 	n = n > SPLIT_MAX ? SPLIT_MAX : n;
 	n = n > ncols / SPLIT_MIN_K ? ncols / SPLIT_MIN_K : n;
 	if (n <= 1)
