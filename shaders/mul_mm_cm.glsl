@@ -101,16 +101,19 @@ shared f16vec2 Bs[BN * SA]; // [token][k pair]
 shared float Cs[NSG * 256u]; // per subgroup: one 16x16 accumulator, column-major
 
 // Per thread and K step: NA weight blocks and NX vec4s of X (the last pass
-// may be partial), loaded into registers one step ahead so their latency
-// overlaps the products of the current step.
+// may be partial), loaded into registers two steps ahead (two sets, R0 and
+// R1, taken in turn) so their latency overlaps the products of two steps.
 const uint NA = (BM * (BK / 32) + WG - 1) / WG;
 const uint NX = (BN * (BK / 4) + WG - 1) / WG;
+struct Regs {
 #if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
-// q4_0: the block's scale (f16 bits) and its 16 packed bytes
-uint ra_d[NA];
-uvec4 ra_q[NA];
+	// q4_0: the block's scale (f16 bits) and its 16 packed bytes
+	uint d[NA];
+	uvec4 q[NA];
 #endif
-vec4 rx[NX];
+	vec4 x[NX];
+};
+Regs R0, R1;
 
 // Block i of the step's weight tile: row r = i / (BK/32), 32-element chunk ch.
 bool a_block(uint i, uint row0, uint k0, out uint r, out uint ch, out uint c)
@@ -121,23 +124,23 @@ bool a_block(uint i, uint row0, uint k0, out uint r, out uint ch, out uint c)
 	return row0 + r < p.nrows && c < p.ncols / 32u;
 }
 
-void load_step(uint tid, uint row0, uint t0, uint k0)
+void load_step(uint tid, uint row0, uint t0, uint k0, out Regs R)
 {
 #if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
 	[[unroll]] for (uint j = 0u; j < NA; j++) {
 		uint r, ch, c;
-		ra_d[j] = 0u;
-		ra_q[j] = uvec4(0u);
+		R.d[j] = 0u;
+		R.q[j] = uvec4(0u);
 		if (tid + j * WG < BM * (BK / 32) && a_block(tid + j * WG, row0, k0, r, ch, c)) {
 #if TYPE == TYPE_Q4_0G
 			uint roff = (row0 + r) * p.row_bytes;
-			ra_d[j] = w_u16(q4g_scale_off(roff, c));
+			R.d[j] = w_u16(q4g_scale_off(roff, c));
 			[[unroll]] for (uint q = 0u; q < 4u; q++)
-				ra_q[j][q] = wdata[q4g_word_off(roff, c, q) >> 2];
+				R.q[j][q] = wdata[q4g_word_off(roff, c, q) >> 2];
 #else
 			uint b = (row0 + r) * p.row_bytes + c * 18u;
-			ra_d[j] = w_u16(b);
-			ra_q[j] = uvec4(w_u32_even(b + 2u), w_u32_even(b + 6u), w_u32_even(b + 10u), w_u32_even(b + 14u));
+			R.d[j] = w_u16(b);
+			R.q[j] = uvec4(w_u32_even(b + 2u), w_u32_even(b + 6u), w_u32_even(b + 10u), w_u32_even(b + 14u));
 #endif
 		}
 	}
@@ -146,14 +149,14 @@ void load_step(uint tid, uint row0, uint t0, uint k0)
 	[[unroll]] for (uint j = 0u; j < NX; j++) {
 		uint i = tid + j * WG;
 		uint tok = i / (BK / 4), kk = k0 + 4u * (i % (BK / 4));
-		rx[j] = vec4(0.0);
+		R.x[j] = vec4(0.0);
 		if (i < BN * (BK / 4) && t0 + tok < p.n_tok && kk < p.ncols)
-			rx[j] = x4[(p.x_off + (t0 + tok) * p.x_stride + kk) >> 2];
+			R.x[j] = x4[(p.x_off + (t0 + tok) * p.x_stride + kk) >> 2];
 	}
 }
 
 // The loaded step to f16 in shared memory (other weight types dequantize here).
-void store_step(uint tid, uint row0, uint k0)
+void store_step(uint tid, uint row0, uint k0, in Regs R)
 {
 	[[unroll]] for (uint j = 0u; j < NA; j++) {
 		uint i = tid + j * WG;
@@ -162,9 +165,9 @@ void store_step(uint tid, uint row0, uint k0)
 		uint r = i / (BK / 32), ch = i % (BK / 32);
 		uint o = r * SA + ch * 16u;
 #if TYPE == TYPE_Q4_0 || TYPE == TYPE_Q4_0G
-		float d = unpackHalf2x16(ra_d[j]).x;
+		float d = unpackHalf2x16(R.d[j]).x;
 		[[unroll]] for (uint k = 0u; k < 4u; k++) {
-			uint v = ra_q[j][k];
+			uint v = R.q[j][k];
 			uint lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
 			vec4 l = (vec4(uvec4(lo, lo >> 8, lo >> 16, lo >> 24) & 0xffu) - 8.0) * d;
 			vec4 h = (vec4(uvec4(hi, hi >> 8, hi >> 16, hi >> 24) & 0xffu) - 8.0) * d;
@@ -191,8 +194,8 @@ void store_step(uint tid, uint row0, uint k0)
 		if (i >= BN * (BK / 4))
 			break;
 		uint o = (i / (BK / 4)) * SA + 2u * (i % (BK / 4));
-		Bs[o] = f16vec2(rx[j].xy);
-		Bs[o + 1u] = f16vec2(rx[j].zw);
+		Bs[o] = f16vec2(R.x[j].xy);
+		Bs[o + 1u] = f16vec2(R.x[j].zw);
 	}
 }
 
@@ -233,22 +236,36 @@ void main()
 #else
 	uint k_begin = 0u, k_end = p.ncols;
 #endif
-	load_step(tid, row0, t0, k_begin);
-	for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
-		store_step(tid, row0, k0);
-		barrier();
-		if (k0 + BK < k_end)
-			load_step(tid, row0, t0, k0 + BK);
-		// 16 k = 8 pairs per product
-		[[unroll]] for (uint kk = 0u; kk < BK / 2; kk += 8u) {
 #define LOAD_A(i) a[i] = cm_load_a(As[(wm + 16u * (i)) * SA + kk], CM_ROW_MAJOR, SA);
 #define LOAD_B(j) b[j] = cm_load_b(Bs[(wn + 16u * (j)) * SA + kk], CM_COL_MAJOR, SA);
 #define MMA(i, j) acc[(i) * TN + (j)] = cm_muladd(a[i], b[j], acc[(i) * TN + (j)]);
 #define MMA_ROW(i) FOR_TN_OF(MMA, i)
-			FOR_TM(LOAD_A)
-			FOR_TN(LOAD_B)
-			FOR_TM(MMA_ROW)
-		}
+	// 16 k = 8 pairs per product
+#define PRODUCTS() \
+	[[unroll]] for (uint kk = 0u; kk < BK / 2; kk += 8u) { \
+		FOR_TM(LOAD_A) \
+		FOR_TN(LOAD_B) \
+		FOR_TM(MMA_ROW) \
+	}
+	// two steps per iteration, one per register set (sets named, not
+	// indexed: an indexed set would live in memory)
+	load_step(tid, row0, t0, k_begin, R0);
+	if (k_begin + BK < k_end)
+		load_step(tid, row0, t0, k_begin + BK, R1);
+	for (uint k0 = k_begin; k0 < k_end; k0 += 2u * BK) {
+		store_step(tid, row0, k0, R0);
+		barrier();
+		if (k0 + 2u * BK < k_end)
+			load_step(tid, row0, t0, k0 + 2u * BK, R0);
+		PRODUCTS()
+		barrier();
+		if (k0 + BK >= k_end)
+			break;
+		store_step(tid, row0, k0 + BK, R1);
+		barrier();
+		if (k0 + 3u * BK < k_end)
+			load_step(tid, row0, t0, k0 + 3u * BK, R1);
+		PRODUCTS()
 		barrier();
 	}
 #define STORE(i, j) store_c(acc[(i) * TN + (j)], sg, lane, row0 + wm + 16u * (i), t0 + wn + 16u * (j));
