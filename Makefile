@@ -32,12 +32,11 @@ MVS_GEN_T := q4_1 q5_0 q5_1 iq4_nl iq4_xs q3_k q4_k q5_k q6_k
 MVS_GEN  := $(foreach k,mul_mvs mul_mvs_glu mul_mvb mul_mvb_glu,$(foreach t,$(MVS_GEN_T),shaders/$(k)_$(t).comp))
 # the large matrix-core kernels once more as a 128-row x 64-token tile for
 # decode batches (<name>_d), and both with split K (<name>_k, <name>_dk; see
-# shaders/mul_mm_cm.glsl SPLITK); the decode tile with a 32-wide K step
-# (<name>_e, <name>_ek: fewer registers, UNICORN_VK_MM_DBK=32)
+# shaders/mul_mm_cm.glsl SPLITK)
 CM_VAR   := $(wildcard shaders/mul_mm_cm_*.comp)
 SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
 	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN)) \
-	    $(foreach v,_d _k _dk _e _ek,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(CM_VAR)))
+	    $(foreach v,_d _k _dk,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(CM_VAR)))
 SHADER_O := $(BUILD)/obj/shaders_embed.o
 LIB      := $(BUILD)/libunicorn.a
 
@@ -108,14 +107,6 @@ $(BUILD)/spv/mul_mm_cm_%_d.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.gl
 $(BUILD)/spv/mul_mm_cm_%_k.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DSPLITK=1 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/mul_mm_cm_%_e.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) $(CM_DECODE_TILE) -DBK=32 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/mul_mm_cm_%_ek.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) $(CM_DECODE_TILE) -DBK=32 -DSPLITK=1 -MD -MF $@.d -MT $@ -o $@.raw $<
 	$(SPV_COOPMAT) $@.raw $@
 $(BUILD)/spv/mul_mm_cm_%_dk.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
 	@mkdir -p $(dir $@)

@@ -193,7 +193,7 @@ struct engine {
 	 * split_k) where the device runs mm_cm; UNICORN_VK_MM_DTILE=0 and
 	 * UNICORN_VK_MM_SPLIT=0 turn each off (A/B) */
 	struct vk_pipe mm_cmd[N_SLOTS], mm_cmk[N_SLOTS], mm_cmdk[N_SLOTS], mm_reduce;
-	bool use_dtile, use_split, dtile_all;
+	bool use_dtile, use_split;
 	uint32_t split_wg;
 	struct vk_buf *skp;	    /* split-K partial sums (ENGINE_MAT_PART) */
 	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
@@ -625,13 +625,7 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 			if (!e->mm_cm[i].pipe)
 				continue;
 			for (int k = 0; k < (v ? 2 : 1) && ok; k++) {
-				/* UNICORN_VK_MM_DBK=32: the decode tiles with a 32-wide K step (_e, _ek) */
-				const char *bk = getenv("UNICORN_VK_MM_DBK");
-				bool e32 = bk && strcmp(bk, "32") == 0;
-				snprintf(name, sizeof name,
-					 v == 0 ? (e32 ? "mul_mm_cm_%s_e" : "mul_mm_cm_%s_d")
-					 : k	? (e32 ? "mul_mm_cm_%s_ek" : "mul_mm_cm_%s_dk")
-						: "mul_mm_cm_%s_k",
+				snprintf(name, sizeof name, v == 0 ? "mul_mm_cm_%s_d" : k ? "mul_mm_cm_%s_dk" : "mul_mm_cm_%s_k",
 					 slot_name[i]);
 				struct vk_pipe *pp = v == 0 ? &e->mm_cmd[i] : k ? &e->mm_cmdk[i] : &e->mm_cmk[i];
 				ok = shader_find(name) && vk_pipe_create(e->vk, name, ENGINE_MAT_BINDINGS, sizeof(struct mv_push),
@@ -648,8 +642,7 @@ static void cm_pipes_create(struct engine *e, const bool *used)
 				vk_pipe_destroy(e->vk, &e->mm_reduce);
 		}
 		if (v) {
-			const char *wenv = getenv("UNICORN_VK_MM_SPLIT_WG"), *aenv = getenv("UNICORN_VK_MM_DPREFILL");
-			e->dtile_all = aenv && strcmp(aenv, "1") == 0;
+			const char *wenv = getenv("UNICORN_VK_MM_SPLIT_WG");
 			e->use_split = ok;
 			e->split_wg = wenv && atoi(wenv) >= 2 && atoi(wenv) <= 65536 ? (uint32_t)atoi(wenv) : SPLIT_TARGET_WG;
 		}
@@ -1602,22 +1595,19 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 		/* matrix cores: large tiles where they give the GPU enough workgroups, else small */
 		uint32_t gx = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM, gy = (n_tok + ENGINE_CM_BN - 1) / ENGINE_CM_BN;
 		uint32_t tail = e->mm_cm[ts].pipe ? split_k(e, nrows, w->ncols) : 0;
-		/* UNICORN_VK_MM_DPREFILL=1: the decode tile for any token count (experiments) */
-		bool dall = e->use_dtile && e->dtile_all;
-		bool dtile = e->use_dtile && (n_tok <= ENGINE_CMD_BN || dall);
-		uint32_t gd = (n_tok + ENGINE_CMD_BN - 1) / ENGINE_CMD_BN;
+		bool dtile = e->use_dtile && n_tok <= ENGINE_CMD_BN;
 		if (tail) {
 			/* split K: the splits' partial sums, then their sum in order */
 			p.tail = tail;
 			uint32_t nz = (w->ncols + tail - 1) / tail;
-			if (dtile)
-				disp(e, cb, name, bytes, &e->mm_cmdk[ts], s, &p, gx, gd, nz);
+			if (n_tok <= ENGINE_CMD_BN)
+				disp(e, cb, name, bytes, &e->mm_cmdk[ts], s, &p, gx, 1, nz);
 			else
 				disp(e, cb, name, bytes, &e->mm_cmk[ts], s, &p, gx, gy, nz);
 			bar(e, cb);
 			disp(e, cb, "mm reduce", 0, &e->mm_reduce, s, &p, (nrows + 255) / 256, n_tok, 1);
-		} else if (dtile && e->mm_cm[ts].pipe && gx * gd >= CM_LARGE_MIN_WG) {
-			disp(e, cb, name, bytes, &e->mm_cmd[ts], s, &p, gx, gd, 1);
+		} else if (dtile && e->mm_cm[ts].pipe && gx >= CM_LARGE_MIN_WG) {
+			disp(e, cb, name, bytes, &e->mm_cmd[ts], s, &p, gx, 1, 1);
 		} else if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG) {
 			disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
 		} else if (e->mm_cm[ts].pipe) {
