@@ -91,6 +91,9 @@ Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 180)
 		 c.port);
 	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
 	cr_assert(strstr(out, "unicorn_slots 2"), "%s", out);
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^unicorn_draining '", c.port);
+	proc_sh(cmd, out, sizeof out);
+	cr_assert(strstr(out, "unicorn_draining 0"), "/metrics before the drain: %s", out);
 
 	/* SIGTERM: draining at once, new requests refused with Retry-After */
 	double t_term = proc_now_s();
@@ -111,6 +114,17 @@ Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 180)
 	cr_assert(!strncmp(out, "HTTP/1.1 503", 12), "a new request while draining: %s", out);
 	cr_assert(strstr(out, "Retry-After: 1"), "%s", out);
 	cr_assert(strstr(out, "\"code\":\"draining\""), "%s", out);
+
+	/* /metrics says so too (the coordinator reads status.json's "draining") */
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^unicorn_draining '", c.port);
+	end = proc_now_s() + 3;
+	for (;;) {
+		proc_sh(cmd, out, sizeof out);
+		if (strstr(out, "unicorn_draining 1"))
+			break;
+		cr_assert_lt(proc_now_s(), end, "/metrics: no unicorn_draining 1 while draining: %s", out);
+		usleep(50 * 1000);
+	}
 
 	/* the three finish with the uninterrupted text, then the cluster stops */
 	for (int i = 0; i < 3; i++) {
