@@ -47,7 +47,7 @@ static void wait_health_ok(int port)
 	}
 }
 
-Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 180)
+Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 480)
 {
 	proc_bin_dir_or_skip();
 	int lock = proc_cluster_lock();
@@ -143,7 +143,7 @@ Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 180)
 	close(lock);
 }
 
-Test(drain, timeout_cuts_what_still_runs, .timeout = 120)
+Test(drain, timeout_cuts_what_still_runs, .timeout = 420)
 {
 	proc_bin_dir_or_skip();
 	int lock = proc_cluster_lock();

@@ -16,6 +16,10 @@
  * with exactly the text of an uninterrupted run (greedy). The counts go to
  * the log.
  *
+ * Its own wall time is ~30 s (on this project's 2-core VM, with other
+ * work beside it); the timeouts also cover waiting for the cluster lock,
+ * which another cluster test may hold for minutes.
+ *
  * Needs UNICORN_BIN (set by `make test`) and haproxy (setup.sh installs it). */
 #include <criterion/criterion.h>
 
@@ -142,14 +146,16 @@ struct counts {
 	int by_a, by_b;
 };
 
-Test(scale, haproxy_drain_and_kill_lose_no_request, .timeout = 300)
+Test(scale, haproxy_drain_and_kill_lose_no_request, .timeout = 600)
 {
 	proc_bin_dir_or_skip();
 	char out[8192];
 	char haproxy[512];
 	snprintf(haproxy, sizeof haproxy, "%s", haproxy_bin());
+	double t_lock = proc_now_s();
 	int lock = proc_cluster_lock();
 	double t_begin = proc_now_s();
+	fprintf(stderr, "scale: cluster lock after %.1f s\n", t_begin - t_lock);
 	char tmp[] = "/tmp/unicorn-scale-XXXXXX";
 	cr_assert_not_null(mkdtemp(tmp));
 	setenv("XDG_RUNTIME_DIR", tmp, 1);
@@ -170,6 +176,7 @@ Test(scale, haproxy_drain_and_kill_lose_no_request, .timeout = 300)
 		usleep(50 * 1000);
 	}
 
+	fprintf(stderr, "scale: both clusters ready after %.1f s\n", proc_now_s() - t_begin);
 	/* /health reports the load */
 	char body[1024];
 	cr_assert_eq(su_get(pa, "/health", body, sizeof body), 200, "%s", body);
@@ -230,6 +237,7 @@ Test(scale, haproxy_drain_and_kill_lose_no_request, .timeout = 300)
 		}
 	}
 
+	fprintf(stderr, "scale: haproxy up, uninterrupted answers taken after %.1f s\n", proc_now_s() - t_begin);
 	struct su_req s[N_STREAMS];
 	memset(s, 0, sizeof s);
 	struct counts n = { 0 };
