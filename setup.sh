@@ -12,7 +12,7 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 	libcriterion-dev libnng-dev libbsd-dev libjansson-dev libmicrohttpd-dev \
 	libcurl4-openssl-dev libssl-dev \
 	libncurses-dev libxrt-dev ca-certificates \
-	tmux chromium prometheus
+	tmux chromium prometheus haproxy
 # Node.js/npm for test-only npm packages: keep a preinstalled one (Debian's
 # npm package conflicts with NodeSource's nodejs), else take Debian's.
 if ! command -v npm >/dev/null 2>&1; then

@@ -38,8 +38,10 @@ struct http {
 	uint32_t n_ctx;
 	void (*o_on_job)(void *arg); /* http_opts.on_job */
 	void *o_on_job_arg;
-	int (*o_health)(void *arg);  /* http_opts.health */
+	int (*o_health)(void *arg, struct http_load *load); /* http_opts.health */
 	void *o_health_arg;
+	bool (*o_draining)(void *arg); /* http_opts.draining */
+	void *o_draining_arg;
 	char url[300];
 	/* the gate (docs/http.md "Connections and limits"): our listening
 	 * socket, its thread, and the connections libmicrohttpd holds */
@@ -102,6 +104,8 @@ static void job_unref_locked(struct http *h, struct http_job *j)
 	free(j->lp);
 	free(j);
 	h->n_jobs--;
+	if (h->o_on_job) /* the owner's count of jobs in flight changed */
+		h->o_on_job(h->o_on_job_arg);
 }
 
 /* --- the loop's side ------------------------------------------------------ */
@@ -243,6 +247,14 @@ void http_set_health(struct http *h, int health)
 	pthread_mutex_lock(&h->mu);
 	h->health = health;
 	pthread_mutex_unlock(&h->mu);
+}
+
+uint32_t http_jobs(struct http *h)
+{
+	pthread_mutex_lock(&h->mu);
+	uint32_t n = h->n_jobs;
+	pthread_mutex_unlock(&h->mu);
+	return n;
 }
 
 const char *http_url(const struct http *h)
@@ -602,30 +614,45 @@ static bool obs_key_ok(struct MHD_Connection *c, struct http *h)
 	return oai_auth_ok(bearer, h->api_key);
 }
 
-/* What /health says now: the server's own state, or the owner's callback. */
-static int health_now(struct http *h)
+/* What /health says now: the server's own state, or the owner's callback,
+ * and the load when the owner knows it. */
+static int health_now(struct http *h, struct http_load *load)
 {
+	memset(load, 0, sizeof *load);
 	pthread_mutex_lock(&h->mu);
 	int hs = h->health;
 	pthread_mutex_unlock(&h->mu);
 	if (h->o_health)
-		hs = h->o_health(h->o_health_arg);
+		hs = h->o_health(h->o_health_arg, load);
 	return hs;
 }
 
 static const char *health_word(int hs)
 {
-	return hs == HTTP_READY ? "ok" : hs == HTTP_LOADING ? "loading" : "degraded";
+	return hs == HTTP_READY      ? "ok"
+	       : hs == HTTP_LOADING  ? "loading"
+	       : hs == HTTP_DRAINING ? "draining"
+				     : "degraded";
+}
+
+/* /health's body: {"status":WORD} and, when known, "running", "queued",
+ * "slots" (docs/http.md). */
+static void health_body(int hs, const struct http_load *l, char *out, size_t cap)
+{
+	if (l->known)
+		snprintf(out, cap, "{\"status\":\"%s\",\"running\":%u,\"queued\":%u,\"slots\":%u}",
+			 health_word(hs), l->running, l->queued, l->slots);
+	else
+		snprintf(out, cap, "{\"status\":\"%s\"}", health_word(hs));
 }
 
 static enum MHD_Result answer_health(struct MHD_Connection *c, struct http *h)
 {
-	int hs = health_now(h);
-	const char *st = health_word(hs);
-	json_t *o = json_pack("{s:s}", "status", st);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	return send_json(c, h, hs == HTTP_READY ? 200 : 503, s);
+	struct http_load l;
+	int hs = health_now(h, &l);
+	char b[160];
+	health_body(hs, &l, b, sizeof b);
+	return send_json(c, h, hs == HTTP_READY ? 200 : 503, strdup(b));
 }
 
 /* Build the job from the body (parsing happens here, off the loop). */
@@ -655,6 +682,16 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 		free(j->ids);
 		free(j);
 		return send_err(c, h, &e);
+	}
+	if (h->o_draining && h->o_draining(h->o_draining_arg)) {
+		/* the cluster is leaving (unicorn down --drain, SIGTERM): a
+		 * balancer retries this elsewhere (docs/scale.md) */
+		oai_req_free(&j->req);
+		free(j->text);
+		free(j->ids);
+		free(j);
+		return send_error(c, h, 503, "server_error", "draining",
+				  "this server is draining (shutting down); retry on another replica");
 	}
 	pthread_mutex_lock(&h->mu);
 	if (h->health == HTTP_LOADING) {
@@ -1030,9 +1067,10 @@ static void gate_pass(struct http *h, struct room *rm, uint32_t i, const struct 
 	if (full || addr_full) {
 		if (g->health) {
 			/* /health is always answered (what it would say) */
-			int hs = health_now(h);
-			char b[64];
-			snprintf(b, sizeof b, "{\"status\":\"%s\"}", health_word(hs));
+			struct http_load l;
+			int hs = health_now(h, &l);
+			char b[160];
+			health_body(hs, &l, b, sizeof b);
 			gate_answer(h, w, hs == HTTP_READY ? 200 : 503,
 				    hs == HTTP_READY ? "OK" : "Service Unavailable", NULL, NULL, NULL, b);
 			return;
@@ -1303,6 +1341,8 @@ int http_start(const struct http_opts *o, struct http **out)
 	h->o_on_job_arg = o->on_job_arg;
 	h->o_health = o->health;
 	h->o_health_arg = o->health_arg;
+	h->o_draining = o->draining;
+	h->o_draining_arg = o->draining_arg;
 	h->health = HTTP_LOADING;
 	bool v6 = ai->ai_family == AF_INET6;
 	snprintf(h->url, sizeof h->url, v6 ? "http://[%s]:%d" : "http://%s:%d", bind_host,

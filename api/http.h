@@ -44,7 +44,14 @@
 #define HTTP_MAX_BODY_TOTAL (256u << 20) /* request body bytes held at once, all requests */
 #define HTTP_ACCEPT_TIMEOUT_MS 30000 /* the loop must take a job within this (else 503) */
 
-enum http_health { HTTP_LOADING = 0, HTTP_READY, HTTP_DEGRADED };
+enum http_health { HTTP_LOADING = 0, HTTP_READY, HTTP_DEGRADED, HTTP_DRAINING };
+
+/* What /health reports besides its state (docs/http.md): the coordinator's
+ * requests in a slot, waiting for one, and its slots, when known. */
+struct http_load {
+	bool known;
+	uint32_t running, queued, slots;
+};
 enum http_job_kind { HTTP_JOB_GENERATE = 1, HTTP_JOB_TOKENIZE, HTTP_JOB_DETOKENIZE };
 
 struct http_opts {
@@ -54,14 +61,20 @@ struct http_opts {
 	const char *cors;         /* Access-Control-Allow-Origin value, NULL = none */
 	const char *model;        /* name reported by /v1/models and in answers */
 	uint32_t n_ctx;           /* for /v1/models */
-	/* called (from a connection thread) after a job was queued, so a loop
-	 * that sleeps while idle wakes up; NULL = none */
+	/* called (from a connection thread) after a job was queued or freed
+	 * (http_jobs changed), so a loop that sleeps while idle wakes up; NULL = none */
 	void (*on_job)(void *arg);
 	void *on_job_arg;
 	/* /health asks this (from a connection thread) for an enum http_health
-	 * instead of the value http_set_health stored; NULL = that value */
-	int (*health)(void *arg);
+	 * instead of the value http_set_health stored, and the load (load->known
+	 * false: none); NULL = that value, no load */
+	int (*health)(void *arg, struct http_load *load);
 	void *health_arg;
+	/* asked (from a connection thread) before a POST is queued: true while
+	 * the cluster drains (docs/scale.md), and the request gets 503 with
+	 * Retry-After; NULL = never */
+	bool (*draining)(void *arg);
+	void *draining_arg;
 };
 
 struct http_job {
@@ -93,6 +106,9 @@ struct http;
 int http_start(const struct http_opts *o, struct http **out);
 void http_stop(struct http *h);
 void http_set_health(struct http *h, int health);
+/* Jobs alive: queued, running, or still answering (an HTTP request in flight
+ * from its body's parse to its last byte handed to the library). */
+uint32_t http_jobs(struct http *h);
 /* "http://HOST:PORT" */
 const char *http_url(const struct http *h);
 

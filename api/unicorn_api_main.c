@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "coordinator/obs_server.h"
 #include "ipc/ctl.h"
 #include "ipc/kvlayout.h"
+#include "ipc/live.h"
 #include "ipc/rundir.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,6 +69,11 @@ static void wake(void *arg)
 
 struct api {
 	const char *rundir;
+	char draining_path[RUNDIR_PATH_MAX];
+	bool draining;                  /* atomic: sticky once the drain file was seen */
+	pthread_mutex_t page_mu;        /* below: the coordinator's liveness page, for /health */
+	const struct live_page *coord_page;
+	pid_t coord_pid;
 	struct tok *tok;
 	struct http *http;
 	struct relay_ctx relay;
@@ -161,30 +168,76 @@ static void take_jobs(struct api *a)
 	}
 }
 
-/* /health, asked per request: ready when the supervisor's status.json (at
- * most a second old) says the cluster is ready, every process runs, and the
- * coordinator does not report a worker down (a restarted worker loads
- * before its link is back). */
-static int health(void *arg)
+/* Whether the cluster drains (unicorn-up wrote RUNDIR/draining: unicorn down
+ * --drain, SIGTERM): asked before every POST and /health, one access(2);
+ * sticky, the cluster is leaving. */
+static bool draining(void *arg)
+{
+	struct api *a = arg;
+	if (__atomic_load_n(&a->draining, __ATOMIC_RELAXED))
+		return true;
+	if (access(a->draining_path, F_OK))
+		return false;
+	__atomic_store_n(&a->draining, true, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* The coordinator's load from its liveness page (ipc/live.h), mapped once
+ * per coordinator pid. */
+static void coord_load(struct api *a, pid_t pid, struct http_load *load)
+{
+	pthread_mutex_lock(&a->page_mu);
+	if (pid != a->coord_pid || !a->coord_page) {
+		live_unmap(a->coord_page);
+		a->coord_page = NULL;
+		a->coord_pid = pid;
+		if (pid > 0 && live_open(a->rundir, MSG_ROLE_COORDINATOR, pid, &a->coord_page))
+			a->coord_page = NULL;
+	}
+	struct live_load l;
+	if (a->coord_page && live_read_load(a->coord_page, &l)) {
+		load->known = true;
+		load->running = l.running;
+		load->queued = l.queued;
+		load->slots = l.slots;
+	}
+	pthread_mutex_unlock(&a->page_mu);
+}
+
+/* /health, asked per request: draining once unicorn-up began a drain; else
+ * ready when the supervisor's status.json (at most a second old) says the
+ * cluster is ready, every process runs, and the coordinator does not report
+ * a worker down (a restarted worker loads before its link is back). The
+ * load is the coordinator's, from its liveness page (current to its last
+ * loop iteration). */
+static int health(void *arg, struct http_load *load)
 {
 	struct api *a = arg;
 	char path[RUNDIR_PATH_MAX];
+	bool drain = draining(a);
 	if (rundir_path(a->rundir, RUNDIR_STATUS, path, sizeof path))
-		return HTTP_DEGRADED;
+		return drain ? HTTP_DRAINING : HTTP_DEGRADED;
 	json_t *root = json_load_file(path, 0, NULL);
 	bool up = root && json_is_true(json_object_get(root, "ready"));
 	json_t *procs = root ? json_object_get(root, "processes") : NULL;
 	size_t i;
 	json_t *p;
+	pid_t coord = 0;
 	json_array_foreach(procs, i, p) {
 		const char *dev = json_string_value(json_object_get(p, "device"));
 		bool restarted = json_integer_value(json_object_get(p, "restarts")) > 0;
-		if (json_integer_value(json_object_get(p, "pid")) <= 0 ||
-		    (dev && !strcmp(dev, COORD_DEGRADED)) ||
-		    (restarted && !dev && json_integer_value(json_object_get(p, "role")) != MSG_ROLE_API))
+		json_int_t role = json_integer_value(json_object_get(p, "role"));
+		json_int_t pid = json_integer_value(json_object_get(p, "pid"));
+		if (role == MSG_ROLE_COORDINATOR && pid > 0)
+			coord = (pid_t)pid;
+		if (pid <= 0 || (dev && !strcmp(dev, COORD_DEGRADED)) ||
+		    (restarted && !dev && role != MSG_ROLE_API))
 			up = false; /* down, recovering, or restarted and not yet heard from */
 	}
 	json_decref(root);
+	coord_load(a, coord, load);
+	if (drain)
+		return HTTP_DRAINING;
 	return up ? HTTP_READY : HTTP_DEGRADED;
 }
 
@@ -285,10 +338,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	if (rundir_check(a.rundir)) {
+	if (rundir_check(a.rundir) ||
+	    rundir_path(a.rundir, RUNDIR_DRAINING, a.draining_path, sizeof a.draining_path)) {
 		fprintf(stderr, "api: %s\n", err_msg());
 		return 2;
 	}
+	pthread_mutex_init(&a.page_mu, NULL);
 	remove_file(a.rundir, RUNDIR_API_READY);
 	{
 		char hint[RUNDIR_PATH_MAX + 128];
@@ -322,7 +377,8 @@ int main(int argc, char **argv)
 		*dot = 0;
 	struct http_opts ho = { .host = host, .port = port, .api_key = api_key, .cors = cors,
 				.model = name, .n_ctx = a.relay.n_ctx, .on_job = wake,
-				.health = health, .health_arg = &a };
+				.health = health, .health_arg = &a, .draining = draining,
+				.draining_arg = &a };
 	if (http_start(&ho, &a.http)) {
 		/* An explicit --port must work; the default port may be taken by
 		 * another cluster: then this one runs without HTTP. */
@@ -345,6 +401,9 @@ int main(int argc, char **argv)
 
 	while (!g_stop && !ctl_shutdown_requested(a.ctl)) {
 		ctl_heartbeat(a.ctl);
+		/* HTTP requests in flight, for a drain (unicorn-up waits for 0;
+		 * every job's start and end wake this loop) */
+		ctl_set_load(a.ctl, a.http ? http_jobs(a.http) : 0, 0, 0);
 		if (a.http)
 			take_jobs(&a);
 		struct pollfd p[2] = { { .fd = g_wake_fd, .events = POLLIN },

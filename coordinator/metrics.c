@@ -582,6 +582,8 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 		  "Restarts of each cluster process by the supervisor.", NULL, 0 },
 		{ &ids->uptime, "unicorn_coordinator_uptime_seconds", METRICS_GAUGE, NULL,
 		  "Seconds since the coordinator started.", NULL, 0 },
+		{ &ids->draining, "unicorn_draining", METRICS_GAUGE, NULL,
+		  "1 while the cluster drains (unicorn down --drain, SIGTERM; docs/scale.md).", NULL, 0 },
 	};
 	for (size_t i = 0; i < NB(d); i++) {
 		int id = metrics_define(m, d[i].name, d[i].kind, d[i].help, d[i].label, d[i].b,
@@ -602,6 +604,9 @@ int metrics_cluster_load_status(struct metrics *m, const struct metrics_cluster 
 	json_t *root = json_load_file(path, 0, &e);
 	if (!root)
 		return 0;
+	json_t *dr = json_is_object(root) ? json_object_get(root, "draining") : NULL;
+	if (json_is_boolean(dr))
+		metrics_set(m, ids->draining, NULL, json_is_true(dr) ? 1 : 0);
 	json_t *procs = json_is_array(root) ? root : json_object_get(root, "processes");
 	size_t i;
 	json_t *p;

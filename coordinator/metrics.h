@@ -82,6 +82,7 @@ struct metrics_cluster {
 	int queue_depth, active, slots, kv_used, kv_capacity, kv_ratio;
 	int kv_prefix_hits, kv_preemptions, kv_evictions, kv_cached;
 	int kv_bytes, weights_bytes, scratch_bytes, restarts, uptime;
+	int draining;
 };
 
 /* Define the set (docs/observability.md lists it). */

@@ -147,8 +147,12 @@ static void idle_wait(struct coord *c, int ms)
 
 static void heartbeat(struct coord *c)
 {
-	if (c->ctl)
-		ctl_heartbeat(c->ctl);
+	if (!c->ctl)
+		return;
+	ctl_heartbeat(c->ctl);
+	/* the load on the liveness page: /health and a drain read it (docs/scale.md) */
+	if (c->sched.max_seqs)
+		ctl_set_load(c->ctl, sched_live(&c->sched), c->sched.q_len, c->sched.max_seqs);
 }
 
 static bool stopping(struct coord *c)

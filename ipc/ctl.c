@@ -253,6 +253,12 @@ void ctl_heartbeat(struct ctl *c)
 	}
 }
 
+void ctl_set_load(struct ctl *c, uint32_t running, uint32_t queued, uint32_t slots)
+{
+	if (c)
+		live_set_load(c->live, running, queued, slots);
+}
+
 int ctl_wake_fd(const struct ctl *c)
 {
 	return c ? c->wake_fd : -1;

@@ -34,6 +34,9 @@ typedef void (*ctl_status_fn)(void *arg, struct msg_status *st);
 int ctl_start(const char *rundir, enum msg_role role, ctl_status_fn fill, void *arg,
 	      uint32_t stall_ms, struct ctl **out);
 void ctl_heartbeat(struct ctl *c);
+/* Publish the work the process holds on its liveness page (ipc/live.h
+ * struct live_load): any thread, cheap (three atomic stores). */
+void ctl_set_load(struct ctl *c, uint32_t running, uint32_t queued, uint32_t slots);
 /* An eventfd that becomes readable when SHUTDOWN comes, for a main loop
  * that sleeps in poll (never read it: it stays readable). */
 int ctl_wake_fd(const struct ctl *c);

@@ -115,6 +115,29 @@ void live_close(struct live_page *p, const char *rundir, enum msg_role role, boo
 	munmap(p, 4096);
 }
 
+void live_set_load(struct live_page *p, uint32_t running, uint32_t queued, uint32_t slots)
+{
+	if (!p)
+		return;
+	atomic_store_explicit(A32(p->load.running), running, memory_order_relaxed);
+	atomic_store_explicit(A32(p->load.queued), queued, memory_order_relaxed);
+	atomic_store_explicit(A32(p->load.slots), slots, memory_order_relaxed);
+	atomic_store_explicit(A32(p->load.set), 1, memory_order_release);
+}
+
+bool live_read_load(const struct live_page *p, struct live_load *out)
+{
+	struct live_page *q = (struct live_page *)p; /* atomics take non-const pointers */
+	memset(out, 0, sizeof *out);
+	if (!q || !atomic_load_explicit(A32(q->load.set), memory_order_acquire))
+		return false;
+	out->running = atomic_load_explicit(A32(q->load.running), memory_order_relaxed);
+	out->queued = atomic_load_explicit(A32(q->load.queued), memory_order_relaxed);
+	out->slots = atomic_load_explicit(A32(q->load.slots), memory_order_relaxed);
+	out->set = 1;
+	return true;
+}
+
 int live_open(const char *rundir, enum msg_role role, pid_t pid, const struct live_page **out)
 {
 	*out = NULL;

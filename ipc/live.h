@@ -32,6 +32,12 @@ struct live_page {
 	uint32_t seq;               /* atomic: odd while the row is being written */
 	uint32_t reserved;
 	struct msg_status status;   /* the latest STATUS row */
+	struct live_load {          /* atomics: the work the process holds now (docs/scale.md) */
+		uint32_t running;   /* coordinator: requests in a slot; api: HTTP requests in flight */
+		uint32_t queued;    /* coordinator: requests waiting for a slot */
+		uint32_t slots;     /* coordinator: its sequence slots */
+		uint32_t set;       /* 1 once the process published a load (0 on older pages) */
+	} load;
 };
 
 /* "ctl-<role>.live" for a role with a control link, else NULL. */
@@ -43,6 +49,9 @@ const char *live_file(enum msg_role role);
 int live_create(const char *rundir, enum msg_role role, uint32_t stall_ms, struct live_page **out);
 void live_beat(struct live_page *p, uint64_t now_ns);
 void live_publish(struct live_page *p, const struct msg_status *st);
+/* The load (any thread; each field is atomic on its own, the set of them is
+ * not: a reader may see one field of the previous load). */
+void live_set_load(struct live_page *p, uint32_t running, uint32_t queued, uint32_t slots);
 /* Unmap; with unlink_path, the file goes too (a clean exit). */
 void live_close(struct live_page *p, const char *rundir, enum msg_role role, bool unlink_path);
 
@@ -56,6 +65,8 @@ int live_open(const char *rundir, enum msg_role role, pid_t pid, const struct li
 /* The heartbeat, the stall limit and a consistent copy of the row; false if
  * no consistent copy could be taken (a writer mid-update every try). */
 bool live_read(const struct live_page *p, uint64_t *beat_ns, uint32_t *stall_ms, struct msg_status *st);
+/* The load the process published; false if it never did. */
+bool live_read_load(const struct live_page *p, struct live_load *out);
 void live_unmap(const struct live_page *p);
 
 #endif

@@ -162,8 +162,10 @@ struct msg_status {
 /* SHUTDOWN: 8 bytes. */
 struct msg_shutdown {
 	uint32_t grace_ms;  /* finish in-flight work within this, then exit 0 */
-	uint32_t reason;    /* free-form code for logs */
+	uint32_t reason;    /* free-form code for logs; to unicorn-up's control.ipc,
+	                     * MSG_SHUTDOWN_DRAIN: drain first, grace_ms = the drain's limit */
 };
+#define MSG_SHUTDOWN_DRAIN 1u  /* docs/scale.md: refuse new requests, let running ones end */
 
 /* ERROR: 264 bytes. */
 struct msg_error {

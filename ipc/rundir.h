@@ -26,6 +26,7 @@
 #define RUNDIR_STATUS "status.json"    /* the supervisor's process table, rewritten when it changes or is asked for */
 #define RUNDIR_HTTP "http"             /* the API process's URL while it serves HTTP */
 #define RUNDIR_API_READY "api-ready"   /* the API process listens (or knows HTTP is off) */
+#define RUNDIR_DRAINING "draining"     /* written by unicorn-up when a drain begins (docs/scale.md) */
 
 /* NAME: [A-Za-z0-9_-]{1,32}. */
 int rundir_name_valid(const char *name);

@@ -641,6 +641,17 @@ void sup_refresh(struct supervisor *s)
 		watchdog(s, &s->c[i], now, true);
 }
 
+bool sup_load(const struct supervisor *s, enum msg_role role, struct live_load *out)
+{
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < s->n; i++) {
+		const struct child *c = &s->c[i];
+		if (c->spec.role == role && c->pid > 0 && c->live)
+			return live_read_load(c->live, out);
+	}
+	return false;
+}
+
 bool sup_take_changes(struct supervisor *s)
 {
 	bool c = s->changed;

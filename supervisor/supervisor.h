@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "ipc/live.h"
 #include "ipc/msg.h"
 
 #define SUP_MAX_CHILDREN 8
@@ -100,6 +101,9 @@ const char *sup_fatal_msg(const struct supervisor *s);
 uint32_t sup_total_restarts(const struct supervisor *s);
 /* Read every child's page now (someone asked for the table). */
 void sup_refresh(struct supervisor *s);
+/* The load the running child of role published on its liveness page
+ * (ipc/live.h): false when no such child runs or it published none. */
+bool sup_load(const struct supervisor *s, enum msg_role role, struct live_load *out);
 /* Whether the process table changed since the last call (and reset that). */
 bool sup_take_changes(struct supervisor *s);
 

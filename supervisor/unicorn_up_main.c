@@ -29,6 +29,11 @@
 #include "supervisor/up_model.h"
 
 #define GRACE_MS 5000
+#define DRAIN_DEFAULT_S 30      /* SIGTERM's drain limit without --drain-timeout */
+#define DRAIN_MAX_S 86400
+#define DRAIN_TICK_MS 100       /* while draining: how often the load is looked at */
+#define DRAIN_SETTLE_MS 200     /* a request that passed the API's check just before the
+                                 * drain began is counted within this */
 #define READY_FILE "ready"
 #define LOG_FILE "unicorn.log"
 
@@ -65,12 +70,17 @@ static void usage(FILE *f)
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
 		"                          (default 600, 0 = no limit); a request's own timeout\n"
 		"                          (HTTP \"timeout\", unicorn run --timeout) is capped by it\n"
+		"  --drain-timeout S       SIGTERM drains: /health turns 503 (\"draining\"), new\n"
+		"                          requests get 503 with Retry-After, running ones finish\n"
+		"                          within S seconds (default %d; then they are cut) and\n"
+		"                          the cluster stops (docs/scale.md). SIGINT stops at once\n"
 		"  -d, --detach            run in the background once the cluster is ready\n"
 		"                          (log: RUNDIR/" LOG_FILE ")\n"
 		"  -h, --help              this text\n"
 		"\n"
-		"Stop it with `unicorn down --name N`; see it with `unicorn status --name N`.\n",
-		MSG_MAX_SLOTS, HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
+		"Stop it with `unicorn down --name N` (`--drain` to let requests finish); see it\n"
+		"with `unicorn status --name N`.\n",
+		MSG_MAX_SLOTS, HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, DRAIN_DEFAULT_S);
 }
 
 struct up_opts {
@@ -81,6 +91,7 @@ struct up_opts {
 	bool demo;                   /* serving bin/unicorn-demo.gguf */
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
+	uint32_t drain_ms;           /* SIGTERM's drain limit */
 };
 
 static int parse(int argc, char **argv, struct up_opts *o)
@@ -96,9 +107,11 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "request-timeout", required_argument, 0, 'R' },
 		{ "kv-budget", required_argument, 0, 'B' },
 		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
+		{ "drain-timeout", required_argument, 0, 'D' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
+	const char *drain = NULL;
 	o->placement = "fused";
 	o->attn_backend = "vulkan";
 	o->name = RUNDIR_DEFAULT_NAME;
@@ -121,6 +134,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'N': o->no_http = 1; break;
 		case 'R': o->request_timeout = optarg; break;
 		case 'B': o->kv_budget = optarg; break;
+		case 'D': drain = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -183,6 +197,17 @@ static int parse(int argc, char **argv, struct up_opts *o)
 			return 2;
 		}
 	}
+	o->drain_ms = DRAIN_DEFAULT_S * 1000u;
+	if (drain) {
+		char *end;
+		double v = strtod(drain, &end);
+		if (*end || end == drain || !(v >= 0 && v <= DRAIN_MAX_S)) {
+			fprintf(stderr, "unicorn-up: --drain-timeout '%s': seconds, 0..%d\n", drain,
+				DRAIN_MAX_S);
+			return 2;
+		}
+		o->drain_ms = (uint32_t)(v * 1000);
+	}
 	uint64_t kvb;
 	if (o->kv_budget && kv_parse_bytes(o->kv_budget, &kvb)) {
 		fprintf(stderr, "unicorn-up: --kv-budget: %s\n", err_msg());
@@ -226,6 +251,7 @@ static const char *const run_files[] = {
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
 	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
+	RUNDIR_DRAINING,
 	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
 };
 
@@ -260,6 +286,8 @@ static void http_url_read(const char *dir, char *out, size_t cap)
 	out[strcspn(out, "\r\n")] = 0;
 }
 
+static bool g_draining; /* status.json says so */
+
 static void write_status(const char *dir, struct supervisor *s, const struct up_opts *o,
 			 uint64_t start_ns, bool is_ready)
 {
@@ -280,9 +308,62 @@ static void write_status(const char *dir, struct supervisor *s, const struct up_
 	http_url_read(dir, url, sizeof url);
 	json_object_set_new(root, "url", url[0] ? json_string(url) : json_null());
 	json_object_set_new(root, "api_key_required", json_boolean(o->api_key && *o->api_key));
+	json_object_set_new(root, "draining", json_boolean(g_draining));
 	if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0)
 		rename(tmp, path);
 	json_decref(root);
+}
+
+#define MS(x) ((uint64_t)(x) * 1000000u)
+
+/* A drain (docs/scale.md): RUNDIR/draining makes the API process answer
+ * /health with 503 "draining" and refuse new requests (503, Retry-After);
+ * the cluster stops once nothing runs (the API's HTTP requests in flight, the
+ * coordinator's running and queued requests) or at the limit. Children are
+ * still restarted meanwhile: a request in flight survives a crash as always. */
+struct drain {
+	bool on;
+	uint64_t start_ns, end_ns;
+};
+
+static void drain_begin(const char *dir, struct drain *d, uint32_t limit_ms, int log_fd,
+			const char *why)
+{
+	char p[RUNDIR_PATH_MAX];
+	if (rundir_path(dir, RUNDIR_DRAINING, p, sizeof p) == 0) {
+		FILE *f = fopen(p, "w");
+		if (!f || fprintf(f, "%u\n", limit_ms) < 0 || fclose(f))
+			dprintf(log_fd, "[unicorn-up] cannot write %s: %s (new requests are not refused)\n",
+				p, strerror(errno));
+	}
+	d->on = true;
+	d->start_ns = now_ns();
+	d->end_ns = d->start_ns + MS(limit_ms);
+	g_draining = true;
+	dprintf(log_fd, "[unicorn-up] draining (%s): /health says draining, new requests get 503, "
+		"running ones have %.1f s to finish\n", why, limit_ms / 1000.0);
+}
+
+/* Whether the drain is over (logged): nothing runs any more (looked at from
+ * DRAIN_SETTLE_MS on), or the limit passed. */
+static bool drain_over(struct supervisor *s, const struct drain *d, int log_fd)
+{
+	uint64_t now = now_ns();
+	struct live_load api, co;
+	uint32_t http = sup_load(s, MSG_ROLE_API, &api) ? api.running : 0;
+	uint32_t n = sup_load(s, MSG_ROLE_COORDINATOR, &co) ? co.running + co.queued : 0;
+	if (http == 0 && n == 0 && now - d->start_ns >= MS(DRAIN_SETTLE_MS)) {
+		dprintf(log_fd, "[unicorn-up] drained in %.1f s: stopping the cluster\n",
+			(now - d->start_ns) / 1e9);
+		return true;
+	}
+	if (now >= d->end_ns) {
+		dprintf(log_fd, "[unicorn-up] drain limit reached with %u HTTP request%s in flight and %u "
+			"request%s running or queued: cutting them, stopping the cluster\n", http,
+			http == 1 ? "" : "s", n, n == 1 ? "" : "s");
+		return true;
+	}
+	return false;
 }
 
 /* -d's foreground side: the daemon's notify messages, each a status digit
@@ -528,10 +609,12 @@ int main(int argc, char **argv)
 	rundir_path(dir, RUNDIR_API_READY, api_ready_path, sizeof api_ready_path);
 	uint64_t start_ns = now_ns();
 	bool is_ready = false;
+	struct drain drain = { 0 };
 	static struct msg req, rep; /* large */
 	for (;;) {
-		/* until ready, look for the ready file every 30 ms; then sleep until a timer */
-		int ev = sup_step(s, is_ready && so.has_wake_fd2 ? 1000 : 30);
+		/* until ready, look for the ready file every 30 ms; then sleep until a
+		 * timer (while draining: look at the load every DRAIN_TICK_MS) */
+		int ev = sup_step(s, drain.on ? DRAIN_TICK_MS : is_ready && so.has_wake_fd2 ? 1000 : 30);
 		if (ev == SUP_FATAL) {
 			dprintf(log_fd, "unicorn-up: stopping the cluster: %s\n", sup_fatal_msg(s));
 			if (notify >= 0)
@@ -541,13 +624,20 @@ int main(int argc, char **argv)
 		}
 		if (ev == SUP_WAKE) {
 			struct signalfd_siginfo si;
-			bool stop = false;
-			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-				if (si.ssi_signo != SIGCHLD)
-					stop = true;
+			bool stop = false, term = false;
+			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				if (si.ssi_signo == SIGTERM && !drain.on && is_ready)
+					term = true; /* what systemd and container runtimes send */
+				else if (si.ssi_signo != SIGCHLD)
+					stop = true; /* SIGINT, SIGHUP, SIGQUIT; SIGTERM while draining or starting */
+			}
 			if (stop) {
 				dprintf(log_fd, "[unicorn-up] signal received: stopping the cluster\n");
 				break;
+			}
+			if (term) {
+				drain_begin(dir, &drain, o.drain_ms, log_fd, "SIGTERM");
+				write_status(dir, s, &o, start_ns, is_ready);
 			}
 		}
 		struct bus_pending *pend;
@@ -571,7 +661,17 @@ int main(int argc, char **argv)
 			} else if (req.type == MSG_SHUTDOWN) {
 				msg_init(&rep, MSG_ACK);
 				rep.u.ack.ack_seq = req.seq;
-				stop = true;
+				/* unicorn down --drain: drain first (a second one changes
+				 * nothing); a plain SHUTDOWN stops at once, a drain too */
+				if (req.u.shutdown.reason == MSG_SHUTDOWN_DRAIN && is_ready) {
+					if (!drain.on) {
+						drain_begin(dir, &drain, req.u.shutdown.grace_ms, log_fd,
+							    "unicorn down --drain");
+						write_status(dir, s, &o, start_ns, is_ready);
+					}
+				} else {
+					stop = true;
+				}
 			} else if (req.type == MSG_PING) {
 				msg_init(&rep, MSG_PONG);
 				rep.u.ping.nonce = req.u.ping.nonce;
@@ -614,6 +714,8 @@ int main(int argc, char **argv)
 		 * nothing */
 		if (sup_take_changes(s))
 			write_status(dir, s, &o, start_ns, is_ready);
+		if (drain.on && drain_over(s, &drain, log_fd))
+			break;
 	}
 stop:
 	sup_stop(s, GRACE_MS);

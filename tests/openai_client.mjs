@@ -59,7 +59,11 @@ const check = (name, fn) => checks.push([name, fn]);
 check('health', async () => {
   const r = await fetch(`${base}/health`);
   assert.equal(r.status, 200);
-  assert.deepEqual(await r.json(), { status: 'ok' });
+  const h = await r.json();
+  assert.equal(h.status, 'ok');
+  // the load (docs/scale.md): the coordinator's running/queued requests and slots
+  assert.deepEqual(Object.keys(h).sort(), ['queued', 'running', 'slots', 'status']);
+  assert.ok(Number.isInteger(h.running) && Number.isInteger(h.queued) && h.slots >= 1);
 });
 
 check('models', async () => {
