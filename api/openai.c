@@ -1,6 +1,7 @@
 /* openai: request parsing/validation and response building (pure). */
 #include "api/openai.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "common/err.h"
 #include "common/utf8.h"
+#include "constrain/constrain.h"
 #include "ipc/msg.h"
 
 int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,
@@ -51,6 +53,9 @@ void oai_req_free(struct oai_req *r)
 	}
 	free(r->msgs);
 	free(r->prompt);
+	free(r->schema);
+	free(r->bias_ids);
+	free(r->bias);
 	memset(r, 0, sizeof *r);
 }
 
@@ -152,21 +157,11 @@ static int unsupported(json_t *o, int kind, struct oai_err *e)
 {
 	(void)kind;
 	json_t *v;
-	v = field(o, "logit_bias");
-	if (v && !(json_is_object(v) && json_object_size(v) == 0))
-		return BAD(e, "logit_bias", "'logit_bias' is not supported");
 	v = field(o, "tools");
 	if (v && !(json_is_array(v) && json_array_size(v) == 0))
 		return BAD(e, "tools", "'tools' (function calling) is not supported");
 	if (field(o, "functions"))
 		return BAD(e, "functions", "'functions' is not supported");
-	v = field(o, "response_format");
-	if (v) {
-		const char *t = json_string_value(json_object_get(v, "type"));
-		if (!t || strcmp(t, "text"))
-			return BAD(e, "response_format", "'response_format' other than text is not "
-				   "supported");
-	}
 	v = field(o, "best_of");
 	if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
 		return BAD(e, "best_of", "'best_of' must be 1");
@@ -176,6 +171,93 @@ static int unsupported(json_t *o, int kind, struct oai_err *e)
 	v = field(o, "suffix");
 	if (v && !(json_is_string(v) && json_string_length(v) == 0))
 		return BAD(e, "suffix", "'suffix' is not supported");
+	return 0;
+}
+
+/* response_format: {"type": "text" | "json_object" | "json_schema",
+ * "json_schema": {"name", "schema", "strict", "description"}}. The schema is
+ * compiled here so an unsupported keyword or a hostile schema is a 400 that
+ * names it before anything is queued. */
+static int parse_response_format(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "response_format");
+	if (!v)
+		return 0;
+	const char *t = json_is_object(v) ? json_string_value(json_object_get(v, "type")) : NULL;
+	if (!t)
+		return BAD(e, "response_format", "'response_format' must be {\"type\": \"text\" | "
+			   "\"json_object\" | \"json_schema\", ...}");
+	if (!strcmp(t, "text"))
+		return 0;
+	if (!strcmp(t, "json_object")) {
+		r->json = true;
+		return 0;
+	}
+	if (strcmp(t, "json_schema"))
+		return BAD(e, "response_format", "response_format type '%.40s' is not supported (text, "
+			   "json_object, json_schema)", t);
+	json_t *js = json_object_get(v, "json_schema");
+	json_t *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+	if (!json_is_object(js))
+		return BAD(e, "response_format", "response_format json_schema needs a 'json_schema' object "
+			   "{\"name\", \"schema\"}");
+	json_t *strict = json_object_get(js, "strict");
+	if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+		return BAD(e, "response_format", "json_schema.strict must be a boolean");
+	if (!sc || json_is_null(sc)) {
+		r->json = true; /* no schema: any object, as json_object */
+		return 0;
+	}
+	if (!json_is_object(sc))
+		return BAD(e, "response_format", "json_schema.schema must be an object");
+	char *txt = json_dumps(sc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!txt)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	size_t n = strlen(txt);
+	struct cs_schema *cs = NULL;
+	int rc = n > OAI_MAX_SCHEMA ? err_set(ERR_RANGE, "schema: %zu bytes (at most %d)", n, OAI_MAX_SCHEMA)
+				    : cs_schema_compile(txt, n, &cs);
+	cs_schema_free(cs);
+	if (rc) {
+		free(txt);
+		return BAD(e, "response_format", "json_schema.%s", err_msg());
+	}
+	r->json = true;
+	r->schema = txt;
+	r->n_schema = n;
+	return 0;
+}
+
+/* logit_bias: {"token id": bias -100..100} (OpenAI: at most 300 entries). */
+static int parse_logit_bias(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "logit_bias");
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return BAD(e, "logit_bias", "'logit_bias' must be an object {\"token id\": bias}");
+	size_t n = json_object_size(v);
+	if (n == 0)
+		return 0;
+	if (n > OAI_MAX_BIAS)
+		return BAD(e, "logit_bias", "'logit_bias' takes at most %d tokens (got %zu)", OAI_MAX_BIAS, n);
+	r->bias_ids = calloc(n, sizeof *r->bias_ids);
+	r->bias = calloc(n, sizeof *r->bias);
+	if (!r->bias_ids || !r->bias)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	const char *k;
+	json_t *b;
+	json_object_foreach(v, k, b) {
+		char *end = NULL;
+		errno = 0;
+		unsigned long id = strtoul(k, &end, 10);
+		if (!*k || *end || errno || k[0] == '-' || k[0] == '+' || id >= (1ul << 31))
+			return BAD(e, "logit_bias", "logit_bias key '%.40s' is not a token id", k);
+		if (!json_is_number(b) || !(json_number_value(b) >= -100.0 && json_number_value(b) <= 100.0))
+			return BAD(e, "logit_bias", "logit_bias['%.40s'] must be a number in [-100, 100]", k);
+		r->bias_ids[r->n_bias] = (uint32_t)id;
+		r->bias[r->n_bias++] = (float)json_number_value(b);
+	}
 	return 0;
 }
 
@@ -416,6 +498,8 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 	if (parse_logprobs(o, kind, out, e))
 		goto out;
 	if (parse_stop(o, out, e))
+		goto out;
+	if (parse_response_format(o, out, e) || parse_logit_bias(o, out, e))
 		goto out;
 	if (kind == OAI_CHAT ? parse_messages(o, out, e) : parse_prompt(o, out, e))
 		goto out;

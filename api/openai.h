@@ -64,7 +64,20 @@ struct oai_req {
 	struct oai_msg *msgs;    /* chat */
 	uint32_t n_msgs;
 	char *prompt;            /* completions */
+	/* structured output (response_format json_object / json_schema): the
+	 * output is one JSON value valid against schema (NULL: any object);
+	 * the schema compiled once here (constrain/) to refuse what the
+	 * coordinator would */
+	bool json;
+	char *schema;            /* compact JSON text, <= OAI_MAX_SCHEMA bytes */
+	size_t n_schema;
+	/* logit_bias: token id -> bias in [-100, 100] */
+	uint32_t n_bias;
+	uint32_t *bias_ids;
+	float *bias;
 };
+#define OAI_MAX_SCHEMA 32768        /* = MSG_MAX_SCHEMA */
+#define OAI_MAX_BIAS 300            /* = MSG_MAX_BIAS */
 
 /* Parse body[len] (kind chat or completion). 0, or -1 with *e filled. */
 int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struct oai_err *e);

@@ -206,7 +206,7 @@ static void refuse(struct relay *r, int rc)
 {
 	if (rc == ERR_RANGE) /* the coordinator's queue is full */
 		http_job_refuse(r->rc->h, r->j, 429, "rate_limit_error", NULL, "queue_full", err_msg());
-	else if (rc == ERR_INVAL)
+	else if (rc == ERR_INVAL || rc == ERR_UNSUP)
 		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", NULL, NULL, err_msg());
 	else
 		http_job_refuse(r->rc->h, r->j, 503, "server_error", NULL, "unavailable", err_msg());
@@ -238,6 +238,14 @@ static void run(struct relay *r)
 		go.flags |= MSG_GEN_LOGPROBS;
 		go.top_logprobs = o->top_logprobs < MSG_MAX_TOP_LP ? o->top_logprobs : MSG_MAX_TOP_LP;
 	}
+	if (o->json) {
+		go.flags |= MSG_GEN_JSON;
+		go.schema = o->schema;
+		go.n_schema = (uint32_t)o->n_schema;
+	}
+	go.bias_ids = o->bias_ids;
+	go.bias = o->bias;
+	go.n_bias = o->n_bias;
 	double to_ms = o->timeout * 1000.0;
 	go.timeout_ms = to_ms > 0 ? (to_ms < 4e9 ? (uint32_t)to_ms : 4000000000u) : 0;
 	/* patience without progress: the request's own limit (queued time counts),
