@@ -301,3 +301,155 @@ Test(structured, refusals_hostile_schemas_and_logit_bias, .timeout = 240)
 	free(out);
 	proc_cluster_stop(&c);
 }
+
+static json_t *post_json(const struct proc_cluster *c, const char *body, int want)
+{
+	char *out = malloc(1 << 18);
+	int st = post(c, "/v1/chat/completions", body, out, 1 << 18);
+	cr_assert_eq(st, want, "status %d: %.600s", st, out);
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%.600s", out);
+	free(out);
+	return j;
+}
+
+#define WEATHER "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"the weather\"," \
+	"\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12}," \
+	"\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"],\"additionalProperties\":false}}}," \
+	"{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":" \
+	"{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}}}]"
+#define WEATHER_PARAMS_0 "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12}," \
+	"\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"],\"additionalProperties\":false}"
+#define ADD_PARAMS "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}," \
+	"\"required\":[\"a\",\"b\"]}"
+
+/* One tool call of a whole answer: its name, and its arguments validate. */
+static const char *check_call(json_t *ans)
+{
+	json_t *ch = json_array_get(json_object_get(ans, "choices"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+	json_t *msg = json_object_get(ch, "message");
+	cr_assert(json_is_null(json_object_get(msg, "content")));
+	json_t *call = json_array_get(json_object_get(msg, "tool_calls"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(call, "type")), "function");
+	cr_assert(!strncmp(json_string_value(json_object_get(call, "id")), "call_", 5));
+	json_t *fn = json_object_get(call, "function");
+	const char *name = json_string_value(json_object_get(fn, "name"));
+	json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+	cr_assert_not_null(args, "arguments are not JSON: %s", json_string_value(json_object_get(fn, "arguments")));
+	json_t *sc = json_loads(!strcmp(name, "add") ? ADD_PARAMS : WEATHER_PARAMS_0, 0, NULL);
+	char why[128] = "";
+	cr_assert(jsv_valid(args, sc, sc, why, sizeof why), "arguments of %s do not validate: %s", name, why);
+	json_decref(sc);
+	json_decref(args);
+	return name;
+}
+
+Test(structured, n_choices_and_tool_choice_modes, .timeout = 240)
+{
+	struct proc_cluster c;
+	start(&c);
+	/* n = 4: four choices, the same four again with the same seed, the
+	 * first equal to n = 1 with that seed */
+	const char *b4 = "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me\"}],\"max_tokens\":8,\"temperature\":1,"
+			 "\"seed\":11,\"n\":4}";
+	json_t *a = post_json(&c, b4, 200), *b = post_json(&c, b4, 200);
+	json_t *one = post_json(&c, "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me\"}],\"max_tokens\":8,"
+				"\"temperature\":1,\"seed\":11}", 200);
+	json_t *ca = json_object_get(a, "choices"), *cb = json_object_get(b, "choices");
+	cr_assert_eq(json_array_size(ca), 4);
+	int distinct = 0;
+	for (size_t i = 0; i < 4; i++) {
+		json_t *x = json_array_get(ca, i), *y = json_array_get(cb, i);
+		cr_assert_eq(json_integer_value(json_object_get(x, "index")), (json_int_t)i);
+		const char *tx = json_string_value(json_object_get(json_object_get(x, "message"), "content"));
+		const char *ty = json_string_value(json_object_get(json_object_get(y, "message"), "content"));
+		cr_assert_str_eq(tx, ty, "choice %zu differs between two runs with one seed", i);
+		if (i)
+			distinct += strcmp(tx, json_string_value(json_object_get(json_object_get(json_array_get(ca, 0),
+											       "message"), "content"))) != 0;
+	}
+	cr_assert_gt(distinct, 0, "the choices should differ (seeds seed + index)");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(json_array_get(ca, 0), "message"), "content")),
+			 json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(one, "choices"), 0),
+									  "message"), "content")));
+	cr_assert_geq(json_integer_value(json_object_get(json_object_get(a, "usage"), "completion_tokens")), 4);
+	json_decref(a);
+	json_decref(b);
+	json_decref(one);
+	/* streamed n = 3: chunks of every index, one finish per choice */
+	char *out = malloc(1 << 18);
+	int st = post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":4,"
+		      "\"seed\":3,\"n\":3,\"stream\":true}", out, 1 << 18);
+	cr_assert_eq(st, 200);
+	int finishes[3] = { 0 }, chunks[3] = { 0 };
+	for (const char *p = strstr(out, "data: {"); p; p = strstr(p + 1, "data: {")) {
+		const char *e = strstr(p, "\n\n");
+		json_t *j = json_loadb(p + 6, (size_t)(e - p - 6), 0, NULL);
+		json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+		json_int_t ix = json_integer_value(json_object_get(ch, "index"));
+		cr_assert(ix >= 0 && ix < 3, "%.200s", p);
+		chunks[ix]++;
+		finishes[ix] += json_is_string(json_object_get(ch, "finish_reason"));
+		json_decref(j);
+	}
+	for (int i = 0; i < 3; i++)
+		cr_assert(chunks[i] >= 2 && finishes[i] == 1, "choice %d: %d chunks, %d finishes", i, chunks[i],
+			  finishes[i]);
+	cr_assert_not_null(strstr(out, "data: [DONE]"));
+	cr_assert_eq(post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"n\":9}",
+			  out, 1 << 18), 400);
+
+	/* tools: required (any function), named, streamed named, none, auto */
+	json_t *r = post_json(&c, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],\"max_tokens\":120,"
+			      "\"seed\":1,\"tools\":" WEATHER ",\"tool_choice\":\"required\"}", 200);
+	check_call(r);
+	json_decref(r);
+	for (int seed = 2; seed < 5; seed++) {
+		char body[2048];
+		snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"1 + 2?\"}],\"max_tokens\":120,"
+			 "\"seed\":%d,\"temperature\":1.2,\"tools\":" WEATHER ",\"tool_choice\":{\"type\":\"function\","
+			 "\"function\":{\"name\":\"add\"}}}", seed);
+		r = post_json(&c, body, 200);
+		cr_assert_str_eq(check_call(r), "add");
+		json_decref(r);
+	}
+	st = post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"max_tokens\":120,"
+		  "\"seed\":1,\"stream\":true,\"tools\":" WEATHER ",\"tool_choice\":{\"type\":\"function\",\"function\":"
+		  "{\"name\":\"get_weather\"}}}", out, 1 << 18);
+	cr_assert_eq(st, 200);
+	cr_assert_not_null(strstr(out, "\"tool_calls\":[{"), "%.800s", out);
+	cr_assert_not_null(strstr(out, "\"finish_reason\":\"tool_calls\""), "%.800s", out);
+	cr_assert_not_null(strstr(out, "\"name\":\"get_weather\""), "%.800s", out);
+	r = post_json(&c, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"max_tokens\":6,\"seed\":1,"
+		      "\"tools\":" WEATHER ",\"tool_choice\":\"none\"}", 200);
+	json_t *ch = json_array_get(json_object_get(r, "choices"), 0);
+	cr_assert(json_is_string(json_object_get(json_object_get(ch, "message"), "content")));
+	cr_assert_null(json_object_get(json_object_get(ch, "message"), "tool_calls"));
+	cr_assert_str_neq(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+	json_decref(r);
+	/* auto: a text answer or a call, either well formed; with the history
+	 * of a call and its result */
+	r = post_json(&c, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\","
+		      "\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+		      "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"unit\\\":\\\"c\\\"}\"}}]},{\"role\":"
+		      "\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"21 C\"}],\"max_tokens\":8,\"seed\":1,"
+		      "\"tools\":" WEATHER "}", 200);
+	ch = json_array_get(json_object_get(r, "choices"), 0);
+	if (!strcmp(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls"))
+		check_call(r);
+	else
+		cr_assert(json_is_string(json_object_get(json_object_get(ch, "message"), "content")));
+	json_decref(r);
+	/* refusals: an unknown function, an unsupported keyword in parameters */
+	cr_assert_eq(post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+			  WEATHER ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}", out, 1 << 18),
+		     400);
+	cr_assert_eq(post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+			  "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+			  "\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":0}}}}}],\"tool_choice\":\"required\"}",
+			  out, 1 << 18), 400);
+	cr_assert_not_null(strstr(out, "minimum"), "%s", out);
+	free(out);
+	proc_cluster_stop(&c);
+}
