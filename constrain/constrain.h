@@ -111,6 +111,8 @@ struct cs_vocab;
 int cs_vocab_create(uint32_t n, const char *const *bytes, const uint32_t *lens, struct cs_vocab **out);
 void cs_vocab_free(struct cs_vocab *v);
 uint32_t cs_vocab_size(const struct cs_vocab *v);
+/* Token id's bytes (*len 0 for an id out of range or without text). */
+const char *cs_vocab_token(const struct cs_vocab *v, uint32_t id, uint32_t *len);
 
 /* Set bit i of allowed[(n + 63) / 64] for every token whose bytes the state
  * accepts and (budget != UINT32_MAX) after which the shortest completion is at

@@ -184,6 +184,16 @@ uint32_t cs_vocab_size(const struct cs_vocab *v)
 	return v->n;
 }
 
+const char *cs_vocab_token(const struct cs_vocab *v, uint32_t id, uint32_t *len)
+{
+	if (id >= v->n) {
+		*len = 0;
+		return "";
+	}
+	*len = v->lens[id];
+	return (const char *)v->bytes[id];
+}
+
 int cs_vocab_create(uint32_t n, const char *const *bytes, const uint32_t *lens, struct cs_vocab **out)
 {
 	*out = NULL;

@@ -76,7 +76,7 @@ Test(openai, refusals)
 		{ OAI_COMPLETION, "{}", "prompt", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":[1,2]}", "prompt", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", "n", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":9}", "n", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5000}", "max_tokens", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens", 400 },
