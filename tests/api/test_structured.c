@@ -190,7 +190,7 @@ Test(structured, schemas_streamed_and_not_always_validate, .timeout = 300)
 	proc_cluster_stop(&c);
 }
 
-Test(structured, refusals_hostile_schemas_and_logit_bias, .timeout = 240)
+Test(structured, refusals_hostile_schemas_logit_bias_openai_sdk, .timeout = 240)
 {
 	struct proc_cluster c;
 	start(&c);
@@ -298,6 +298,11 @@ Test(structured, refusals_hostile_schemas_and_logit_bias, .timeout = 240)
 	cr_assert_eq(st, 400, "%s", out);
 	st = post(&c, "/v1/completions", "{\"prompt\":\"Hello\",\"logit_bias\":{\"5\":101}}", out, cap);
 	cr_assert_eq(st, 400, "%s", out);
+	/* the official openai package: parse() with a zod schema, a tool loop */
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "node tests/openai_structured.mjs http://127.0.0.1:%d", c.port);
+	st = proc_sh(cmd, out, cap);
+	cr_assert_eq(st, 0, "tests/openai_structured.mjs failed (status %d): %s", st, out);
 	free(out);
 	proc_cluster_stop(&c);
 }
