@@ -30,6 +30,10 @@ struct cs_vocab {
 	 * more than the walk): the state per depth, the DFS stack */
 	struct cs_state *st;
 	uint32_t *stk_node, *stk_depth;
+	/* the plain-text tokens (plain_token) as a bitmask over ids: inside a
+	 * free string all of them are allowed at once */
+	uint64_t *plain_bits;
+	uint32_t n_plain;
 };
 
 static const struct cs_vocab *sort_v;
@@ -152,10 +156,20 @@ static int build(struct cs_vocab *v)
 		return err_set(ERR_NOMEM, "vocab trie: out of memory");
 	}
 	pre[0] = 0;
+	v->plain_bits = calloc(((size_t)v->n + 63) / 64, sizeof *v->plain_bits);
+	if (!v->plain_bits) {
+		free(pl);
+		free(pre);
+		return err_set(ERR_NOMEM, "vocab trie: out of memory");
+	}
 	for (uint32_t i = 0; i < v->n_sorted; i++) {
 		uint32_t id = v->sorted[i];
 		pl[i] = plain_token(v->bytes[id], v->lens[id]);
 		pre[i + 1] = pre[i] + !pl[i];
+		if (pl[i]) {
+			v->plain_bits[id / 64] |= 1ull << (id % 64);
+			v->n_plain++;
+		}
 	}
 	for (uint32_t k = 0; k < v->n_nodes; k++)
 		v->nodes[k].plain = pre[v->nodes[k].hi] == pre[v->nodes[k].lo];
@@ -176,6 +190,7 @@ void cs_vocab_free(struct cs_vocab *v)
 	free(v->st);
 	free(v->stk_node);
 	free(v->stk_depth);
+	free(v->plain_bits);
 	free(v);
 }
 
@@ -305,6 +320,13 @@ int64_t cs_vocab_allowed(struct cs_vocab *v, const struct cs_schema *s, const st
 	w.st = v->st;
 	uint32_t *stk_node = v->stk_node, *stk_depth = v->stk_depth;
 	cs_state_copy(&w.st[0], st0);
+	/* inside a free string (minLength reached) whose end fits the budget:
+	 * every plain-text token at once, then only the other subtrees */
+	bool all_plain = in_free_string(s, st0) == 2 && (budget == UINT32_MAX || w.close0 <= budget);
+	if (all_plain) {
+		memcpy(allowed, v->plain_bits, ((size_t)v->n + 63) / 64 * sizeof *allowed);
+		w.count = v->n_plain;
+	}
 	uint32_t sp = 0;
 	for (uint32_t c = v->nodes[0].child; c; c = v->nodes[c].sibling)
 		stk_node[sp] = c, stk_depth[sp++] = 1;
@@ -312,6 +334,8 @@ int64_t cs_vocab_allowed(struct cs_vocab *v, const struct cs_schema *s, const st
 		sp--;
 		uint32_t c = stk_node[sp], d = stk_depth[sp];
 		const struct tnode *tn = &v->nodes[c];
+		if (all_plain && tn->plain)
+			continue; /* marked above */
 		struct cs_state *cur = &w.st[d];
 		cs_state_copy(cur, &w.st[d - 1]);
 		uint8_t b = tn->byte;

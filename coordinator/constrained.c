@@ -190,3 +190,17 @@ int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float
 	*k = have;
 	return 0;
 }
+
+void constrained_raw_head(const float *row, uint32_t n, uint32_t k, uint32_t *ids, float *vals, float *lse)
+{
+	uint32_t have = 0;
+	for (uint32_t i = 0; i < n; i++)
+		top_insert(ids, vals, &have, k, i, isnan(row[i]) ? -INFINITY : row[i]);
+	for (uint32_t i = have; i < k; i++)
+		ids[i] = have ? ids[0] : 0, vals[i] = -INFINITY;
+	double mx = have ? vals[0] : 0, sum = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (row[i] > -INFINITY)
+			sum += exp((double)row[i] - mx);
+	*lse = have ? (float)(mx + log(sum)) : NAN;
+}

@@ -32,4 +32,8 @@ int constrained_feed(struct cs_vocab *v, struct intake_req *r, uint32_t token, b
 int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float *row, uint32_t n_text,
 			   uint32_t budget, int32_t eos, uint32_t *ids, float *vals, uint32_t *k);
 
+/* The raw model's k best tokens of row[0..n) (descending, lower id first on
+ * ties) and the row's log-sum-exp, for logprobs of a full-row request. */
+void constrained_raw_head(const float *row, uint32_t n, uint32_t k, uint32_t *ids, float *vals, float *lse);
+
 #endif

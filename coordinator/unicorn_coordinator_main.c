@@ -785,12 +785,21 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		if (rc)
 			return rc;
 		row = rw;
+		uint32_t n_text = tok_n_vocab(c->tok) < c->att->n_vocab ? tok_n_vocab(c->tok) : c->att->n_vocab;
+		if (r->want_lp) {
+			/* the worker left the head area empty: the raw top-k and
+			 * log-sum-exp for logprobs come from the row */
+			float *lsep;
+			if ((rc = attach_head_lse(c->att, r->slot, &lsep)))
+				return rc;
+			constrained_raw_head(rw, n_text, k < MSG_MAX_TOPK ? MSG_MAX_TOPK : k, ids, logits, lsep);
+			k = MSG_MAX_TOPK;
+		}
 		uint32_t cid[MSG_MAX_TOPK], kc = 0;
 		float cval[MSG_MAX_TOPK];
 		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
 		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
 		left = left < ctx_left ? left : ctx_left;
-		uint32_t n_text = tok_n_vocab(c->tok) < c->att->n_vocab ? tok_n_vocab(c->tok) : c->att->n_vocab;
 		if ((rc = constrained_candidates(c->csv, r, rw, n_text, left ? left - 1 : 0, tok_eot(c->tok), cid,
 						 cval, &kc)))
 			return rc;

@@ -585,9 +585,10 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 }
 
 /* run_chunks with a MSG_CHUNK_HEAD_FULL entry: the engine gives every head
- * row's whole logit row; the worker takes each row's top-k (or argmax) and
- * log-sum-exp itself, as HEAD does, and copies the rows of the full entries
- * to their logits areas. Only submissions with such an entry take this path:
+ * row's whole logit row; the rows of the full entries go to their logits
+ * areas (their head areas get no candidates: the coordinator reads the row),
+ * the others' top-k (or argmax) and log-sum-exp the worker takes itself, as
+ * HEAD does. Only submissions with such an entry take this path:
  * the others keep the GPU's own top-k. */
 static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, const struct engine_chunk *ch,
 			   uint32_t n_head, uint32_t k, uint32_t **ids, float **vals, float **lse, float **full,
@@ -612,6 +613,15 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 		float *row = rows + (size_t)j * w->n_vocab;
 		for (uint32_t i = w->n_vocab_text; i < w->n_vocab; i++)
 			row[i] = -INFINITY; /* not text: never sampled (the GPU head skips them too) */
+		if (full[j]) {
+			/* the coordinator picks from the row (and takes the top-k and
+			 * log-sum-exp from it when it needs them for logprobs) */
+			memcpy(full[j], row, (size_t)w->n_vocab * sizeof *row);
+			for (uint32_t i = 0; i < k; i++)
+				ids[j][i] = 0, vals[j][i] = -INFINITY;
+			*lse[j] = NAN;
+			continue;
+		}
 		uint32_t got = topk(row, w->n_vocab_text, k, ids[j], vals[j]);
 		if (got == 0)
 			return err_set(ERR_RANGE, "worker: run_chunks: head row %u has no finite logit", j);
@@ -622,8 +632,6 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 			if (row[i] > -INFINITY)
 				sum += exp((double)row[i] - mx);
 		*lse[j] = (float)(mx + log(sum));
-		if (full[j])
-			memcpy(full[j], row, (size_t)w->n_vocab * sizeof *row);
 	}
 	for (uint32_t i = 0; i < m->n; i++)
 		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos0, m->e[i].n);
