@@ -131,7 +131,7 @@ check:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
-FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c,$(LIB_C))
+FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c constrain/%,$(LIB_C))
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
 	@mkdir -p $(dir $@)
