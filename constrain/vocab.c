@@ -351,7 +351,9 @@ int64_t cs_vocab_allowed(struct cs_vocab *v, const struct cs_schema *s, const st
 			if (fs == 2)
 				continue; /* more text cannot bring the end nearer */
 		}
-		if (tn->n_end && (d * w.grow + w.close0 <= budget || budget_ok(&w, cur)))
+		uint32_t first = tn->n_end ? v->sorted[tn->lo] : 0;
+		bool done_already = all_plain && tn->n_end && (v->plain_bits[first / 64] >> (first % 64) & 1);
+		if (tn->n_end && !done_already && (d * w.grow + w.close0 <= budget || budget_ok(&w, cur)))
 			mark(&w, tn->lo, tn->lo + tn->n_end);
 		if (cs_state_complete(cur))
 			continue; /* nothing may follow a whole value */
