@@ -378,8 +378,10 @@ static int tool_message(json_t *it, const char *role, json_t *tc, json_t *msgs, 
 			json_t *pa = json_loads(json_string_value(args), 0, NULL);
 			a = pa ? json_dumps(pa, JSON_COMPACT) : json_dumps(args, JSON_ENCODE_ANY | JSON_COMPACT);
 			json_decref(pa);
+		} else if (args) {
+			a = json_dumps(args, JSON_COMPACT);
 		} else {
-			a = json_dumps(args ? args : json_object(), JSON_COMPACT);
+			a = strdup("{}");
 		}
 		char *call = a ? chat_tool_call(name, a) : NULL;
 		free(a);
@@ -542,7 +544,7 @@ static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
 		json_t *desc = json_object_get(fn, "description");
 		if (json_is_string(desc))
 			json_object_set(line, "description", desc);
-		json_object_set(line, "parameters", params ? params : json_pack("{s:s}", "type", "object"));
+		json_object_set_new(line, "parameters", params ? json_incref(params) : json_pack("{s:s}", "type", "object"));
 		json_array_append_new(lines, line);
 		if (named && strcmp(name, named))
 			continue;

@@ -28,9 +28,15 @@ enum { N_START = 1, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC };
 #define MAX_FRAC_DIGITS 6
 #define MAX_REC 24
 
+/* Work per byte fed: a hostile schema (anyOf of anyOfs through $refs)
+ * could otherwise fork exponentially at one value start; past this the
+ * remaining alternatives are dropped (the language only shrinks). */
+#define MAX_STEP_WORK 4096
+
 struct out {
 	struct cs_thread *t;
 	uint32_t n, cap;
+	uint32_t work;
 };
 
 static bool is_ws(uint8_t c)
@@ -162,6 +168,8 @@ static void lit_start(const struct cs_schema *s, struct cs_thread *t, uint32_t n
 
 static void value_start(const struct cs_schema *s, struct cs_thread *t, uint8_t c, struct out *o, int rec)
 {
+	if (++o->work > MAX_STEP_WORK)
+		return;
 	struct cs_frame *f = top(t);
 	const struct cs_node *n = N(s, f->node);
 	if (is_ws(c)) {
@@ -459,7 +467,7 @@ static void lit_step(const struct cs_schema *s, struct cs_thread *t, uint8_t c, 
 
 static void step(const struct cs_schema *s, struct cs_thread *t, uint8_t c, struct out *o, int rec)
 {
-	if (!t->depth || rec > MAX_REC + 8)
+	if (!t->depth || rec > MAX_REC + 8 || ++o->work > MAX_STEP_WORK)
 		return;
 	switch (top(t)->kind) {
 	case F_VALUE: value_start(s, t, c, o, rec); return;
@@ -496,7 +504,7 @@ bool cs_state_feed(const struct cs_schema *s, struct cs_state *st, const void *b
 	const uint8_t *b = bytes;
 	struct cs_state nx;
 	for (size_t i = 0; i < len && st->n; i++) {
-		struct out o = { nx.t, 0, CS_MAX_THREADS };
+		struct out o = { nx.t, 0, CS_MAX_THREADS, 0 };
 		for (uint32_t k = 0; k < st->n; k++) {
 			struct cs_thread t;
 			thread_copy(&t, &st->t[k]);
@@ -661,7 +669,7 @@ static uint32_t thread_close_len(const struct cs_schema *s, const struct cs_thre
 		if (b < 0)
 			return CS_INF;
 		struct cs_thread buf[CS_MAX_THREADS];
-		struct out o = { buf, 0, CS_MAX_THREADS };
+		struct out o = { buf, 0, CS_MAX_THREADS, 0 };
 		step(s, &t, (uint8_t)b, &o, 0);
 		if (!o.n)
 			return CS_INF;
