@@ -435,8 +435,9 @@ static void run(struct relay *r)
 	r->custom = r->j->custom; /* http.c decided when it made the job */
 	r->hold = o->tool_choice == OAI_TOOLS_AUTO || o->tool_choice == OAI_TOOLS_REQUIRED ||
 		  o->tool_choice == OAI_TOOLS_NAMED;
-	/* n choices: n sequences of the same prompt (its KV shared through the
-	 * prefix cache), seeds seed, seed + 1, ...: reproducible with a seed */
+	/* n choices: n sequences of the same prompt, submitted together (their
+	 * prompts go through the same batched rounds; not yet one shared KV),
+	 * seeds seed, seed + 1, ...: reproducible with a seed */
 	struct relay *ch[OAI_MAX_N] = { r };
 	uint32_t started = 1;
 	for (uint32_t i = 1; i < n && i < OAI_MAX_N; i++) {
