@@ -53,7 +53,25 @@ struct relay {
 	uint32_t reason;
 	uint32_t n_tok;              /* completion tokens */
 	pthread_t th;
+	/* n > 1: the other choices start once choice 0 has its first token (its
+	 * prompt's KV is then in the coordinator's prefix cache, and theirs share
+	 * it), or ended */
+	struct relay *lead;          /* choice 0 (NULL for choice 0 itself) */
+	pthread_mutex_t go_mu;       /* choice 0's */
+	pthread_cond_t go_cv;
+	bool go_ready;
+	bool go_sync;                /* choice 0 of n > 1: go_mu / go_cv are set up */
 };
+
+static void lead_ready(struct relay *r)
+{
+	if (!r->go_sync || r->go_ready)
+		return;
+	pthread_mutex_lock(&r->go_mu);
+	r->go_ready = true;
+	pthread_cond_broadcast(&r->go_cv);
+	pthread_mutex_unlock(&r->go_mu);
+}
 
 /* A token's text for logprobs: its bytes after prev, or, for an alternative
  * (spell) that decodes to nothing (a control token), its spelling. */
@@ -191,6 +209,8 @@ static void on_token(void *arg, const struct msg_gen_token *t)
 	}
 	struct gtok *g = &r->gen[r->n_gen++];
 	memset(g, 0, sizeof *g);
+	if (r->n_gen == 1)
+		lead_ready(r);
 	g->id = t->token;
 	g->off = r->fed;
 	if (t->flags & MSG_TOK_LOGPROB) {
@@ -307,7 +327,15 @@ static void gen_one(struct relay *r)
 
 static void *gen_thread(void *arg)
 {
-	gen_one(arg);
+	struct relay *c = arg, *l = c->lead;
+	pthread_mutex_lock(&l->go_mu);
+	while (!l->go_ready)
+		pthread_cond_wait(&l->go_cv, &l->go_mu);
+	pthread_mutex_unlock(&l->go_mu);
+	if (http_job_gone(c->rc->h, c->j))
+		c->reason = MSG_END_CANCELLED; /* choice 0 ended because its client left */
+	else
+		gen_one(c);
 	return NULL;
 }
 
@@ -435,17 +463,24 @@ static void run(struct relay *r)
 	r->custom = r->j->custom; /* http.c decided when it made the job */
 	r->hold = o->tool_choice == OAI_TOOLS_AUTO || o->tool_choice == OAI_TOOLS_REQUIRED ||
 		  o->tool_choice == OAI_TOOLS_NAMED;
-	/* n choices: n sequences of the same prompt, submitted together (their
-	 * prompts go through the same batched rounds; not yet one shared KV),
-	 * seeds seed, seed + 1, ...: reproducible with a seed */
+	/* n choices: n sequences of the same prompt; the others are submitted
+	 * once choice 0 has its first token, so they share its prompt's KV
+	 * through the coordinator's prefix cache (no output bit changes); seeds
+	 * seed, seed + 1, ...: reproducible with a seed */
 	struct relay *ch[OAI_MAX_N] = { r };
 	uint32_t started = 1;
-	for (uint32_t i = 1; i < n && i < OAI_MAX_N; i++) {
+	bool sync = n > 1 && !pthread_mutex_init(&r->go_mu, NULL);
+	if (sync && pthread_cond_init(&r->go_cv, NULL)) {
+		pthread_mutex_destroy(&r->go_mu);
+		sync = false;
+	}
+	r->go_sync = sync;
+	for (uint32_t i = 1; sync && i < n && i < OAI_MAX_N; i++) {
 		struct relay *c = calloc(1, sizeof *c);
 		if (!c)
 			break;
 		*c = (struct relay){ .rc = r->rc, .j = r->j, .prompt = r->prompt, .n_prompt = r->n_prompt,
-				     .index = i, .custom = true, .hold = r->hold, .go = go };
+				     .index = i, .custom = true, .hold = r->hold, .go = go, .lead = r };
 		c->go.sp.seed = go.sp.seed + i;
 		if (pthread_create(&c->th, NULL, gen_thread, c)) {
 			free(c);
@@ -454,8 +489,14 @@ static void run(struct relay *r)
 		ch[started++] = c;
 	}
 	gen_one(r);
+	lead_ready(r); /* ended without a token: the others go anyway */
 	for (uint32_t i = 1; i < started; i++)
 		pthread_join(ch[i]->th, NULL);
+	if (sync) {
+		pthread_cond_destroy(&r->go_cv);
+		pthread_mutex_destroy(&r->go_mu);
+		r->go_sync = false;
+	}
 	bool accepted = false, failed = started < n;
 	int rc0 = 0;
 	uint32_t timeouts = 0;
