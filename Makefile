@@ -19,7 +19,7 @@ LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lcurl -lcrypto -lncurses
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 
-MODULES  := common formats hub tokenizer ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
+MODULES  := common formats hub tokenizer constrain ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
 ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
@@ -149,7 +149,7 @@ check:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined
-FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c,$(LIB_C))
+FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c constrain/%,$(LIB_C))
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
 	@mkdir -p $(dir $@)

@@ -82,6 +82,7 @@ struct conn {
 	size_t n_frame, off_frame;
 	size_t sent;              /* bytes of job->out already framed */
 	uint32_t lp_sent;         /* job->lp entries already framed */
+	uint32_t chunk_sent;      /* job->chunks already framed (custom answers) */
 	int phase;                /* 0 role chunk, 1 text, 2 usage, 3 [DONE], 4 end */
 };
 
@@ -99,6 +100,10 @@ static void job_unref_locked(struct http *h, struct http_job *j)
 	free(j->ids);
 	free(j->out);
 	free(j->result);
+	for (uint32_t i = 0; i < j->n_chunks; i++)
+		free(j->chunks[i]);
+	free(j->chunks);
+	free(j->choices);
 	for (uint32_t i = 0; i < j->n_lp; i++)
 		oai_lp_tok_free(&j->lp[i]);
 	free(j->lp);
@@ -212,6 +217,38 @@ int http_job_emit_lp(struct http *h, struct http_job *j, const char *text, size_
 out:
 	pthread_mutex_unlock(&h->mu);
 	return rc;
+}
+
+int http_job_chunk(struct http *h, struct http_job *j, char *choice_json)
+{
+	if (!choice_json)
+		return err_set(ERR_NOMEM, "http: out of memory");
+	int rc = 0;
+	pthread_mutex_lock(&h->mu);
+	if (j->n_chunks == j->cap_chunks) {
+		uint32_t cap = j->cap_chunks ? j->cap_chunks * 2 : 16;
+		char **p = realloc(j->chunks, cap * sizeof *p);
+		if (!p) {
+			free(choice_json);
+			rc = err_set(ERR_NOMEM, "http: out of memory");
+			goto out;
+		}
+		j->chunks = p;
+		j->cap_chunks = cap;
+	}
+	j->chunks[j->n_chunks++] = choice_json;
+	pthread_cond_broadcast(&h->cv);
+out:
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+void http_job_choices(struct http *h, struct http_job *j, char *choices_json)
+{
+	pthread_mutex_lock(&h->mu);
+	free(j->choices);
+	j->choices = choices_json;
+	pthread_mutex_unlock(&h->mu);
 }
 
 void http_job_end(struct http *h, struct http_job *j, const char *finish,
@@ -427,7 +464,15 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 						      NULL);
 				want = true;
 			}
-		} else if (cn->phase == 1 && (j->n_out > cn->sent || j->n_lp > cn->lp_sent)) {
+		} else if (cn->phase == 1 && j->custom && cn->chunk_sent < j->n_chunks) {
+			json = oai_chunk_wrap(kind, cn->id, cn->created, h->model, j->chunks[cn->chunk_sent++]);
+			want = true;
+		} else if (cn->phase == 1 && j->custom && j->state == JOB_DONE && j->finish &&
+			   strcmp(j->finish, "timeout") && strcmp(j->finish, "error")) {
+			/* the relay's chunks carried the finish reasons */
+			cn->phase = j->req.include_usage ? 2 : 3;
+			continue;
+		} else if (cn->phase == 1 && !j->custom && (j->n_out > cn->sent || j->n_lp > cn->lp_sent)) {
 			/* a chunk carries the logprobs of the tokens whose text it holds */
 			json = oai_chunk_json_lp(kind, cn->id, cn->created, h->model, j->out + cn->sent,
 						 j->n_out - cn->sent, false, NULL, j->lp + cn->lp_sent,
@@ -669,6 +714,8 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 		j->kind = HTTP_JOB_GENERATE;
 		rc = oai_parse(cn->route == R_CHAT ? OAI_CHAT : OAI_COMPLETION, body, cn->n_body,
 			       &j->req, &e);
+		/* several choices or tool calls: the relay builds the answer */
+		j->custom = !rc && (j->req.n > 1 || j->req.tool_choice != OAI_TOOLS_OFF);
 	} else if (cn->route == R_TOKENIZE) {
 		j->kind = HTTP_JOB_TOKENIZE;
 		rc = oai_parse_tokenize(body, cn->n_body, &j->text, &j->add_special, &e);
@@ -763,7 +810,10 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 		pthread_mutex_unlock(&h->mu);
 		return MHD_NO;
 	}
-	char *s = oai_response_json_lp(j->req.kind, cn->id, cn->created, h->model,
+	char *s = j->custom && j->choices
+		? oai_response_wrap(j->req.kind, cn->id, cn->created, h->model, j->choices, j->prompt_tokens,
+				    j->completion_tokens)
+		: oai_response_json_lp(j->req.kind, cn->id, cn->created, h->model,
 				       j->out ? j->out : "", j->n_out, j->finish, j->prompt_tokens,
 				       j->completion_tokens, j->req.logprobs, j->lp, j->n_lp);
 	bool failed = j->finish && !strcmp(j->finish, "error");

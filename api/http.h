@@ -94,6 +94,13 @@ struct http_job {
 	uint32_t n_lp, cap_lp;
 	const char *finish;
 	uint32_t prompt_tokens, completion_tokens;
+	/* custom answers (n > 1 choices, tool calls; the relay builds them):
+	 * streaming sends chunks[] (each a "choices" element, wrapped with the
+	 * stream's id) instead of out; the whole answer is the choices array */
+	bool custom;
+	char **chunks;
+	uint32_t n_chunks, cap_chunks;
+	char *choices;
 	bool gone;
 	int refs;
 	struct http_job *next;
@@ -131,6 +138,11 @@ int http_job_emit(struct http *h, struct http_job *j, const char *text, size_t l
  * is taken over, also on failure, and left zeroed); either may be empty. */
 int http_job_emit_lp(struct http *h, struct http_job *j, const char *text, size_t len,
 		     struct oai_lp_tok *lp, uint32_t n_lp);
+/* Custom answers (set j->custom before the first): one stream chunk's
+ * "choices" element (taken over); the whole answer's "choices" array (taken
+ * over; with completion_tokens the usage counts every choice). */
+int http_job_chunk(struct http *h, struct http_job *j, char *choice_json);
+void http_job_choices(struct http *h, struct http_job *j, char *choices_json);
 /* Generation over (finish: "stop", "length", or "error"/"cancelled"/"timeout";
  * "error" answers 500 and "timeout" 408, or an SSE error event when streaming). */
 void http_job_end(struct http *h, struct http_job *j, const char *finish,

@@ -1,6 +1,7 @@
 /* openai: request parsing/validation and response building (pure). */
 #include "api/openai.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,10 +9,13 @@
 #include <string.h>
 
 #include <arpa/inet.h>
+#include <sys/random.h>
 #include <jansson.h>
 
 #include "common/err.h"
 #include "common/utf8.h"
+#include "coordinator/chat.h"
+#include "constrain/constrain.h"
 #include "ipc/msg.h"
 
 int oai_err_set(struct oai_err *e, int status, const char *type, const char *param,
@@ -51,6 +55,12 @@ void oai_req_free(struct oai_req *r)
 	}
 	free(r->msgs);
 	free(r->prompt);
+	free(r->schema);
+	for (uint32_t i = 0; i < r->n_tools; i++)
+		free(r->tool_names[i]);
+	free(r->tool_names);
+	free(r->bias_ids);
+	free(r->bias);
 	memset(r, 0, sizeof *r);
 }
 
@@ -152,21 +162,10 @@ static int unsupported(json_t *o, int kind, struct oai_err *e)
 {
 	(void)kind;
 	json_t *v;
-	v = field(o, "logit_bias");
-	if (v && !(json_is_object(v) && json_object_size(v) == 0))
-		return BAD(e, "logit_bias", "'logit_bias' is not supported");
-	v = field(o, "tools");
-	if (v && !(json_is_array(v) && json_array_size(v) == 0))
-		return BAD(e, "tools", "'tools' (function calling) is not supported");
 	if (field(o, "functions"))
-		return BAD(e, "functions", "'functions' is not supported");
-	v = field(o, "response_format");
-	if (v) {
-		const char *t = json_string_value(json_object_get(v, "type"));
-		if (!t || strcmp(t, "text"))
-			return BAD(e, "response_format", "'response_format' other than text is not "
-				   "supported");
-	}
+		return BAD(e, "functions", "'functions' (the deprecated form) is not supported: use 'tools'");
+	if (kind == OAI_COMPLETION && field(o, "tools"))
+		return BAD(e, "tools", "'tools' is a chat completions field");
 	v = field(o, "best_of");
 	if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
 		return BAD(e, "best_of", "'best_of' must be 1");
@@ -176,6 +175,93 @@ static int unsupported(json_t *o, int kind, struct oai_err *e)
 	v = field(o, "suffix");
 	if (v && !(json_is_string(v) && json_string_length(v) == 0))
 		return BAD(e, "suffix", "'suffix' is not supported");
+	return 0;
+}
+
+/* response_format: {"type": "text" | "json_object" | "json_schema",
+ * "json_schema": {"name", "schema", "strict", "description"}}. The schema is
+ * compiled here so an unsupported keyword or a hostile schema is a 400 that
+ * names it before anything is queued. */
+static int parse_response_format(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "response_format");
+	if (!v)
+		return 0;
+	const char *t = json_is_object(v) ? json_string_value(json_object_get(v, "type")) : NULL;
+	if (!t)
+		return BAD(e, "response_format", "'response_format' must be {\"type\": \"text\" | "
+			   "\"json_object\" | \"json_schema\", ...}");
+	if (!strcmp(t, "text"))
+		return 0;
+	if (!strcmp(t, "json_object")) {
+		r->json = true;
+		return 0;
+	}
+	if (strcmp(t, "json_schema"))
+		return BAD(e, "response_format", "response_format type '%.40s' is not supported (text, "
+			   "json_object, json_schema)", t);
+	json_t *js = json_object_get(v, "json_schema");
+	json_t *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+	if (!json_is_object(js))
+		return BAD(e, "response_format", "response_format json_schema needs a 'json_schema' object "
+			   "{\"name\", \"schema\"}");
+	json_t *strict = json_object_get(js, "strict");
+	if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+		return BAD(e, "response_format", "json_schema.strict must be a boolean");
+	if (!sc || json_is_null(sc)) {
+		r->json = true; /* no schema: any object, as json_object */
+		return 0;
+	}
+	if (!json_is_object(sc))
+		return BAD(e, "response_format", "json_schema.schema must be an object");
+	char *txt = json_dumps(sc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!txt)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	size_t n = strlen(txt);
+	struct cs_schema *cs = NULL;
+	int rc = n > OAI_MAX_SCHEMA ? err_set(ERR_RANGE, "schema: %zu bytes (at most %d)", n, OAI_MAX_SCHEMA)
+				    : cs_schema_compile(txt, n, &cs);
+	cs_schema_free(cs);
+	if (rc) {
+		free(txt);
+		return BAD(e, "response_format", "json_schema.%s", err_msg());
+	}
+	r->json = true;
+	r->schema = txt;
+	r->n_schema = n;
+	return 0;
+}
+
+/* logit_bias: {"token id": bias -100..100} (OpenAI: at most 300 entries). */
+static int parse_logit_bias(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *v = field(o, "logit_bias");
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return BAD(e, "logit_bias", "'logit_bias' must be an object {\"token id\": bias}");
+	size_t n = json_object_size(v);
+	if (n == 0)
+		return 0;
+	if (n > OAI_MAX_BIAS)
+		return BAD(e, "logit_bias", "'logit_bias' takes at most %d tokens (got %zu)", OAI_MAX_BIAS, n);
+	r->bias_ids = calloc(n, sizeof *r->bias_ids);
+	r->bias = calloc(n, sizeof *r->bias);
+	if (!r->bias_ids || !r->bias)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	const char *k;
+	json_t *b;
+	json_object_foreach(v, k, b) {
+		char *end = NULL;
+		errno = 0;
+		unsigned long id = strtoul(k, &end, 10);
+		if (!*k || *end || errno || k[0] == '-' || k[0] == '+' || id >= (1ul << 31))
+			return BAD(e, "logit_bias", "logit_bias key '%.40s' is not a token id", k);
+		if (!json_is_number(b) || !(json_number_value(b) >= -100.0 && json_number_value(b) <= 100.0))
+			return BAD(e, "logit_bias", "logit_bias['%.40s'] must be a number in [-100, 100]", k);
+		r->bias_ids[r->n_bias] = (uint32_t)id;
+		r->bias[r->n_bias++] = (float)json_number_value(b);
+	}
 	return 0;
 }
 
@@ -242,6 +328,81 @@ static int parse_stop(json_t *o, struct oai_req *r, struct oai_err *e)
 	return 0;
 }
 
+/* The name of the function of call id in the assistant messages before i. */
+static const char *call_name(json_t *msgs, size_t before, const char *id)
+{
+	for (size_t k = 0; id && k < before; k++) {
+		json_t *tc = json_object_get(json_array_get(msgs, k), "tool_calls");
+		size_t j;
+		json_t *c;
+		json_array_foreach(tc, j, c) {
+			const char *cid = json_string_value(json_object_get(c, "id"));
+			if (cid && !strcmp(cid, id))
+				return json_string_value(json_object_get(json_object_get(c, "function"), "name"));
+		}
+	}
+	return NULL;
+}
+
+/* A tool message's text (role tool: its result as chat_tool_result says;
+ * assistant with tool_calls: its content, then one call per line). */
+static int tool_message(json_t *it, const char *role, json_t *tc, json_t *msgs, size_t i, const char *content,
+			char **out, struct oai_err *e)
+{
+	if (!strcmp(role, "tool")) {
+		const char *id = json_string_value(json_object_get(it, "tool_call_id"));
+		*out = chat_tool_result(call_name(msgs, i, id), id, content);
+		return *out ? 0 : oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	}
+	if (!json_is_array(tc) || json_array_size(tc) > OAI_MAX_TOOLS)
+		return BAD(e, "messages", "messages[%zu].tool_calls must be an array (at most %d)", i, OAI_MAX_TOOLS);
+	size_t cap = strlen(content) + 2, n = strlen(content);
+	char *t = malloc(cap);
+	if (!t)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	memcpy(t, content, n + 1);
+	size_t j;
+	json_t *c;
+	json_array_foreach(tc, j, c) {
+		json_t *fn = json_object_get(c, "function");
+		const char *name = json_string_value(json_object_get(fn, "name"));
+		json_t *args = json_object_get(fn, "arguments");
+		if (!name || (args && !json_is_string(args) && !json_is_object(args))) {
+			free(t);
+			return BAD(e, "messages", "messages[%zu].tool_calls[%zu] needs function.name and "
+				   "function.arguments (a JSON string)", i, j);
+		}
+		/* arguments arrive as a JSON string: embedded as JSON when they are */
+		char *a = NULL;
+		if (json_is_string(args)) {
+			json_t *pa = json_loads(json_string_value(args), 0, NULL);
+			a = pa ? json_dumps(pa, JSON_COMPACT) : json_dumps(args, JSON_ENCODE_ANY | JSON_COMPACT);
+			json_decref(pa);
+		} else if (args) {
+			a = json_dumps(args, JSON_COMPACT);
+		} else {
+			a = strdup("{}");
+		}
+		char *call = a ? chat_tool_call(name, a) : NULL;
+		free(a);
+		size_t cl = call ? strlen(call) : 0;
+		char *nt = call ? realloc(t, n + cl + 2) : NULL;
+		if (!nt) {
+			free(call);
+			free(t);
+			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		}
+		t = nt;
+		if (n)
+			t[n++] = '\n';
+		memcpy(t + n, call, cl + 1);
+		n += cl;
+		free(call);
+	}
+	*out = t;
+	return 0;
+}
+
 static int parse_messages(json_t *o, struct oai_req *r, struct oai_err *e)
 {
 	json_t *m = field(o, "messages");
@@ -264,25 +425,230 @@ static int parse_messages(json_t *o, struct oai_req *r, struct oai_err *e)
 		if (!role)
 			return BAD(e, "messages", "messages[%zu].role must be a string", i);
 		if (strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "user") &&
-		    strcmp(role, "assistant"))
-			return BAD(e, "messages", "messages[%zu].role '%.40s': must be system, user or "
-				   "assistant", i, role);
+		    strcmp(role, "assistant") && strcmp(role, "tool"))
+			return BAD(e, "messages", "messages[%zu].role '%.40s': must be system, user, "
+				   "assistant or tool", i, role);
 		/* "developer" is the newer spelling of "system" */
 		r->msgs[i].role = strdup(strcmp(role, "developer") ? role : "system");
 		r->n_msgs++;
 		if (!r->msgs[i].role)
 			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
 		json_t *c = field(it, "content");
-		if (!c)
+		json_t *tc = field(it, "tool_calls");
+		if (!c && !(tc && !strcmp(role, "assistant")))
 			return BAD(e, "messages", "messages[%zu].content is required", i);
-		if (content_text(c, (uint32_t)i, &r->msgs[i].content, e))
-			return -1;
+		if (c ? content_text(c, (uint32_t)i, &r->msgs[i].content, e)
+		      : !(r->msgs[i].content = strdup("")))
+			return c ? -1 : oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		if (tc || !strcmp(role, "tool")) {
+			char *t = NULL;
+			if (tool_message(it, role, tc, m, i, r->msgs[i].content, &t, e))
+				return -1;
+			free(r->msgs[i].content);
+			r->msgs[i].content = t;
+		}
 		total += strlen(r->msgs[i].content);
 		if (total > OAI_MAX_PROMPT_BYTES)
 			return BAD(e, "messages", "the messages hold more than %d bytes",
 				   OAI_MAX_PROMPT_BYTES);
 	}
+	/* tool results are user turns: consecutive ones (several calls) become one */
+	uint32_t w = 0;
+	for (uint32_t i = 0; i < r->n_msgs; i++) {
+		if (!strcmp(r->msgs[i].role, "tool")) {
+			free(r->msgs[i].role);
+			r->msgs[i].role = strdup("user");
+			if (!r->msgs[i].role)
+				return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+			if (w && !strcmp(r->msgs[w - 1].role, "user") && i && !strcmp(json_string_value(json_object_get(
+								      json_array_get(m, i - 1), "role")), "tool")) {
+				struct oai_msg *p = &r->msgs[w - 1];
+				size_t a = strlen(p->content), b = strlen(r->msgs[i].content);
+				char *t = realloc(p->content, a + b + 2);
+				if (!t)
+					return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+				t[a] = '\n';
+				memcpy(t + a + 1, r->msgs[i].content, b + 1);
+				p->content = t;
+				free(r->msgs[i].role);
+				free(r->msgs[i].content);
+				r->msgs[i].role = r->msgs[i].content = NULL;
+				continue;
+			}
+		}
+		r->msgs[w++] = r->msgs[i];
+	}
+	r->n_msgs = w;
 	return 0;
+}
+
+/* tools: [{"type": "function", "function": {"name", "description",
+ * "parameters"}}], tool_choice: "none" | "auto" | "required" | {"type":
+ * "function", "function": {"name"}}. The functions go into the prompt (a
+ * system text before the first turn); required / named build the schema the
+ * answer is constrained to. */
+static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
+{
+	json_t *tools = field(o, "tools"), *tc = field(o, "tool_choice");
+	if (!tools || (json_is_array(tools) && json_array_size(tools) == 0)) {
+		if (tc && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "none") ||
+						   !strcmp(json_string_value(tc), "auto"))))
+			return BAD(e, "tool_choice", "'tool_choice' needs 'tools'");
+		return 0;
+	}
+	if (!json_is_array(tools) || json_array_size(tools) > OAI_MAX_TOOLS)
+		return BAD(e, "tools", "'tools' must be an array of at most %d functions", OAI_MAX_TOOLS);
+	if (r->json)
+		return BAD(e, "response_format", "'response_format' json together with 'tools' is not supported");
+	size_t n = json_array_size(tools);
+	r->tool_names = calloc(n, sizeof *r->tool_names);
+	if (!r->tool_names)
+		return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	r->tool_choice = OAI_TOOLS_AUTO;
+	const char *named = NULL;
+	if (json_is_string(tc)) {
+		const char *c = json_string_value(tc);
+		if (!strcmp(c, "none"))
+			r->tool_choice = OAI_TOOLS_NONE;
+		else if (!strcmp(c, "required"))
+			r->tool_choice = OAI_TOOLS_REQUIRED;
+		else if (strcmp(c, "auto"))
+			return BAD(e, "tool_choice", "'tool_choice' must be none, auto, required or a function");
+	} else if (tc) {
+		named = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+		if (!json_is_object(tc) || !named)
+			return BAD(e, "tool_choice", "'tool_choice' must be none, auto, required or "
+				   "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+		r->tool_choice = OAI_TOOLS_NAMED;
+	}
+	json_t *lines = json_array(), *alts = json_array(), *defs = json_object();
+	int rc = -1;
+	char *fl = NULL;
+	bool found = !named;
+	for (size_t i = 0; i < n; i++) {
+		json_t *t = json_array_get(tools, i);
+		json_t *fn = json_object_get(t, "function");
+		const char *ty = json_string_value(json_object_get(t, "type"));
+		const char *name = json_string_value(json_object_get(fn, "name"));
+		json_t *params = json_object_get(fn, "parameters");
+		if (!json_is_object(t) || (ty && strcmp(ty, "function")) || !name || !*name ||
+		    (params && !json_is_object(params))) {
+			BAD(e, "tools", "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\", "
+			    "\"description\", \"parameters\": {...}}}", i);
+			goto out;
+		}
+		r->tool_names[r->n_tools] = strdup(name);
+		if (!r->tool_names[r->n_tools++])
+			goto nomem;
+		json_t *line = json_pack("{s:s}", "name", name);
+		json_t *desc = json_object_get(fn, "description");
+		if (json_is_string(desc))
+			json_object_set(line, "description", desc);
+		json_object_set_new(line, "parameters", params ? json_incref(params) : json_pack("{s:s}", "type", "object"));
+		json_array_append_new(lines, line);
+		if (named && strcmp(name, named))
+			continue;
+		found = true;
+		/* the call's schema; the function's $defs move to the root */
+		json_t *pc = params ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
+		json_t *pd = json_object_get(pc, "$defs");
+		if (json_is_object(pd))
+			json_object_update(defs, pd);
+		json_object_del(pc, "$defs");
+		json_object_del(pc, "$schema");
+		json_t *alt = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name",
+					"const", name, "arguments", pc, "required", "name", "arguments",
+					"additionalProperties", 0);
+		json_array_append_new(alts, alt);
+	}
+	if (!found) {
+		BAD(e, "tool_choice", "tool_choice names '%.60s', which is not among the tools", named);
+		goto out;
+	}
+	/* the functions, one per line, for the prompt */
+	size_t cap = 1, len = 0;
+	for (size_t i = 0; i < json_array_size(lines); i++) {
+		char *l = json_dumps(json_array_get(lines, i), JSON_COMPACT);
+		if (!l)
+			goto nomem;
+		size_t ll = strlen(l);
+		char *nf = realloc(fl, cap + ll + 1);
+		if (!nf) {
+			free(l);
+			goto nomem;
+		}
+		fl = nf;
+		memcpy(fl + len, l, ll);
+		len += ll;
+		fl[len++] = '\n';
+		cap += ll + 1;
+		free(l);
+	}
+	if (fl)
+		fl[len ? len - 1 : 0] = 0;
+	if (r->tool_choice != OAI_TOOLS_NONE) {
+		char *pre = chat_tools_preamble(fl ? fl : "", r->tool_choice >= OAI_TOOLS_REQUIRED);
+		if (!pre)
+			goto nomem;
+		/* into the system text (a leading system message, or a new one) */
+		if (r->n_msgs && !strcmp(r->msgs[0].role, "system")) {
+			char *c = NULL;
+			if (asprintf(&c, "%s\n\n%s", pre, r->msgs[0].content) < 0) {
+				free(pre);
+				goto nomem;
+			}
+			free(pre);
+			free(r->msgs[0].content);
+			r->msgs[0].content = c;
+		} else {
+			struct oai_msg *nm = realloc(r->msgs, (r->n_msgs + 1) * sizeof *nm);
+			if (!nm) {
+				free(pre);
+				goto nomem;
+			}
+			r->msgs = nm;
+			memmove(nm + 1, nm, r->n_msgs * sizeof *nm);
+			nm[0].role = strdup("system");
+			nm[0].content = pre;
+			r->n_msgs++;
+			if (!nm[0].role)
+				goto nomem;
+		}
+	}
+	if (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED) {
+		json_t *root = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0))
+							   : json_pack("{s:O}", "anyOf", alts);
+		if (json_object_size(defs))
+			json_object_set(root, "$defs", defs);
+		char *txt = json_dumps(root, JSON_COMPACT);
+		json_decref(root);
+		if (!txt)
+			goto nomem;
+		size_t tl = strlen(txt);
+		struct cs_schema *cs = NULL;
+		int crc = tl > OAI_MAX_SCHEMA ? err_set(ERR_RANGE, "%zu bytes of function schemas (at most %d)", tl,
+						       OAI_MAX_SCHEMA)
+					      : cs_schema_compile(txt, tl, &cs);
+		cs_schema_free(cs);
+		if (crc) {
+			free(txt);
+			BAD(e, "tools", "the function parameters: %s", err_msg());
+			goto out;
+		}
+		r->json = true;
+		r->schema = txt;
+		r->n_schema = tl;
+	}
+	rc = 0;
+	goto out;
+nomem:
+	rc = oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+out:
+	free(fl);
+	json_decref(lines);
+	json_decref(alts);
+	json_decref(defs);
+	return rc;
 }
 
 static int parse_prompt(json_t *o, struct oai_req *r, struct oai_err *e)
@@ -349,10 +715,11 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 		out->include_usage = json_is_true(u);
 	}
 	x = 1;
-	if (get_int(o, "n", 1, 1, &x, e)) {
-		BAD(e, "n", "'n' must be 1 (one choice per request)");
+	if (get_int(o, "n", 1, OAI_MAX_N, &x, e)) {
+		BAD(e, "n", "'n' must be 1..%d", OAI_MAX_N);
 		goto out;
 	}
+	out->n = (uint32_t)x;
 	x = OAI_DEFAULT_MAX_TOKENS;
 	const char *mt = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
 	if (get_int(o, mt, 1, OAI_MAX_TOKENS_CAP, &x, e))
@@ -417,7 +784,11 @@ int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struc
 		goto out;
 	if (parse_stop(o, out, e))
 		goto out;
+	if (parse_response_format(o, out, e) || parse_logit_bias(o, out, e))
+		goto out;
 	if (kind == OAI_CHAT ? parse_messages(o, out, e) : parse_prompt(o, out, e))
+		goto out;
+	if (kind == OAI_CHAT && parse_tools(o, out, e))
 		goto out;
 	rc = 0;
 out:
@@ -875,4 +1246,124 @@ bool oai_host_is_loopback(const char *host)
 	if (inet_pton(AF_INET, host, &a) == 1)
 		return (ntohl(a.s_addr) >> 24) == 127;
 	return false;
+}
+
+/* --- custom answers (n > 1, tool calls) ------------------------------------ */
+
+char *oai_choice_json(int kind, uint32_t index, const char *text, size_t len, const char *finish, bool want_lp,
+		      const struct oai_lp_tok *lp, uint32_t n_lp, const char *tool_calls)
+{
+	json_t *lpo = want_lp ? lp_json(kind, lp, n_lp) : json_null();
+	if (!lpo)
+		return NULL;
+	json_t *choice;
+	if (kind == OAI_CHAT) {
+		json_t *msg = json_pack("{s:s}", "role", "assistant");
+		json_t *tc = tool_calls ? json_loads(tool_calls, 0, NULL) : NULL;
+		if (tc) {
+			json_object_set_new(msg, "content", json_null());
+			json_object_set_new(msg, "tool_calls", tc);
+		} else {
+			json_object_set_new(msg, "content", text_str(text, len));
+		}
+		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)index, "message", msg, "logprobs", lpo,
+				   "finish_reason", finish);
+	} else {
+		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)index, "text", text_str(text, len),
+				   "logprobs", lpo, "finish_reason", finish);
+	}
+	return dump(choice);
+}
+
+char *oai_chunk_choice_json(int kind, uint32_t index, const char *text, size_t len, bool role_first,
+			    const char *finish, const struct oai_lp_tok *lp, uint32_t n_lp, const char *tool_calls)
+{
+	json_t *fin = finish ? json_string(finish) : json_null();
+	json_t *lpo = n_lp ? lp_json(kind, lp, n_lp) : json_null();
+	if (!lpo) {
+		json_decref(fin);
+		return NULL;
+	}
+	json_t *choice;
+	if (kind == OAI_CHAT) {
+		json_t *delta = json_object();
+		if (role_first)
+			json_object_set_new(delta, "role", json_string("assistant"));
+		json_t *tc = tool_calls ? json_loads(tool_calls, 0, NULL) : NULL;
+		if (tc)
+			json_object_set_new(delta, "tool_calls", tc);
+		else if (text)
+			json_object_set_new(delta, "content", text_str(text, len));
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs", lpo,
+				   "finish_reason", fin);
+	} else {
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "text", text_str(text, len),
+				   "logprobs", lpo, "finish_reason", fin);
+	}
+	return dump(choice);
+}
+
+char *oai_chunk_wrap(int kind, const char *id, int64_t created, const char *model, const char *choice)
+{
+	json_t *c = json_loads(choice, 0, NULL);
+	if (!c)
+		return NULL;
+	return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", id, "object",
+			      kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+			      (json_int_t)created, "model", model, "choices", c));
+}
+
+char *oai_response_wrap(int kind, const char *id, int64_t created, const char *model, const char *choices,
+			uint32_t prompt_tokens, uint32_t completion_tokens)
+{
+	json_t *c = json_loads(choices, 0, NULL);
+	if (!c)
+		return NULL;
+	return dump(json_pack("{s:s, s:s, s:I, s:s, s:o, s:{s:i, s:i, s:i}}", "id", id, "object",
+			      kind == OAI_CHAT ? "chat.completion" : "text_completion", "created",
+			      (json_int_t)created, "model", model, "choices", c, "usage", "prompt_tokens",
+			      (int)prompt_tokens, "completion_tokens", (int)completion_tokens, "total_tokens",
+			      (int)(prompt_tokens + completion_tokens)));
+}
+
+char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool stream)
+{
+	/* tolerate a ``` fence around the object (models like to add one) */
+	size_t a = 0, b = len;
+	while (a < b && (text[a] == ' ' || text[a] == '\n' || text[a] == '\t' || text[a] == '\r'))
+		a++;
+	while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\n' || text[b - 1] == '\t' || text[b - 1] == '\r'))
+		b--;
+	if (b - a >= 6 && !strncmp(text + a, "```", 3) && !strncmp(text + b - 3, "```", 3)) {
+		a += 3;
+		while (a < b && text[a] != '\n' && text[a] != '{')
+			a++;
+		b -= 3;
+	}
+	json_t *v = json_loadb(text + a, b - a, 0, NULL);
+	const char *name = json_string_value(json_object_get(v, "name"));
+	json_t *args = json_object_get(v, "arguments");
+	if (!args)
+		args = json_object_get(v, "parameters");
+	bool known = false;
+	for (uint32_t i = 0; name && i < n; i++)
+		known = known || !strcmp(names[i], name);
+	if (!known || !json_is_object(args)) {
+		json_decref(v);
+		return NULL;
+	}
+	char *as = json_dumps(args, JSON_COMPACT);
+	unsigned char r[12];
+	char id[40] = "call_";
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		memset(r, 7, sizeof r);
+	for (size_t i = 0; i < sizeof r; i++)
+		snprintf(id + 5 + 2 * i, 3, "%02x", r[i]);
+	json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name,
+				 "arguments", as ? as : "{}");
+	if (stream && call)
+		json_object_set_new(call, "index", json_integer(0));
+	free(as);
+	json_decref(v);
+	return call ? dump(json_pack("[o]", call)) : NULL;
 }

@@ -64,7 +64,32 @@ struct oai_req {
 	struct oai_msg *msgs;    /* chat */
 	uint32_t n_msgs;
 	char *prompt;            /* completions */
+	/* structured output (response_format json_object / json_schema): the
+	 * output is one JSON value valid against schema (NULL: any object);
+	 * the schema compiled once here (constrain/) to refuse what the
+	 * coordinator would */
+	bool json;
+	char *schema;            /* compact JSON text, <= OAI_MAX_SCHEMA bytes */
+	size_t n_schema;
+	/* n: choices, 1..OAI_MAX_N (each its own sequence, seed + index) */
+	uint32_t n;
+	/* tools (chat): the functions are rendered into the prompt
+	 * (coordinator/chat.h); required / a named function constrain the
+	 * answer to {"name", "arguments"} of the function's parameter schema
+	 * (schema above); auto parses a JSON call out of the answer */
+	int tool_choice;         /* enum oai_tool_choice; OAI_TOOLS_OFF without tools */
+	uint32_t n_tools;
+	char **tool_names;       /* [n_tools] */
+	/* logit_bias: token id -> bias in [-100, 100] */
+	uint32_t n_bias;
+	uint32_t *bias_ids;
+	float *bias;
 };
+#define OAI_MAX_SCHEMA 32768        /* = MSG_MAX_SCHEMA */
+#define OAI_MAX_N 8                 /* choices per request */
+#define OAI_MAX_TOOLS 64
+enum oai_tool_choice { OAI_TOOLS_OFF = 0, OAI_TOOLS_NONE, OAI_TOOLS_AUTO, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED };
+#define OAI_MAX_BIAS 300            /* = MSG_MAX_BIAS */
 
 /* Parse body[len] (kind chat or completion). 0, or -1 with *e filled. */
 int oai_parse(int kind, const char *body, size_t len, struct oai_req *out, struct oai_err *e);
@@ -156,6 +181,27 @@ int oai_stop_feed(struct oai_stop *s, const char *piece, size_t len, char **out,
 /* End of generation: the held text is emitted (it did not become a stop). */
 int oai_stop_flush(struct oai_stop *s, char **out, size_t *out_len);
 void oai_stop_free(struct oai_stop *s);
+
+/* Custom answers (api/relay.c: n > 1, tool calls). One choice of a whole
+ * answer: chat {"index", "message": {"role", "content"} (tool_calls: content
+ * null and "tool_calls" the array given as JSON text), "logprobs",
+ * "finish_reason"}, completions {"index", "text", "logprobs", "finish_reason"}. */
+char *oai_choice_json(int kind, uint32_t index, const char *text, size_t len, const char *finish, bool want_lp,
+		      const struct oai_lp_tok *lp, uint32_t n_lp, const char *tool_calls);
+/* One stream chunk's choice: {"index", "delta": {role?, content? | tool_calls},
+ * "logprobs", "finish_reason"} (completions: "text"). */
+char *oai_chunk_choice_json(int kind, uint32_t index, const char *text, size_t len, bool role_first,
+			    const char *finish, const struct oai_lp_tok *lp, uint32_t n_lp, const char *tool_calls);
+/* Wrap a choice (chunk) or an array of choices (whole answer) with the id,
+ * object, created, model (and usage). */
+char *oai_chunk_wrap(int kind, const char *id, int64_t created, const char *model, const char *choice);
+char *oai_response_wrap(int kind, const char *id, int64_t created, const char *model, const char *choices,
+			uint32_t prompt_tokens, uint32_t completion_tokens);
+/* A tool call out of a generated answer (the whole text, trimmed, is one
+ * JSON object {"name": one of names[n], "arguments": object}): the
+ * "tool_calls" array JSON (id call_..., type function, arguments as a JSON
+ * string; stream: with "index" 0) or NULL when the text is no call. */
+char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool stream);
 
 /* Constant-time comparison of an "Authorization" header with "Bearer KEY". */
 bool oai_auth_ok(const char *header, const char *key);

@@ -40,7 +40,38 @@ struct relay {
 	size_t fed, emitted;         /* bytes fed to the cutter / emitted */
 	uint32_t lp_out;             /* tokens whose logprobs went out */
 	bool failed;                 /* out of memory while streaming */
+	/* custom answers (n > 1 choices, tools: http_job_chunk / _choices) */
+	uint32_t index;              /* the choice */
+	bool custom;
+	bool hold;                   /* tools: the text is held to the end (a call, or text) */
+	char *text;                  /* the choice's text so far */
+	size_t n_text, cap_text;
+	struct oai_lp_tok *lps;      /* whole answers: the choice's logprobs */
+	uint32_t n_lps, cap_lps;
+	struct intake_gen_opts go;   /* this choice's request (seed + index) */
+	int gen_rc;
+	uint32_t reason;
+	uint32_t n_tok;              /* completion tokens */
+	pthread_t th;
+	/* n > 1: the other choices start once choice 0 has its first token (its
+	 * prompt's KV is then in the coordinator's prefix cache, and theirs share
+	 * it), or ended */
+	struct relay *lead;          /* choice 0 (NULL for choice 0 itself) */
+	pthread_mutex_t go_mu;       /* choice 0's */
+	pthread_cond_t go_cv;
+	bool go_ready;
+	bool go_sync;                /* choice 0 of n > 1: go_mu / go_cv are set up */
 };
+
+static void lead_ready(struct relay *r)
+{
+	if (!r->go_sync || r->go_ready)
+		return;
+	pthread_mutex_lock(&r->go_mu);
+	r->go_ready = true;
+	pthread_cond_broadcast(&r->go_cv);
+	pthread_mutex_unlock(&r->go_mu);
+}
 
 /* A token's text for logprobs: its bytes after prev, or, for an alternative
  * (spell) that decodes to nothing (a control token), its spelling. */
@@ -60,15 +91,70 @@ static void lp_text(const struct tok *t, int32_t prev, uint32_t id, bool spell, 
 	}
 }
 
+/* Custom answers: keep the text (and, for a whole answer, the logprobs), or
+ * send a stream chunk of this choice. lp[0..m) is taken over. */
+static void custom_piece(struct relay *r, const char *out, size_t n, struct oai_lp_tok *lp, uint32_t m)
+{
+	if (n && r->n_text + n + 1 > r->cap_text) {
+		size_t cap = (r->n_text + n + 1) * 2;
+		char *t = realloc(r->text, cap);
+		if (!t) {
+			r->failed = true;
+			goto drop;
+		}
+		r->text = t;
+		r->cap_text = cap;
+	}
+	if (n) {
+		memcpy(r->text + r->n_text, out, n);
+		r->n_text += n;
+		r->text[r->n_text] = 0;
+	}
+	if (r->j->req.stream && !r->hold) {
+		if (n || m) {
+			/* a choice's first chunk carries its role (index 0's went first) */
+			bool role = r->index > 0 && r->n_text == n && r->j->req.kind == OAI_CHAT;
+			if (http_job_chunk(r->rc->h, r->j,
+					   oai_chunk_choice_json(r->j->req.kind, r->index, out, n, role, NULL, lp, m, NULL)))
+				r->failed = true;
+		}
+		goto drop;
+	}
+	if (m && r->n_lps + m > r->cap_lps) {
+		uint32_t cap = (r->n_lps + m) * 2;
+		struct oai_lp_tok *p = realloc(r->lps, cap * sizeof *p);
+		if (!p) {
+			r->failed = true;
+			goto drop;
+		}
+		r->lps = p;
+		r->cap_lps = cap;
+	}
+	if (m)
+		memcpy(r->lps + r->n_lps, lp, m * sizeof *lp);
+	r->n_lps += m;
+	return;
+drop:
+	for (uint32_t i = 0; i < m; i++)
+		oai_lp_tok_free(&lp[i]);
+}
+
+static void out_piece(struct relay *r, const char *out, size_t n, struct oai_lp_tok *lp, uint32_t m)
+{
+	if (r->custom)
+		custom_piece(r, out, n, lp, m);
+	else
+		http_job_emit_lp(r->rc->h, r->j, out, n, lp, m);
+}
+
 /* Emit text out[n] with the logprobs of the tokens whose first byte it
  * completes (all the rest when all). A token whose text a stop string cut
  * entirely never goes out. */
 static void emit(struct relay *r, const char *out, size_t n, bool all)
 {
-	struct http *h = r->rc->h;
 	r->emitted += n;
 	if (!r->j->req.logprobs) {
-		http_job_emit(h, r->j, out, n);
+		out_piece(r, out, n, NULL, 0);
 		return;
 	}
 	struct oai_lp_tok t[8];
@@ -90,13 +176,13 @@ static void emit(struct relay *r, const char *out, size_t n, bool all)
 		}
 		if (m == sizeof t / sizeof t[0]) {
 			/* the text goes with the first batch of its tokens */
-			http_job_emit_lp(h, r->j, sent ? "" : out, sent ? 0 : n, t, m);
+			out_piece(r, sent ? "" : out, sent ? 0 : n, t, m);
 			sent = true;
 			m = 0;
 		}
 	}
 	if (!sent || m)
-		http_job_emit_lp(h, r->j, sent ? "" : out, sent ? 0 : n, t, m);
+		out_piece(r, sent ? "" : out, sent ? 0 : n, t, m);
 }
 
 static void on_accept(void *arg)
@@ -123,6 +209,8 @@ static void on_token(void *arg, const struct msg_gen_token *t)
 	}
 	struct gtok *g = &r->gen[r->n_gen++];
 	memset(g, 0, sizeof *g);
+	if (r->n_gen == 1)
+		lead_ready(r);
 	g->id = t->token;
 	g->off = r->fed;
 	if (t->flags & MSG_TOK_LOGPROB) {
@@ -206,10 +294,123 @@ static void refuse(struct relay *r, int rc)
 {
 	if (rc == ERR_RANGE) /* the coordinator's queue is full */
 		http_job_refuse(r->rc->h, r->j, 429, "rate_limit_error", NULL, "queue_full", err_msg());
-	else if (rc == ERR_INVAL)
+	else if (rc == ERR_INVAL || rc == ERR_UNSUP)
 		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", NULL, NULL, err_msg());
 	else
 		http_job_refuse(r->rc->h, r->j, 503, "server_error", NULL, "unavailable", err_msg());
+}
+
+/* One choice's generation (r->go), to its end: the rest of the stop cutter
+ * flushed, r->reason and r->n_tok set. */
+static void gen_one(struct relay *r)
+{
+	oai_stop_init(&r->stop, r->j->req.stop, r->j->req.n_stop);
+	r->go.arg = r;
+	struct intake_gen_result res;
+	r->gen_rc = intake_client_generate(r->rc->rundir, NULL, 0, &r->go, &res);
+	if (!r->gen_rc && !r->failed && !http_job_gone(r->rc->h, r->j)) {
+		char *out = NULL;
+		size_t n = 0;
+		if (!oai_stop_flush(&r->stop, &out, &n))
+			emit(r, out, n, !r->stop.stopped);
+		free(out);
+		r->reason = r->stop.stopped ? MSG_END_STOP : res.reason;
+		if (r->reason == MSG_END_CANCELLED && should_stop(r))
+			r->reason = MSG_END_ERROR; /* the API is shutting down */
+	}
+	r->n_tok = r->stop.stopped ? r->n_done : r->n_gen;
+	if (!r->gen_rc && res.resubmits)
+		fprintf(stderr, "api: a request continued after %u coordinator restart%s\n", res.resubmits,
+			res.resubmits == 1 ? "" : "s");
+	intake_gen_result_free(&res);
+}
+
+static void *gen_thread(void *arg)
+{
+	struct relay *c = arg, *l = c->lead;
+	pthread_mutex_lock(&l->go_mu);
+	while (!l->go_ready)
+		pthread_cond_wait(&l->go_cv, &l->go_mu);
+	pthread_mutex_unlock(&l->go_mu);
+	if (http_job_gone(c->rc->h, c->j))
+		c->reason = MSG_END_CANCELLED; /* choice 0 ended because its client left */
+	else
+		gen_one(c);
+	return NULL;
+}
+
+static void relay_free_choice(struct relay *c)
+{
+	oai_stop_free(&c->stop);
+	free(c->gen);
+	free(c->text);
+	for (uint32_t i = 0; i < c->n_lps; i++)
+		oai_lp_tok_free(&c->lps[i]);
+	free(c->lps);
+}
+
+/* The end of a custom answer: every choice's finish (a tool call parsed out
+ * of a held text), the stream's last chunks or the whole answer's choices. */
+static void custom_end(struct relay *r, struct relay **ch, uint32_t n)
+{
+	const struct oai_req *o = &r->j->req;
+	struct http *h = r->rc->h;
+	uint32_t tokens = 0;
+	const char *fin0 = NULL;
+	size_t cap = 16, len = 1;
+	char *arr = malloc(cap);
+	if (arr)
+		arr[0] = '[', arr[1] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct relay *c = ch[i];
+		tokens += c->n_tok;
+		const char *fin = oai_finish_reason(c->reason);
+		char *calls = NULL;
+		if (c->hold && o->tool_choice != OAI_TOOLS_NONE)
+			calls = oai_tool_calls_from(c->text ? c->text : "", c->n_text, o->tool_names, o->n_tools,
+						    o->stream);
+		if (calls)
+			fin = "tool_calls";
+		if (!fin0)
+			fin0 = fin;
+		if (o->stream) {
+			if (c->hold && (calls || c->n_text))
+				http_job_chunk(h, r->j, oai_chunk_choice_json(o->kind, c->index, c->text, c->n_text,
+									c->index > 0, NULL, NULL, 0, calls));
+			http_job_chunk(h, r->j, oai_chunk_choice_json(o->kind, c->index, o->kind == OAI_CHAT ? NULL : "",
+								0, false, fin, NULL, 0, NULL));
+		} else {
+			char *cj = oai_choice_json(o->kind, c->index, c->text ? c->text : "", c->n_text, fin, o->logprobs,
+						   c->lps, c->n_lps, calls);
+			size_t cl = cj ? strlen(cj) : 0;
+			char *na = cj && arr ? realloc(arr, len + cl + 3) : NULL;
+			if (na) {
+				arr = na;
+				if (i)
+					arr[len++] = ',';
+				memcpy(arr + len, cj, cl);
+				len += cl;
+				arr[len] = 0;
+			} else {
+				free(arr);
+				arr = NULL;
+			}
+			free(cj);
+		}
+		free(calls);
+	}
+	if (!o->stream) {
+		if (!arr) {
+			http_job_end(h, r->j, "error", tokens);
+			return;
+		}
+		arr[len++] = ']';
+		arr[len] = 0;
+		http_job_choices(h, r->j, arr);
+	} else {
+		free(arr);
+	}
+	http_job_end(h, r->j, fin0 ? fin0 : "stop", tokens);
 }
 
 static void run(struct relay *r)
@@ -238,6 +439,14 @@ static void run(struct relay *r)
 		go.flags |= MSG_GEN_LOGPROBS;
 		go.top_logprobs = o->top_logprobs < MSG_MAX_TOP_LP ? o->top_logprobs : MSG_MAX_TOP_LP;
 	}
+	if (o->json) {
+		go.flags |= MSG_GEN_JSON;
+		go.schema = o->schema;
+		go.n_schema = (uint32_t)o->n_schema;
+	}
+	go.bias_ids = o->bias_ids;
+	go.bias = o->bias;
+	go.n_bias = o->n_bias;
 	double to_ms = o->timeout * 1000.0;
 	go.timeout_ms = to_ms > 0 ? (to_ms < 4e9 ? (uint32_t)to_ms : 4000000000u) : 0;
 	/* patience without progress: the request's own limit (queued time counts),
@@ -249,33 +458,73 @@ static void run(struct relay *r)
 	go.on_accept = on_accept;
 	go.on_token = on_token;
 	go.stop = should_stop;
-	go.arg = r;
-	oai_stop_init(&r->stop, r->j->req.stop, r->j->req.n_stop);
-	struct intake_gen_result res;
-	int rc = intake_client_generate(r->rc->rundir, NULL, 0, &go, &res);
-	if (rc && !r->accepted) {
-		refuse(r, rc);
-	} else if (rc || r->failed) {
-		fprintf(stderr, "api: a request failed: %s\n", rc ? err_msg() : "out of memory");
+	r->go = go;
+	uint32_t n = o->n ? o->n : 1;
+	r->custom = r->j->custom; /* http.c decided when it made the job */
+	r->hold = o->tool_choice == OAI_TOOLS_AUTO || o->tool_choice == OAI_TOOLS_REQUIRED ||
+		  o->tool_choice == OAI_TOOLS_NAMED;
+	/* n choices: n sequences of the same prompt; the others are submitted
+	 * once choice 0 has its first token, so they share its prompt's KV
+	 * through the coordinator's prefix cache (no output bit changes); seeds
+	 * seed, seed + 1, ...: reproducible with a seed */
+	struct relay *ch[OAI_MAX_N] = { r };
+	uint32_t started = 1;
+	bool sync = n > 1 && !pthread_mutex_init(&r->go_mu, NULL);
+	if (sync && pthread_cond_init(&r->go_cv, NULL)) {
+		pthread_mutex_destroy(&r->go_mu);
+		sync = false;
+	}
+	r->go_sync = sync;
+	for (uint32_t i = 1; sync && i < n && i < OAI_MAX_N; i++) {
+		struct relay *c = calloc(1, sizeof *c);
+		if (!c)
+			break;
+		*c = (struct relay){ .rc = r->rc, .j = r->j, .prompt = r->prompt, .n_prompt = r->n_prompt,
+				     .index = i, .custom = true, .hold = r->hold, .go = go, .lead = r };
+		c->go.sp.seed = go.sp.seed + i;
+		if (pthread_create(&c->th, NULL, gen_thread, c)) {
+			free(c);
+			break;
+		}
+		ch[started++] = c;
+	}
+	gen_one(r);
+	lead_ready(r); /* ended without a token: the others go anyway */
+	for (uint32_t i = 1; i < started; i++)
+		pthread_join(ch[i]->th, NULL);
+	if (sync) {
+		pthread_cond_destroy(&r->go_cv);
+		pthread_mutex_destroy(&r->go_mu);
+		r->go_sync = false;
+	}
+	bool accepted = false, failed = started < n;
+	int rc0 = 0;
+	uint32_t timeouts = 0;
+	for (uint32_t i = 0; i < started; i++) {
+		accepted = accepted || ch[i]->accepted;
+		if (ch[i]->gen_rc && !rc0)
+			rc0 = ch[i]->gen_rc;
+		failed = failed || ch[i]->gen_rc || ch[i]->failed || ch[i]->reason == MSG_END_ERROR;
+		timeouts += ch[i]->reason == MSG_END_TIMEOUT;
+	}
+	if (rc0 && !accepted) {
+		refuse(r, rc0);
+	} else if (failed) {
+		fprintf(stderr, "api: a request failed: %s\n", rc0 ? err_msg() : "out of memory or a worker error");
 		http_job_end(r->rc->h, r->j, "error", r->n_gen);
 	} else if (http_job_gone(r->rc->h, r->j)) {
 		fprintf(stderr, "api: http client went away after %u tokens: request cancelled\n", r->n_gen);
+	} else if (timeouts) {
+		http_job_end(r->rc->h, r->j, "timeout", r->n_gen);
+	} else if (r->custom) {
+		custom_end(r, ch, started);
 	} else {
-		char *out = NULL;
-		size_t n = 0;
-		if (!oai_stop_flush(&r->stop, &out, &n))
-			emit(r, out, n, !r->stop.stopped);
-		free(out);
-		uint32_t reason = r->stop.stopped ? MSG_END_STOP : res.reason;
-		if (reason == MSG_END_CANCELLED && should_stop(r))
-			reason = MSG_END_ERROR; /* the API is shutting down */
-		http_job_end(r->rc->h, r->j, oai_finish_reason(reason),
-			     r->stop.stopped ? r->n_done : r->n_gen);
+		http_job_end(r->rc->h, r->j, oai_finish_reason(r->reason), r->n_tok);
 	}
-	if (res.resubmits)
-		fprintf(stderr, "api: a request continued after %u coordinator restart%s\n",
-			res.resubmits, res.resubmits == 1 ? "" : "s");
-	intake_gen_result_free(&res);
+	for (uint32_t i = 1; i < started; i++) {
+		relay_free_choice(ch[i]);
+		free(ch[i]);
+	}
 }
 
 static void *relay_main(void *arg)
@@ -284,9 +533,8 @@ static void *relay_main(void *arg)
 	struct relay_ctx *rc = r->rc;
 	run(r);
 	http_job_release(rc->h, r->j);
-	oai_stop_free(&r->stop);
+	relay_free_choice(r);
 	free(r->prompt);
-	free(r->gen);
 	free(r);
 	pthread_mutex_lock(&rc->mu);
 	rc->running--;

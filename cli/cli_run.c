@@ -12,6 +12,8 @@
 #include "tokenizer/tokenizer.h"
 #include "common/err.h"
 #include "common/utf8.h"
+#include "common/readfile.h"
+#include "constrain/constrain.h"
 #include "ipc/rundir.h"
 
 static void usage(FILE *f)
@@ -19,7 +21,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
 		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat|--raw]\n"
-		"                   [--json] [--verbose] [MODEL] PROMPT...|-\n"
+		"                   [--json-schema FILE] [--json] [--verbose] [MODEL] PROMPT...|-\n"
 		"       unicorn run [options] MODEL     (no prompt: an interactive chat)\n\n"
 		"Stream a continuation of PROMPT (its words joined by spaces; standard input\n"
 		"with '-') from the cluster N (default 'default', started by unicorn-up).\n"
@@ -37,6 +39,8 @@ static void usage(FILE *f)
 		"--frequency-penalty [-2, 2] (0 = off): as in the HTTP API (docs/http.md).\n"
 		"--timeout S stops the generation after S seconds (capped by the cluster's\n"
 		"--request-timeout); it then exits 1 after the text so far.\n"
+		"--json-schema FILE: the reply is one JSON value valid against the JSON schema\n"
+		"in FILE (structured output, as the HTTP API's response_format; docs/http.md).\n"
 		"--chat wraps the prompt in the Gemma 3 chat template. --json prints\n"
 		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n"
 		"--verbose prints the token counts, the time to first token and the speed\n"
@@ -141,6 +145,7 @@ int cli_run(int argc, char **argv)
 		{ "raw", no_argument, 0, 'r' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "json", no_argument, 0, 'j' },
+		{ "json-schema", required_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -180,6 +185,35 @@ int cli_run(int argc, char **argv)
 		case 'r': chat = 0; break;
 		case 'v': verbose = true; break;
 		case 'j': json = true; break;
+		case 'S': {
+			/* checked here (an unsupported keyword names itself) and sent compact */
+			char *txt = NULL;
+			size_t tl = 0;
+			struct cs_schema *cs = NULL;
+			if (readfile(optarg, 1 << 20, &txt, &tl)) {
+				fprintf(stderr, "unicorn run: --json-schema: %s\n", err_msg());
+				return 2;
+			}
+			json_t *sj = json_loadb(txt, tl, 0, NULL);
+			free(txt);
+			char *compact = json_is_object(sj) ? json_dumps(sj, JSON_COMPACT) : NULL;
+			json_decref(sj);
+			if (!compact) {
+				fprintf(stderr, "unicorn run: --json-schema %s: not a JSON object\n", optarg);
+				return 2;
+			}
+			if (cs_schema_compile(compact, strlen(compact), &cs)) {
+				fprintf(stderr, "unicorn run: --json-schema %s: %s\n", optarg, err_msg());
+				free(compact);
+				return 2;
+			}
+			cs_schema_free(cs);
+			free((char *)o.schema);
+			o.schema = compact;
+			o.n_schema = (uint32_t)strlen(compact);
+			o.flags |= MSG_GEN_JSON;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -1,6 +1,10 @@
 /* chat: Gemma 3 chat template rendering and encoding. */
 #include "coordinator/chat.h"
 
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,4 +163,46 @@ bool chat_is_stop(const struct tok *t, int32_t id)
 	if (id == tok_eos(t) || id == tok_eot(t))
 		return true;
 	return tok_is_eog(t, id);
+}
+
+static char *fmt_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_alloc(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+char *chat_tools_preamble(const char *functions_json, bool required)
+{
+	return fmt_alloc("You can call functions. The functions you can call, one JSON object per line:\n%s\n"
+			 "To call a function, answer with only a JSON object on one line, "
+			 "{\"name\": FUNCTION_NAME, \"arguments\": {ARGUMENTS}}, and nothing else. "
+			 "%s",
+			 functions_json,
+			 required ? "You must call a function now."
+				  : "If no function is needed, answer the user directly in plain text.");
+}
+
+char *chat_tool_call(const char *name, const char *arguments_json)
+{
+	json_t *n = json_string(name ? name : "");
+	char *ns = n ? json_dumps(n, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	json_decref(n);
+	if (!ns)
+		return NULL;
+	char *s = fmt_alloc("{\"name\": %s, \"arguments\": %s}", ns,
+			    arguments_json && *arguments_json ? arguments_json : "{}");
+	free(ns);
+	return s;
+}
+
+char *chat_tool_result(const char *name, const char *call_id, const char *content)
+{
+	return fmt_alloc("Result of %s (call %s): %s", name && *name ? name : "the function",
+			 call_id && *call_id ? call_id : "-", content ? content : "");
 }

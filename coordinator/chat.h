@@ -35,6 +35,21 @@ int chat_encode(const struct tok *t, const struct chat_msg *msgs, size_t n, bool
  * (a prompt that already starts with "<bos>" keeps just that one). */
 int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct tok_ids *out);
 
+/* Function calling (OpenAI "tools") in the Gemma 3 template, after Google's
+ * guidance for Gemma (no tool tokens: the functions are described in the
+ * first user turn and the model answers a call with a JSON object):
+ *   chat_tools_preamble: the system text that lists the functions
+ *     (functions_json: one JSON object {"name","description","parameters"}
+ *     per line) and says how to call one;
+ *   a call (an assistant message's tool_calls, or what the model answers):
+ *     {"name": NAME, "arguments": {...}} on a line of its own;
+ *   chat_tool_result: a role "tool" message, given to the model as a user
+ *     turn ("Result of NAME (call ID): CONTENT").
+ * All malloc'ed, NUL-terminated; NULL when out of memory. */
+char *chat_tools_preamble(const char *functions_json, bool required);
+char *chat_tool_call(const char *name, const char *arguments_json);
+char *chat_tool_result(const char *name, const char *call_id, const char *content);
+
 /* True for <end_of_turn>, <eos> and the tokenizer's other end-of-generation ids. */
 bool chat_is_stop(const struct tok *t, int32_t id);
 

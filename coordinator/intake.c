@@ -87,6 +87,10 @@ void intake_req_clear(struct intake_req *r)
 	free(r->lp);
 	free(r->lp_ids);
 	free(r->lp_vals);
+	cs_schema_free(r->cs);
+	free(r->cst);
+	free(r->bias_ids);
+	free(r->bias);
 	sched_seq_free(&r->seq);
 	memset(r, 0, sizeof *r);
 }
@@ -686,6 +690,18 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->timeout_ms = o->timeout_ms;
 			g->flags = o->flags;
 			g->top_logprobs = o->top_logprobs;
+			if (o->n_schema > MSG_MAX_SCHEMA || o->n_bias > MSG_MAX_BIAS) {
+				rc = err_set(ERR_RANGE, "schema of %u bytes (at most %d) or %u logit_bias entries (at most %d)",
+					     o->n_schema, MSG_MAX_SCHEMA, o->n_bias, MSG_MAX_BIAS);
+				goto out;
+			}
+			g->n_schema = o->schema ? o->n_schema : 0;
+			if (g->n_schema)
+				memcpy(g->schema, o->schema, g->n_schema);
+			g->schema[g->n_schema] = 0;
+			g->n_bias = o->bias_ids && o->bias ? o->n_bias : 0;
+			for (uint32_t i = 0; i < g->n_bias; i++)
+				g->bias_ids[i] = o->bias_ids[i], g->bias[i] = o->bias[i];
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */
 				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "constrain/constrain.h"
 #include "coordinator/sampler.h"
 #include "coordinator/sched.h"
 #include "ipc/msg.h"
@@ -65,7 +66,21 @@ struct intake_req {
 	int64_t t_start, t_first, t_last_poll, t_done; /* ns, CLOCK_MONOTONIC */
 	int64_t t_orphan;            /* ns: its client's link closed (0 = no) */
 	int64_t t_deadline;          /* ns, CLOCK_MONOTONIC: ends with MSG_END_TIMEOUT after it; 0 = none */
+	/* structured output and logit_bias (GEN_REQ v11; docs/http.md): these
+	 * requests run the full-row head (MSG_CHUNK_HEAD_FULL) and pick from
+	 * every token of the vocabulary */
+	struct cs_schema *cs;        /* MSG_GEN_JSON: the compiled schema */
+	struct cs_state *cst;        /* where the generated text stands against it */
+	uint32_t n_bias;
+	uint32_t *bias_ids;          /* [n_bias] */
+	float *bias;                 /* [n_bias] */
 };
+
+/* The request picks from the whole logit row (a schema or a logit_bias). */
+static inline bool intake_req_full_row(const struct intake_req *r)
+{
+	return r->cs || r->n_bias;
+}
 
 /* Free everything r owns (pieces, tokens, logprobs, its sequence) and zero it. */
 void intake_req_clear(struct intake_req *r);
@@ -125,6 +140,13 @@ struct intake_gen_opts {
 	 * MSG_GEN_TOKENS, prompt/len are then ignored. 1..MSG_MAX_PROMPT/4 ids. */
 	const uint32_t *prompt_ids;
 	uint32_t n_prompt_ids;
+	/* structured output (flags MSG_GEN_JSON): a JSON schema, n_schema bytes
+	 * (0: any JSON object); logit_bias entries */
+	const char *schema;
+	uint32_t n_schema;
+	const uint32_t *bias_ids;
+	const float *bias;
+	uint32_t n_bias;
 };
 
 struct intake_gen_result {

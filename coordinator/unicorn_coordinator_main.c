@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "coordinator/chat.h"
+#include "coordinator/constrained.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
 #include "coordinator/obs_server.h"
@@ -76,6 +77,7 @@ struct coord {
 	uint32_t batch_tokens; /* --batch-tokens: rows of one fused round (sched_plan_round's budget) */
 	uint32_t batch_mm_min; /* UNICORN_BATCH_MM_MIN: decode rows from which decode runs mat-mat (0 never) */
 	struct tok *tok;
+	struct cs_vocab *csv;  /* the vocabulary trie, built at the first structured-output request */
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
 	uint64_t kv_budget;    /* --kv-budget (0: every slot at full length) */
@@ -477,6 +479,21 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 		r->resume[i] = g->resume[i];
 	}
 	r->n_resume = g->n_resume;
+	if ((g->flags & MSG_GEN_JSON) || g->n_bias) {
+		/* structured output and logit_bias pick from the whole logit row,
+		 * which only the fused RUN_CHUNKS head gives */
+		if (c->split)
+			return err_set(ERR_UNSUP, "response_format json / logit_bias need --placement fused");
+		if ((g->flags & MSG_GEN_JSON) && !c->csv) {
+			int64_t t0 = intake_now_ns();
+			if ((rc = constrained_vocab(c->tok, &c->csv)))
+				return rc;
+			fprintf(stderr, "coordinator: vocabulary trie for structured output built in %.0f ms\n",
+				(double)(intake_now_ns() - t0) / 1e6);
+		}
+		if ((rc = constrained_setup(c->csv, tok_n_vocab(c->tok), g, r)))
+			return rc;
+	}
 	/* Re-run the detokenizer over the resumed tokens so the held UTF-8
 	 * bytes (and the pieces of late polls) match the first run. */
 	for (uint32_t i = 0; i < r->n_resume; i++) {
@@ -709,7 +726,7 @@ static bool kv_ready(struct coord *c, struct intake_req *r, uint32_t end, struct
  * top_k/top_p/min_p): what the model gives, whatever the sampler then did.
  * Rounding can put the top logprob a hair above 0: clamped to 0. */
 static int lp_record(struct coord *c, struct intake_req *r, uint32_t token, const uint32_t *ids,
-		     const float *logits, uint32_t k)
+		     const float *logits, uint32_t k, const float *row)
 {
 	float *lsep;
 	int rc = attach_head_lse(c->att, r->slot, &lsep);
@@ -721,7 +738,7 @@ static int lp_record(struct coord *c, struct intake_req *r, uint32_t token, cons
 	uint32_t at = 0;
 	while (at < k && ids[at] != token)
 		at++;
-	if (at == k)
+	if (at == k && !row)
 		return err_set(ERR_RANGE, "head: logprobs: token %u is not among the %u candidates", token, k);
 	uint32_t n = r->lp_n > INTAKE_MAX_TOP_LP ? INTAKE_MAX_TOP_LP : r->lp_n;
 	if (r->n_lp == r->cap_lp) {
@@ -739,7 +756,8 @@ static int lp_record(struct coord *c, struct intake_req *r, uint32_t token, cons
 			return err_set(ERR_NOMEM, "logprobs: out of memory");
 		r->cap_lp = cap;
 	}
-	r->lp[r->n_lp] = fminf(logits[at] - lse, 0.0f);
+	/* a full-row request may pick a token outside the raw top-k */
+	r->lp[r->n_lp] = fminf((at < k ? logits[at] : row[token]) - lse, 0.0f);
 	for (uint32_t j = 0; j < n; j++) {
 		/* fewer candidates than asked (a head with few finite logits): UINT32_MAX */
 		r->lp_ids[(size_t)r->n_lp * n + j] = j < k ? ids[j] : UINT32_MAX;
@@ -763,7 +781,42 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		if (k > MSG_MAX_TOPK)
 			return err_set(ERR_RANGE, "DONE: k %u", k);
 	}
-	if (sampler_wants_topk(&r->sp)) {
+	const float *row = NULL;
+	if (intake_req_full_row(r)) {
+		/* structured output / logit_bias: candidates from the whole row */
+		float *rw;
+		int rc = attach_logits(c->att, r->slot, &rw);
+		if (rc)
+			return rc;
+		row = rw;
+		uint32_t n_text = tok_n_vocab(c->tok) < c->att->n_vocab ? tok_n_vocab(c->tok) : c->att->n_vocab;
+		if (r->want_lp) {
+			/* the worker left the head area empty: the raw top-k and
+			 * log-sum-exp for logprobs come from the row */
+			float *lsep;
+			if ((rc = attach_head_lse(c->att, r->slot, &lsep)))
+				return rc;
+			constrained_raw_head(rw, n_text, k < MSG_MAX_TOPK ? MSG_MAX_TOPK : k, ids, logits, lsep);
+			k = MSG_MAX_TOPK;
+		}
+		uint32_t cid[MSG_MAX_TOPK], kc = 0;
+		float cval[MSG_MAX_TOPK];
+		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
+		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
+		left = left < ctx_left ? left : ctx_left;
+		if ((rc = constrained_candidates(c->csv, r, rw, n_text, left ? left - 1 : 0, tok_eot(c->tok), cid,
+						 cval, &kc)))
+			return rc;
+		if (kc == 0) {
+			fprintf(stderr, "coordinator: request %016llx: no token fits its schema; ended\n",
+				(unsigned long long)r->id);
+			intake_finish(r, MSG_END_LENGTH);
+			return 0;
+		}
+		struct sampler_hist hist = { r->seq.tokens, r->seq.n_tok, r->gen, r->n_gen };
+		if ((rc = sampler_pick_hist(&r->sp, cid, cval, kc, r->n_gen, &hist, &token)))
+			return rc;
+	} else if (sampler_wants_topk(&r->sp)) {
 		int rc;
 		uint32_t id_copy[MSG_MAX_TOPK];
 		float lg_copy[MSG_MAX_TOPK];
@@ -801,12 +854,17 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	int rc = intake_add_token(r, token, text ? text : "", len);
 	free(text);
 	if (!rc && r->want_lp)
-		rc = lp_record(c, r, token, ids, logits, k);
+		rc = lp_record(c, r, token, ids, logits, k, row);
 	if (!rc)
 		rc = sched_seq_push(&r->seq, token);
+	bool whole = false;
+	if (!rc && r->cs)
+		rc = constrained_feed(c->csv, r, token, &whole);
 	if (rc)
 		return rc;
-	if (r->n_gen >= r->max_tokens)
+	if (whole) /* the JSON value is complete: nothing may follow it */
+		intake_finish(r, MSG_END_STOP);
+	else if (r->n_gen >= r->max_tokens)
 		intake_finish(r, MSG_END_LENGTH);
 	else if (r->seq.n_tok >= c->n_ctx)
 		intake_finish(r, MSG_END_CONTEXT);
@@ -815,8 +873,9 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 
 static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
-	/* logprobs need the top-k and the log-sum-exp even for greedy */
-	if (sampler_wants_topk(&r->sp) || r->want_lp) {
+	/* logprobs need the top-k and the log-sum-exp even for greedy; a
+	 * full-row request's head area carries the raw top-k for them */
+	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r)) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
@@ -871,7 +930,8 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 			m->mode = MSG_HEAD_TOPK;
 			m->k = k;
 		}
-		m->e[i] = (struct msg_run_chunk){ r->slot, r->slot, e->c.pos0, e->c.n, head };
+		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL : 1;
+		m->e[i] = (struct msg_run_chunk){ r->slot, r->slot, e->c.pos0, e->c.n, hv };
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
 	}
@@ -2176,6 +2236,7 @@ int main(int argc, char **argv)
 		if (links(&c, i))
 			bus_close(links(&c, i)->b);
 	attach_close(c.att);
+	cs_vocab_free(c.csv);
 	if (c.dp_on) {
 		char dpp[RUNDIR_PATH_MAX];
 		if (!rundir_path(c.rundir, DP_FILE, dpp, sizeof dpp))

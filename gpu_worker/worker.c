@@ -584,6 +584,62 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
+/* run_chunks with a MSG_CHUNK_HEAD_FULL entry: the engine gives every head
+ * row's whole logit row; the rows of the full entries go to their logits
+ * areas (their head areas get no candidates: the coordinator reads the row),
+ * the others' top-k (or argmax) and log-sum-exp the worker takes itself, as
+ * HEAD does. Only submissions with such an entry take this path:
+ * the others keep the GPU's own top-k. */
+static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, const struct engine_chunk *ch,
+			   uint32_t n_head, uint32_t k, uint32_t **ids, float **vals, float **lse, float **full,
+			   uint32_t *token, uint32_t *k_out)
+{
+	static float *rows;
+	static size_t cap;
+	size_t need = (size_t)n_head * w->n_vocab;
+	if (need > cap) {
+		float *r = realloc(rows, need * sizeof *r);
+		if (!r)
+			return err_set(ERR_NOMEM, "worker: run_chunks: %zu logits: out of memory", need);
+		rows = r;
+		cap = need;
+	}
+	static uint32_t dummy_ids[MSG_MAX_SLOTS];
+	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE, ENGINE_BATCH_LOGITS, 1, dummy_ids,
+				       rows);
+	if (rc)
+		return rc;
+	for (uint32_t j = 0; j < n_head; j++) {
+		float *row = rows + (size_t)j * w->n_vocab;
+		for (uint32_t i = w->n_vocab_text; i < w->n_vocab; i++)
+			row[i] = -INFINITY; /* not text: never sampled (the GPU head skips them too) */
+		if (full[j]) {
+			/* the coordinator picks from the row (and takes the top-k and
+			 * log-sum-exp from it when it needs them for logprobs) */
+			memcpy(full[j], row, (size_t)w->n_vocab * sizeof *row);
+			for (uint32_t i = 0; i < k; i++)
+				ids[j][i] = 0, vals[j][i] = -INFINITY;
+			*lse[j] = NAN;
+			continue;
+		}
+		uint32_t got = topk(row, w->n_vocab_text, k, ids[j], vals[j]);
+		if (got == 0)
+			return err_set(ERR_RANGE, "worker: run_chunks: head row %u has no finite logit", j);
+		for (uint32_t i = got; i < k; i++)
+			ids[j][i] = ids[j][0], vals[j][i] = -INFINITY;
+		double mx = vals[j][0], sum = 0;
+		for (uint32_t i = 0; i < w->n_vocab_text; i++)
+			if (row[i] > -INFINITY)
+				sum += exp((double)row[i] - mx);
+		*lse[j] = (float)(mx + log(sum));
+	}
+	for (uint32_t i = 0; i < m->n; i++)
+		seq_advance(w, m->e[i].seq_id, m->e[i].slot, m->e[i].pos0, m->e[i].n);
+	*token = n_head ? ids[0][0] : 0;
+	*k_out = n_head ? k : 0;
+	return 0;
+}
+
 /* Batched prefill and decode: a chunk of each entry's sequence in one engine
  * submission; an entry with a head gets its last row's result in its slot's
  * head area. */
@@ -597,10 +653,19 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 		return err_set(ERR_RANGE, "worker: run_chunks k %u outside [1, %d]", k, MSG_MAX_TOPK);
 	struct engine_chunk ch[MSG_MAX_SLOTS];
 	uint32_t *ids[MSG_MAX_SLOTS], n_head = 0, at = 0;
-	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS];
+	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS], *full[MSG_MAX_SLOTS];
 	uint64_t used = 0;
+	bool any_full = false;
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_chunk *e = &m->e[i];
+		if (e->head == MSG_CHUNK_HEAD_FULL) {
+			int rc = attach_logits(w->att, e->slot, &full[n_head]);
+			if (rc)
+				return err_prefix(rc, "run_chunks entry %u", i);
+			any_full = true;
+		} else {
+			full[n_head] = NULL;
+		}
 		int rc = e->n > m->n_tok - at ? err_set(ERR_INVAL, "worker: run_chunks: tokens short") : 0;
 		if (!rc)
 			rc = check_kv(w, e->seq_id, e->slot, e->pos0, e->n);
@@ -621,6 +686,8 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 	bool tk = m->mode == MSG_HEAD_TOPK;
+	if (any_full)
+		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, token, k_out);
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE,
 				       tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids, tk ? out_vals : NULL);
 	if (!rc && tk && n_head)

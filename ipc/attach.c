@@ -12,13 +12,16 @@
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
 
-int attach_act_layout(uint32_t n_embd, uint64_t *slot_stride, uint64_t *size)
+int attach_act_layout(uint32_t n_embd, uint32_t n_vocab, uint64_t *slot_stride, uint64_t *size)
 {
 	if (n_embd == 0 || n_embd > (1u << 20))
 		return err_set(ERR_RANGE, "attach: activation layout: n_embd %u outside [1, 2^20]", n_embd);
+	if (n_vocab == 0 || n_vocab > (1u << 20))
+		return err_set(ERR_RANGE, "attach: activation layout: n_vocab %u outside [1, 2^20]", n_vocab);
 	uint64_t s = (uint64_t)MSG_MAX_TOKENS * n_embd * 4 + ATTACH_HEAD_BYTES + ATTACH_KV_TABLE * 4;
 	s = (s + ATTACH_SLOT_ALIGN - 1) / ATTACH_SLOT_ALIGN * ATTACH_SLOT_ALIGN;
-	uint64_t total = s * MSG_MAX_SLOTS; /* s < 2^31, no overflow */
+	/* s < 2^31, n_vocab <= 2^20: no overflow */
+	uint64_t total = s * MSG_MAX_SLOTS + (uint64_t)MSG_MAX_SLOTS * n_vocab * 4;
 	if (total > SHM_MAX_REGION)
 		return err_set(ERR_RANGE, "attach: activation region of %" PRIu64 " bytes exceeds %llu",
 			       total, SHM_MAX_REGION);
@@ -205,8 +208,9 @@ static int import_all(struct attach *a, const struct attach_info *info, int *fds
 		return rc;
 	a->manifest_bytes = info->manifest_size;
 	a->n_embd = a->model->cfg.n_embd;
+	a->n_vocab = a->model->cfg.n_vocab;
 	uint64_t stride, total;
-	rc = attach_act_layout(a->n_embd, &stride, &total);
+	rc = attach_act_layout(a->n_embd, a->n_vocab, &stride, &total);
 	if (rc)
 		return rc;
 	if (a->act.size < total)
@@ -339,6 +343,20 @@ int attach_head_lse(const struct attach *a, uint32_t slot, float **lse)
 	int rc = attach_head(a, slot, &ids, &logits);
 	*lse = rc ? NULL : logits + MSG_MAX_TOPK;
 	return rc;
+}
+
+int attach_logits(const struct attach *a, uint32_t slot, float **row)
+{
+	*row = NULL;
+	if (slot >= MSG_MAX_SLOTS)
+		return err_set(ERR_RANGE, "attach: logits row of slot %u (max %d)", slot, MSG_MAX_SLOTS);
+	uint64_t bytes = (uint64_t)a->n_vocab * 4;
+	uint64_t off = a->slot_stride * MSG_MAX_SLOTS + (uint64_t)slot * bytes;
+	void *p = shm_ptr(&a->act, off, bytes);
+	if (!p)
+		return err_set(ERR_RANGE, "attach: logits row of slot %u outside the activation region", slot);
+	*row = p;
+	return 0;
 }
 
 int attach_kv_table(const struct attach *a, uint32_t slot, uint32_t **tab)

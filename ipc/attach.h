@@ -36,7 +36,10 @@
  *           coordinator before a step and read by the worker that holds the
  *           KV cache: [0] = entries that follow (kv_table_len, or 0: none
  *           given), then the entries (ipc/kvlayout.h says what they mean)
- * and the stride is rounded up to 4096 bytes. */
+ * and the stride is rounded up to 4096 bytes. After the slots, the logits
+ * area: MSG_MAX_SLOTS rows of n_vocab f32, row s written by a RUN_CHUNKS head
+ * MSG_CHUNK_HEAD_FULL of slot s (the whole logit row, for constrained
+ * decoding and logit_bias; pages never touched cost no memory with memfd). */
 #ifndef UNICORN_ATTACH_H
 #define UNICORN_ATTACH_H
 
@@ -64,13 +67,15 @@ struct attach {
 	struct shm_region act;        /* read-write */
 	struct model *model;          /* tensor data point into weights[] */
 	uint32_t n_embd;
+	uint32_t n_vocab;             /* logits area row length */
 	uint64_t slot_stride;
 	enum shm_path share_path;     /* memfd, or udmabuf when dma-bufs came */
 	uint64_t ident;               /* the loader instance's region identity */
 };
 
-/* Bytes of one slot and of the whole activation region for n_embd. */
-int attach_act_layout(uint32_t n_embd, uint64_t *slot_stride, uint64_t *size);
+/* Bytes of one slot and of the whole activation region for n_embd (slots,
+ * then the logits area of n_vocab-float rows). */
+int attach_act_layout(uint32_t n_embd, uint32_t n_vocab, uint64_t *slot_stride, uint64_t *size);
 
 /* Connect to rundir/loader.sock, retrying every ATTACH_RETRY_MS for up to
  * timeout_ms, and import everything. *out is freed with attach_close. */
@@ -86,6 +91,8 @@ int attach_hidden(const struct attach *a, uint32_t slot, uint32_t row0, uint32_t
 int attach_head(const struct attach *a, uint32_t slot, uint32_t **ids, float **logits);
 /* The slot's head log-sum-exp (one f32 after the logits). */
 int attach_head_lse(const struct attach *a, uint32_t slot, float **lse);
+/* The slot's row of the logits area: n_vocab f32. */
+int attach_logits(const struct attach *a, uint32_t slot, float **row);
 /* The slot's KV block table: ATTACH_KV_TABLE u32 entries. */
 int attach_kv_table(const struct attach *a, uint32_t slot, uint32_t **tab);
 

@@ -243,11 +243,19 @@ static void codec(struct cur *c, struct msg *m)
 		c_f32(c, &g->presence_penalty), c_f32(c, &g->frequency_penalty);
 		c_u32(c, &g->timeout_ms);
 		c_count(c, &g->top_logprobs, MSG_MAX_TOP_LP, "GEN_REQ: top_logprobs exceeds MSG_MAX_TOP_LP");
+		c_count(c, &g->n_schema, MSG_MAX_SCHEMA, "GEN_REQ: n_schema exceeds MSG_MAX_SCHEMA");
+		c_count(c, &g->n_bias, MSG_MAX_BIAS, "GEN_REQ: n_bias exceeds MSG_MAX_BIAS");
 		c_u32s(c, g->resume, g->n_resume);
 		if (!c->bad)
 			c_bytes(c, g->prompt, g->n_prompt);
 		if (c->dec && !c->bad)
 			g->prompt[g->n_prompt] = 0;
+		if (!c->bad)
+			c_bytes(c, g->schema, g->n_schema);
+		if (c->dec && !c->bad)
+			g->schema[g->n_schema] = 0;
+		for (uint32_t i = 0; i < g->n_bias && !c->bad; i++)
+			c_u32(c, &g->bias_ids[i]), c_f32(c, &g->bias[i]);
 		break;
 	}
 	case MSG_GEN_POLL:
@@ -470,8 +478,8 @@ int msg_validate(const struct msg *m)
 				return err_prefix(rc, "RUN_CHUNKS entry %u", i);
 			if (used >> e->slot & 1)
 				return BAD("RUN_CHUNKS: entry %u: slot %u appears twice", i, e->slot);
-			if (e->head > 1)
-				return BAD("RUN_CHUNKS: entry %u: head %u (0 or 1)", i, e->head);
+			if (e->head > MSG_CHUNK_HEAD_FULL)
+				return BAD("RUN_CHUNKS: entry %u: head %u (0, 1 or 2)", i, e->head);
 			used |= (uint64_t)1 << e->slot;
 			rows += e->n;
 		}
@@ -578,6 +586,16 @@ int msg_validate(const struct msg *m)
 				   g->n_prompt);
 		if (!(g->flags & MSG_GEN_TOKENS) && memchr(g->prompt, 0, g->n_prompt))
 			return BAD("GEN_REQ: prompt contains a NUL byte");
+		if (g->n_schema > MSG_MAX_SCHEMA || (g->n_schema && !(g->flags & MSG_GEN_JSON)))
+			return BAD("GEN_REQ: n_schema %u (at most %d, only with MSG_GEN_JSON)", g->n_schema,
+				   MSG_MAX_SCHEMA);
+		if (memchr(g->schema, 0, g->n_schema))
+			return BAD("GEN_REQ: schema contains a NUL byte");
+		if (g->n_bias > MSG_MAX_BIAS)
+			return BAD("GEN_REQ: n_bias %u > %d", g->n_bias, MSG_MAX_BIAS);
+		for (uint32_t i = 0; i < g->n_bias; i++)
+			if (!(g->bias[i] >= -100.0f && g->bias[i] <= 100.0f))
+				return BAD("GEN_REQ: bias[%u] %g outside [-100, 100]", i, (double)g->bias[i]);
 		return 0;
 	}
 	case MSG_GEN_POLL:
@@ -657,7 +675,8 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		break;
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:
-		s = MSG_SIZE_GEN_REQ_BASE + 4 * (size_t)m->u.gen_req.n_resume + m->u.gen_req.n_prompt;
+		s = MSG_SIZE_GEN_REQ_BASE + 4 * (size_t)m->u.gen_req.n_resume + m->u.gen_req.n_prompt +
+		    m->u.gen_req.n_schema + 8 * (size_t)m->u.gen_req.n_bias;
 		break;
 	case MSG_GEN_POLL: s = MSG_SIZE_GEN_POLL; break;
 	case MSG_GEN_TOKEN:

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 10 /* 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 11 /* 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
                         * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
@@ -41,7 +41,7 @@
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
-#define MSG_MAX_PAYLOAD 163840    /* largest payload (GEN_REQ with a full prompt) */
+#define MSG_MAX_PAYLOAD 196608    /* largest payload (GEN_REQ with a full prompt and schema) */
 #define MSG_MAX_TOKENS 256        /* tokens per EMBED/RUN (one prefill chunk) */
 #define MSG_MAX_SLOTS 64          /* activation-region micro-batch slots */
 #define MSG_MAX_ROWS 512          /* tokens of one RUN_CHUNKS (all its chunks together) */
@@ -56,6 +56,8 @@
 #define MSG_MAX_PIECE 256         /* GEN_TOKEN piece bytes */
 #define MSG_MAX_WAIT_MS 10000     /* GEN_POLL long-poll wait */
 #define MSG_MAX_TOP_LP 20         /* GEN_REQ top_logprobs, GEN_TOKEN n_top (OpenAI's cap) */
+#define MSG_MAX_SCHEMA 32768      /* GEN_REQ schema bytes (constrain/: CS_MAX_SCHEMA_BYTES) */
+#define MSG_MAX_BIAS 300          /* GEN_REQ logit_bias entries (OpenAI's cap) */
 #define MSG_MAX_BUF (MSG_HDR_SIZE + MSG_MAX_PAYLOAD) /* largest encoded message */
 
 enum msg_type {
@@ -119,7 +121,10 @@ enum msg_end_reason {
  * template already applied), not text; the API process tokenizes itself so
  * it knows the prompt's length (usage) and renders multi-message chats */
 #define MSG_GEN_TOKENS 0x4u
-#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS | MSG_GEN_TOKENS)
+/* GEN_REQ flags (v11): the output must be JSON valid against schema[] (empty:
+ * any JSON object); the coordinator masks every step's full logit row */
+#define MSG_GEN_JSON 0x8u
+#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS | MSG_GEN_TOKENS | MSG_GEN_JSON)
 #define MSG_TOK_LOGPROB 0x1u    /* GEN_TOKEN flags: logprob and top[] are set */
 #define MSG_TOK_FLAGS_ALL MSG_TOK_LOGPROB
 #define MSG_RESET_ALL 0x1u      /* RESET_SEQ flags: drop every sequence (seq_id ignored) */
@@ -318,8 +323,12 @@ struct msg_run_chunk {
 	uint32_t slot;                  /* < MSG_MAX_SLOTS, distinct within the message */
 	uint32_t pos0;                  /* pos0 + n <= MSG_MAX_POS */
 	uint32_t n;                     /* 1..MSG_MAX_TOKENS */
-	uint32_t head;                  /* 0 or 1 */
+	uint32_t head;                  /* 0, 1 or MSG_CHUNK_HEAD_FULL */
 };
+/* RUN_CHUNKS head (v11): the head result as for 1, and the whole logit row
+ * (n_vocab f32) in the slot's logits area (ipc/attach.h): constrained
+ * decoding and logit_bias choose from every token */
+#define MSG_CHUNK_HEAD_FULL 2u
 struct msg_run_chunks {
 	uint32_t n;                     /* entries, 1..MSG_MAX_SLOTS */
 	uint32_t n_tok;                 /* sum of the entries' n, <= MSG_MAX_ROWS */
@@ -351,7 +360,7 @@ struct msg_reset_seq {
 	uint32_t flags;                 /* MSG_RESET_ALL */
 };
 
-/* GEN_REQ: 68 + 4*n_resume + n_prompt bytes. request_id is chosen by the
+/* GEN_REQ: 76 + 4*n_resume + n_prompt + n_schema + 8*n_bias bytes. request_id is chosen by the
  * client (random, non-zero) so a resend or a resubmission after a coordinator
  * restart is recognised; resume[] are the tokens already received. The
  * sampler fields have the ranges of the HTTP API (api/openai.c), so
@@ -374,8 +383,13 @@ struct msg_gen_req {
 	uint32_t timeout_ms;            /* 0 = the server's limit; else min(this, the limit) */
 	uint32_t top_logprobs;          /* v5: alternatives per token, 0..MSG_MAX_TOP_LP; 0 without
 	                                 * MSG_GEN_LOGPROBS */
+	uint32_t n_schema;              /* v11: schema bytes (MSG_GEN_JSON only), <= MSG_MAX_SCHEMA */
+	uint32_t n_bias;                /* v11: logit_bias entries, <= MSG_MAX_BIAS */
 	uint32_t resume[MSG_MAX_GEN];
 	char prompt[MSG_MAX_PROMPT + 1]; /* n_prompt bytes, no NUL inside (text); decoder adds one */
+	char schema[MSG_MAX_SCHEMA + 1]; /* v11: a JSON schema, no NUL inside; decoder adds one */
+	uint32_t bias_ids[MSG_MAX_BIAS]; /* v11: token ids */
+	float bias[MSG_MAX_BIAS];       /* v11: added to their logits, [-100, 100] */
 };
 
 /* GEN_POLL: 16 bytes. "Give me token #from of request_id, waiting up to
@@ -466,7 +480,7 @@ struct msg {
 #define MSG_SIZE_DONE 32
 #define MSG_SIZE_FLOW_BASE 96
 #define MSG_SIZE_RESET_SEQ 8
-#define MSG_SIZE_GEN_REQ_BASE 68 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) */
+#define MSG_SIZE_GEN_REQ_BASE 76 /* 2 u64 + 7 u32/f32 (v2) + 5 u32/f32 (v3) + top_logprobs (v5) + 2 (v11) */
 #define MSG_SIZE_GEN_POLL 16
 #define MSG_SIZE_GEN_TOKEN_BASE 32 /* u64 + 6 u32/f32 (index, token, flags, logprob, n_top, n_piece) */
 #define MSG_SIZE_GEN_END 16
@@ -483,8 +497,9 @@ _Static_assert(MSG_SIZE_FLOW_BASE + 12 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY
 	       MSG_MAX_PAYLOAD,
 	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");
-_Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4, "GEN_REQ fixed wire size");
-_Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD,
+_Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4 + 8, "GEN_REQ fixed wire size");
+_Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT + MSG_MAX_SCHEMA + 8 * MSG_MAX_BIAS <=
+	       MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
 _Static_assert(MSG_SIZE_GEN_TOKEN_BASE + 8 * MSG_MAX_TOP_LP + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD,
 	       "GEN_TOKEN fits");

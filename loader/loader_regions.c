@@ -92,7 +92,7 @@ int loader_regions_build(const struct model *m, bool quiet, struct loader_region
 		goto out;
 	r->manifest_bytes = written;
 	uint64_t stride, act_size;
-	rc = attach_act_layout(m->cfg.n_embd, &stride, &act_size);
+	rc = attach_act_layout(m->cfg.n_embd, m->cfg.n_vocab, &stride, &act_size);
 	if (!rc)
 		rc = shm_create("activations", act_size, &r->act);
 	if (rc)

@@ -243,7 +243,7 @@ check('errors: bad JSON, n, unsupported, too long prompt, 404, 405', async () =>
   let e = (await r.json()).error;
   assert.equal(e.type, 'invalid_request_error');
   assert.ok(e.message.length > 0 && 'param' in e && 'code' in e);
-  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, n: 2 }), 400, 'n=2');
+  await expectStatus(client.chat.completions.create({ model: 'x', messages: user, n: 9 }), 400, 'n=9 (1..8)');
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, top_logprobs: 2 }), 400, 'top_logprobs without logprobs');
   await expectStatus(client.chat.completions.create({ model: 'x', messages: user, logprobs: true, top_logprobs: 21 }), 400, 'top_logprobs 21');
   await expectStatus(client.completions.create({ model: 'x', prompt, logprobs: 6 }), 400, 'completions logprobs 6');

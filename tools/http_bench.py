@@ -66,16 +66,21 @@ class Target:
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
 
+EXTRA = {}  # --extra: more body fields (response_format, logit_bias, ...)
+
+
 def one_stream(target, prompt, max_tokens, barrier, out):
     """One streaming chat completion; fills out (a dict)."""
-    body = json.dumps({
+    req = {
         "model": "bench",
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
-    }).encode()
+    }
+    req.update(EXTRA)
+    body = json.dumps(req).encode()
     c = target.conn()
     try:
         if barrier is not None:
@@ -205,9 +210,16 @@ def main():
                     help="short requests before measuring (0 = none)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--label", default="", help="a title for the table and JSON")
+    ap.add_argument("--extra", default=None,
+                    help="a JSON object merged into every request body (e.g. response_format)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="socket timeout per request, seconds")
     a = ap.parse_args()
+    if a.extra:
+        try:
+            EXTRA.update(json.loads(a.extra))
+        except (ValueError, TypeError, AttributeError):
+            raise SystemExit("http_bench: --extra: a JSON object")
     try:
         levels = [int(x) for x in a.streams.split(",") if x.strip()]
     except ValueError:

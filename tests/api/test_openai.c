@@ -76,7 +76,7 @@ Test(openai, refusals)
 		{ OAI_COMPLETION, "{}", "prompt", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":[1,2]}", "prompt", 400 },
-		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2}", "n", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":9}", "n", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5000}", "max_tokens", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":1.5}", "max_tokens", 400 },
@@ -118,7 +118,11 @@ Test(openai, refusals)
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
 		  "tools", 400 },
 		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-			    "\"response_format\":{\"type\":\"json_object\"}}", "response_format", 400 },
+			    "\"response_format\":{\"type\":\"xml\"}}", "response_format", 400 },
+		{ OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			    "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+			    "\"schema\":{\"type\":\"string\",\"pattern\":\"x\"}}}}", "response_format", 400 },
+		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":200}}", "logit_bias", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"model\":3}", "model", 400 },
 		{ OAI_COMPLETION, "{\"prompt\":\"x\",\"prompt\":\"y\"}", NULL, 400 },

@@ -163,7 +163,7 @@ Test(msg, fields_decode_to_values)
 	cr_assert_eq(pl[48] | pl[49] << 8 | pl[50] << 16 | (uint32_t)pl[51] << 24, bits);
 	cr_assert_eq(pl[60] | pl[61] << 8, 1500);
 	cr_assert_eq(pl[64], 5, "v5: top_logprobs after timeout_ms");
-	cr_assert_eq(pl[68], 5, "resume[0] right after the fixed part");
+	cr_assert_eq(pl[76], 5, "resume[0] right after the fixed part (v11: n_schema, n_bias before it)");
 	cr_assert_eq(b.u.gen_req.resume[2], 7);
 	cr_assert_str_eq(b.u.gen_req.prompt, "Why is the sky blue? \xc3\xa9");
 	fill(&a, MSG_STATUS);
@@ -302,7 +302,7 @@ Test(msg, run_chunks_rules)
 	patch_reject(MSG_RUN_CHUNKS, 20 + 20 + 4, 0, "duplicate slot");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 8, MSG_MAX_POS, "entry pos cap");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 12, 0, "entry n 0");
-	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 2, "entry head 2");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 3, "entry head 3 (2 is the full-row head, v11)");
 	/* the largest one fits a data-plane ring entry */
 	fill(&a, MSG_RUN_CHUNKS);
 	a.u.run_chunks.n = MSG_MAX_SLOTS;
