@@ -48,7 +48,7 @@ static void bench_usage(FILE *f)
 		"                       context, one step of B rows at a time; reports the aggregate tok/s\n"
 		"                       and ms per step (pdB), on the kernels a lone token uses (narrow)\n"
 		"                       and, where the device has them, the mat-mat kernels (wide: what\n"
-		"                       the coordinator runs from 16 rows); 0 skips pp/tg\n"
+		"                       the coordinator runs from 16 rows); without -p, only this\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
 		"      --json           one JSON object on stdout instead of a table\n"
 		"      --profile        afterwards, GPU time per dispatch kind of one decode step and one\n"
@@ -363,8 +363,8 @@ bad_value:
 	for (int i = 0; i < n_pd; i++)
 		pd_max = pd[i] > pd_max ? pd[i] : pd_max;
 	uint32_t pd_gen = n_tg ? tg[0] : 128;
-	if (n_pd && !tg_set)
-		n_tg = 0;
+	if (n_pd && !pp_set)
+		n_tg = 0; /* --parallel without -p: only the parallel decode, -n its length */
 	const char *path = argv[optind];
 
 	struct model *m = NULL;
