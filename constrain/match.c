@@ -166,19 +166,27 @@ static void lit_start(const struct cs_schema *s, struct cs_thread *t, uint32_t n
 	step(s, t, c, o, rec + 1);
 }
 
+
+/* Whitespace between tokens of the value: up to CS_MAX_WS bytes in a row
+ * pass through. True when c was whitespace (the step is done). */
+static bool ws_step(struct cs_thread *t, uint8_t c, struct out *o)
+{
+	if (!is_ws(c))
+		return false;
+	if (t->ws < CS_MAX_WS) {
+		t->ws++;
+		emit(o, t);
+	}
+	return true;
+}
 static void value_start(const struct cs_schema *s, struct cs_thread *t, uint8_t c, struct out *o, int rec)
 {
 	if (++o->work > MAX_STEP_WORK)
 		return;
 	struct cs_frame *f = top(t);
 	const struct cs_node *n = N(s, f->node);
-	if (is_ws(c)) {
-		if (t->ws < CS_MAX_WS) {
-			t->ws++;
-			emit(o, t);
-		}
+	if (ws_step(t, c, o))
 		return;
-	}
 	if (rec > MAX_REC || n->min_bytes >= CS_INF)
 		return;
 	switch (n->kind) {
@@ -286,13 +294,8 @@ static void arr_step(const struct cs_schema *s, struct cs_thread *t, uint8_t c, 
 {
 	struct cs_frame *f = top(t);
 	const struct cs_node *n = N(s, f->node);
-	if (is_ws(c)) {
-		if (t->ws < CS_MAX_WS) {
-			t->ws++;
-			emit(o, t);
-		}
+	if (ws_step(t, c, o))
 		return;
-	}
 	bool item_ok = f->a < n->max_items && N(s, n->items)->min_bytes < CS_INF;
 	switch (f->st) {
 	case O_OPEN:

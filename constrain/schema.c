@@ -325,6 +325,20 @@ static int compile_type(struct ctx *c, json_t *j, const char *type, const char *
 	return err_set(ERR_INVAL, "schema: %s/type: unknown type \"%s\"", ptr, type);
 }
 
+/* A new anyOf node with room for n alternatives (filled by the caller, n_alt
+ * counting those set so far). */
+static int anyof_new(struct ctx *c, size_t n, uint32_t *id)
+{
+	int rc = node_new(c->s, CS_K_ANYOF, id);
+	if (rc)
+		return rc;
+	uint32_t *alt = calloc(n, sizeof *alt);
+	if (!alt)
+		return err_set(ERR_NOMEM, "schema: out of memory");
+	c->s->nodes[*id].alt = alt;
+	return 0;
+}
+
 static int compile(struct ctx *c, json_t *j, const char *ptr, int nest, uint32_t *out)
 {
 	if (nest > CS_MAX_NEST)
@@ -373,13 +387,9 @@ static int compile(struct ctx *c, json_t *j, const char *ptr, int nest, uint32_t
 		if (n == 0 || n > 64)
 			return err_set(n ? ERR_RANGE : ERR_INVAL, "schema: %s/anyOf: %zu alternatives (1..64)", ptr, n);
 		uint32_t id;
-		int rc = node_new(c->s, CS_K_ANYOF, &id);
+		int rc = anyof_new(c, n, &id);
 		if (rc)
 			return rc;
-		uint32_t *alt = calloc(n, sizeof *alt);
-		if (!alt)
-			return err_set(ERR_NOMEM, "schema: out of memory");
-		c->s->nodes[id].alt = alt;
 		for (size_t i = 0; i < n; i++) {
 			char sub[512];
 			snprintf(sub, sizeof sub, "%.400s/anyOf/%zu", ptr, i);
@@ -401,13 +411,9 @@ static int compile(struct ctx *c, json_t *j, const char *ptr, int nest, uint32_t
 		if (n == 1 && json_is_string(json_array_get(type, 0)))
 			return compile_type(c, j, json_string_value(json_array_get(type, 0)), ptr, nest, out);
 		uint32_t id;
-		int rc = node_new(c->s, CS_K_ANYOF, &id);
+		int rc = anyof_new(c, n, &id);
 		if (rc)
 			return rc;
-		uint32_t *alt = calloc(n, sizeof *alt);
-		if (!alt)
-			return err_set(ERR_NOMEM, "schema: out of memory");
-		c->s->nodes[id].alt = alt;
 		for (size_t i = 0; i < n; i++) {
 			json_t *t = json_array_get(type, i);
 			if (!json_is_string(t))
