@@ -241,3 +241,59 @@ static void check_wide_decode(const char *enc)
 
 Test(chunks, wide_decode_equals_matvec_q4_0, .timeout = 120) { check_wide_decode("q4_0"); }
 Test(chunks, wide_decode_equals_matvec_f32, .timeout = 120) { check_wide_decode("f32"); }
+
+/* 64 sequences decoding greedily together on the mat-mat kernels (the
+ * coordinator's wide rounds) give each the tokens, and bit for bit the
+ * logits, it gets decoding alone on them (a replay: one single-token wide
+ * chunk a step): a row's numbers do not depend on the rows beside it, whatever
+ * tile or split K the step's size picks (shaders/mul_mm_cm.glsl). */
+Test(chunks, wide_batch_of_64_equals_each_alone_q4_0, .timeout = 240)
+{
+	enum { N = 64, STEPS = 2 };
+	struct golden g;
+	struct model *m;
+	struct engine *e;
+	cr_assert_eq(golden_load("q4_0", &g), 0, "golden_load: %s", err_msg());
+	cr_assert_eq(model_open(g.model_path, &m), 0, "model_open: %s", err_msg());
+	struct engine_opts o = { .max_ctx = 64, .max_batch = N, .n_split = 4, .max_seqs = N, .max_rows = 160 };
+	cr_assert_eq(engine_create(m, &o, &e), 0, "engine_create: %s", err_msg());
+	const uint32_t *tok = g.tokens;
+	uint32_t cur[N], pos[N], got[2][N][STEPS];
+	float val[2][N][STEPS];
+	for (int alone = 0; alone < 2; alone++) {
+		cr_assert_eq(engine_reset(e), 0);
+		for (uint32_t i = 0; i < N; i++) { /* prompts of 1..5 tokens */
+			pos[i] = 1 + i % 5;
+			cr_assert_eq(engine_seq_select(e, i), 0);
+			cr_assert_eq(engine_argmax(e, tok + (i * 3) % 40, pos[i], 0, &cur[i]), 0, "%s", err_msg());
+		}
+		for (uint32_t s = 0; s < STEPS; s++) {
+			struct engine_chunk ch[N];
+			uint32_t next[N];
+			float v[N];
+			for (uint32_t i = 0; i < N; i++)
+				ch[i] = (struct engine_chunk){ i, pos[i], 1, &cur[i], true };
+			if (alone)
+				for (uint32_t i = 0; i < N; i++)
+					cr_assert_eq(engine_forward_chunks(e, 1, &ch[i], true, ENGINE_BATCH_ARGMAX, 1, &next[i], &v[i]), 0,
+						     "%s", err_msg());
+			else
+				cr_assert_eq(engine_forward_chunks(e, N, ch, true, ENGINE_BATCH_ARGMAX, 1, next, v), 0, "%s", err_msg());
+			for (uint32_t i = 0; i < N; i++) {
+				got[alone][i][s] = cur[i] = next[i];
+				val[alone][i][s] = v[i];
+				pos[i]++;
+			}
+		}
+	}
+	for (uint32_t i = 0; i < N; i++)
+		for (uint32_t s = 0; s < STEPS; s++) {
+			cr_assert_eq(got[0][i][s], got[1][i][s], "sequence %u step %u: token %u in the batch, %u alone", i, s,
+				     got[0][i][s], got[1][i][s]);
+			cr_assert_eq(memcmp(&val[0][i][s], &val[1][i][s], 4), 0, "sequence %u step %u: logit %.9g vs %.9g", i, s,
+				     val[0][i][s], val[1][i][s]);
+		}
+	engine_destroy(e);
+	model_close(m);
+	golden_free(&g);
+}
