@@ -79,6 +79,8 @@ struct coord {
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
 	uint64_t kv_budget;    /* --kv-budget (0: every slot at full length) */
+	uint32_t ctx_cap;      /* --ctx (0: the model's context) */
+	uint32_t kv_type;      /* --kv-type (enum kv_type) */
 	struct kvc kv;         /* paged KV bookkeeping (coordinator/kvcache.h) */
 	uint64_t n_admitted;
 	struct sched sched;
@@ -1886,12 +1888,15 @@ static void usage(FILE *f)
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
 		"                           [--batch-tokens N] [--micro-batches N]\n"
+		"                           [--ctx N] [--kv-type f16|q8_0|f32]\n"
 		"Requests come over RUNDIR/coordinator.ipc from the CLI and the API process\n"
 		"(unicorn-api, which serves HTTP); metrics and traces go out on RUNDIR/obs.ipc.\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
 		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n"
 		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
 		"the same); auto (default): every slot at full context.\n"
+		"--ctx N, --kv-type T: positions per sequence (default the model's context) and the\n"
+		"KV cache's element type (default f16); the workers must get the same.\n"
 		"--batch-tokens N: tokens (rows) one fused round feeds, prompt chunks of all\n"
 		"sequences together (default UNICORN_BATCH_TOKENS, else and at most %d;\n"
 		"decode tokens always go).\n"
@@ -1939,6 +1944,8 @@ int main(int argc, char **argv)
 		{ "step-timeout-ms", required_argument, 0, 't' },
 		{ "request-timeout", required_argument, 0, 'T' },
 		{ "kv-budget", required_argument, 0, 'K' },
+		{ "ctx", required_argument, 0, 'c' },
+		{ "kv-type", required_argument, 0, 'k' },
 		{ "batch-tokens", required_argument, 0, 'B' },
 		{ "micro-batches", required_argument, 0, 'M' },
 		{ "help", no_argument, 0, 'h' },
@@ -1966,6 +1973,16 @@ int main(int argc, char **argv)
 		case 'K':
 			if (kv_parse_bytes(optarg, &c.kv_budget)) {
 				fprintf(stderr, "coordinator: --kv-budget: %s\n", err_msg());
+				return 2;
+			}
+			break;
+		case 'c':
+			if (opt_count("--ctx", optarg, KV_MAX_CTX, &c.ctx_cap))
+				return 2;
+			break;
+		case 'k':
+			if (kv_type_parse(optarg, &c.kv_type)) {
+				fprintf(stderr, "coordinator: --kv-type: %s\n", err_msg());
 				return 2;
 			}
 			break;
@@ -2021,16 +2038,17 @@ int main(int argc, char **argv)
 		return 0;
 	c.n_layer = c.att->model->cfg.n_layer;
 	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
-	c.n_ctx = kv_context(&c.att->model->cfg);
+	c.n_ctx = kv_context(&c.att->model->cfg, c.ctx_cap);
 	{
 		struct kv_layout kl;
-		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, &kl) ||
+		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, c.kv_type, &kl) ||
 		    kvc_init(&c.kv, &kl, c.max_seqs, kv_worker_batch(0, c.max_seqs))) {
 			fprintf(stderr, "coordinator: %s\n", err_msg());
 			return 2;
 		}
-		fprintf(stderr, "coordinator: KV cache %.1f MiB: %u global + %u local blocks of %u positions, "
-			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
+		fprintf(stderr, "coordinator: KV cache %.1f MiB (%s, %u positions per sequence): %u global + %u local blocks of %u positions, "
+			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kv_type_name(kl.type), c.n_ctx, kl.n_gblocks, kl.n_lblocks,
+			kl.block, c.kv.unit);
 	}
 	c.intake_fd = -1;
 	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */

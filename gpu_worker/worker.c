@@ -175,11 +175,11 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab = c->n_vocab;
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
-	w->max_ctx = kv_context(c);
+	w->max_ctx = kv_context(c, o->ctx);
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
 	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);
-	rc = kv_layout_plan(c, w->max_ctx, w->max_seqs, o->kv_budget, &w->kv);
+	rc = kv_layout_plan(c, w->max_ctx, w->max_seqs, o->kv_budget, o->kv_type, &w->kv);
 	if (rc) {
 		rc = err_prefix(ERR_UNSUP, "worker"); /* a budget that cannot work: fatal, not restarted */
 		goto fail;
@@ -1275,6 +1275,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "attn-backend", required_argument, 0, 'a' },
 		{ "import", required_argument, 0, 'i' },
 		{ "kv-budget", required_argument, 0, 'k' },
+		{ "ctx", required_argument, 0, 'c' },
+		{ "kv-type", required_argument, 0, 't' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -1312,6 +1314,18 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'c':
+			if (parse_u32(optarg, KV_MAX_CTX, &o.ctx) || !o.ctx) {
+				fprintf(stderr, "%s: --ctx: want 1..%d\n", prog, KV_MAX_CTX);
+				return 2;
+			}
+			break;
+		case 't':
+			if (kv_type_parse(optarg, &o.kv_type)) {
+				fprintf(stderr, "%s: --kv-type: %s\n", prog, err_msg());
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -1320,7 +1334,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 			break;
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
-				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto]%s\n", prog,
+				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
+				"[--kv-type f16|q8_0|f32]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}
