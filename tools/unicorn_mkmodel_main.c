@@ -11,7 +11,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|1b|4b|12b|27b] [--layers N]\n"
+		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|tinyctx|1b|4b|12b|27b] [--layers N]\n"
 		"                       [--type T] [--seed K] [--ctx N]\n"
 		"                       [--format gguf|hf] -o PATH\n"
 		"\n"
@@ -22,7 +22,9 @@ static void usage(FILE *f)
 		"  --shape S        tiny (default), demo (tiny with Gemma 3's 262144-token\n"
 		"                   vocabulary), tiny256 (tiny with hidden 256 and ffn 512:\n"
 		"                   rows K-quant blocks fit), tinyh128 (tiny256 with two\n"
-		"                   128-wide heads, as 27B's), 1b, 4b, 12b, 27b\n"
+		"                   128-wide heads, as 27B's), tinyctx (tiny with one head and\n"
+		"                   a 65,536-position context: long-context tests), 1b, 4b,\n"
+		"                   12b, 27b\n"
 		"  --layers N       override the number of layers\n"
 		"  --ctx N          override the context length (e.g. 65536: a tiny model\n"
 		"                   with a long context, for tests)\n"
