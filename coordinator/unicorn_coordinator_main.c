@@ -2039,6 +2039,17 @@ int main(int argc, char **argv)
 	c.n_layer = c.att->model->cfg.n_layer;
 	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
 	c.n_ctx = kv_context(&c.att->model->cfg, c.ctx_cap);
+	if (!c.kv_budget) {
+		/* --kv-budget auto: the bytes the workers chose from their devices
+		 * (gpu_worker/kvbudget.h), the least of them; none written: every
+		 * slot at full length, as the workers then plan too */
+		const char *roles[] = { "gpu", "npu" };
+		for (int i = 0; i < 2; i++) {
+			uint64_t b;
+			if (kv_budget_file_read(c.rundir, roles[i], c.att->ident, &b) == 0 && (!c.kv_budget || b < c.kv_budget))
+				c.kv_budget = b;
+		}
+	}
 	{
 		struct kv_layout kl;
 		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, c.kv_type, &kl) ||

@@ -1152,6 +1152,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	rc = vk_create(o->device, &e->vk);
 	if (rc)
 		goto fail;
+	e->vk->progress = o->progress;
+	e->vk->progress_arg = o->progress_arg;
 	e->L = calloc(c->n_layer, sizeof *e->L);
 	bool cbs_ok = true;
 	for (uint32_t i = 0; i < 2 * N_MODES; i++)

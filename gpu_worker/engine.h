@@ -46,6 +46,10 @@ struct engine_opts {
 	const struct kv_layout *kv;
 	/* the KV cache's element type without kv (enum kv_type; 0 = f16) */
 	uint32_t kv_type;
+	/* called between pieces of engine_create's long work (uploads, buffers,
+	 * pipelines): a worker's heartbeat while it starts; NULL = none */
+	void (*progress)(void *arg);
+	void *progress_arg;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of

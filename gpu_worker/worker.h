@@ -59,6 +59,10 @@ struct worker_opts {
 	uint64_t kv_budget;         /* --kv-budget: KV pool bytes (ipc/kvlayout.h); 0 = every slot at full length */
 	uint32_t ctx;               /* --ctx: positions per sequence, at most the model's; 0 = the model's */
 	uint32_t kv_type;           /* --kv-type: enum kv_type (f16 by default) */
+	/* start-up progress (engine_opts.progress): the worker's heartbeat, so
+	 * the watchdog never takes a slow start for a hung one; NULL = none */
+	void (*progress)(void *arg);
+	void *progress_arg;
 };
 
 struct worker;

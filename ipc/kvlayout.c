@@ -6,6 +6,52 @@
 #include <strings.h>
 
 #include "common/err.h"
+#include "ipc/rundir.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+static int budget_path(const char *rundir, const char *role, char *out, size_t cap)
+{
+	char name[64];
+	snprintf(name, sizeof name, "kv-%s.budget", role);
+	return rundir_path(rundir, name, out, cap);
+}
+
+int kv_budget_file_write(const char *rundir, const char *role, uint64_t ident, uint64_t budget)
+{
+	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8];
+	if (budget_path(rundir, role, path, sizeof path))
+		return err_set(ERR_RANGE, "kv: run directory path too long");
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return err_set(ERR_IO, "kv: %s: cannot write", tmp);
+	fprintf(f, "%016" PRIx64 " %" PRIu64 "\n", ident, budget);
+	if (fclose(f) || rename(tmp, path)) {
+		unlink(tmp);
+		return err_set(ERR_IO, "kv: %s: cannot write", path);
+	}
+	return 0;
+}
+
+int kv_budget_file_read(const char *rundir, const char *role, uint64_t ident, uint64_t *budget)
+{
+	char path[RUNDIR_PATH_MAX];
+	*budget = 0;
+	if (budget_path(rundir, role, path, sizeof path))
+		return ERR_NOTFOUND;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return ERR_NOTFOUND;
+	uint64_t id = 0, b = 0;
+	int n = fscanf(f, "%" SCNx64 " %" SCNu64, &id, &b);
+	fclose(f);
+	if (n != 2 || id != ident || b == 0)
+		return ERR_NOTFOUND;
+	*budget = b;
+	return 0;
+}
 
 int kv_type_parse(const char *s, uint32_t *out)
 {

@@ -96,6 +96,13 @@ static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_b
 int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t max_seqs, uint64_t budget,
 		   uint32_t type, struct kv_layout *out);
 
+/* --kv-budget auto (gpu_worker/kvbudget.h): the bytes a worker of role
+ * ("gpu", "npu") chose, in RUNDIR/kv-<role>.budget, tagged with the loader's
+ * identity (attach ident). read: ERR_NOTFOUND when absent, unreadable or of
+ * another loader. */
+int kv_budget_file_write(const char *rundir, const char *role, uint64_t ident, uint64_t budget);
+int kv_budget_file_read(const char *rundir, const char *role, uint64_t ident, uint64_t *budget);
+
 /* Parse a byte count: digits with an optional K, M, G or T suffix (binary
  * units, "2G" = 2^31), or "auto" (0). ERR_INVAL on anything else or overflow. */
 int kv_parse_bytes(const char *s, uint64_t *out);
