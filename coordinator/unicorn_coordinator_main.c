@@ -81,6 +81,7 @@ struct coord {
 	uint64_t kv_budget;    /* --kv-budget (0: every slot at full length) */
 	uint32_t ctx_cap;      /* --ctx (0: the model's context) */
 	uint32_t kv_type;      /* --kv-type (enum kv_type) */
+	uint64_t kv_bytes;     /* the pools' bytes (kv_layout) */
 	struct kvc kv;         /* paged KV bookkeeping (coordinator/kvcache.h) */
 	uint64_t n_admitted;
 	struct sched sched;
@@ -1838,6 +1839,9 @@ static void obs_tick(struct coord *c)
 	metrics_set(c->met, c->mid.kv_used, NULL, used);
 	metrics_set(c->met, c->mid.kv_capacity, NULL, cap);
 	metrics_set(c->met, c->mid.kv_ratio, NULL, cap > 0 ? used / cap : 0);
+	metrics_set(c->met, c->mid.kv_ctx, NULL, c->n_ctx);
+	metrics_set(c->met, c->mid.kv_type, kv_type_name(c->kv_type), 1);
+	metrics_set(c->met, c->mid.kv_pool_bytes, NULL, (double)c->kv_bytes);
 	int64_t now = intake_now_ns();
 	if (!metrics_tick(c->met, (double)now / 1e9, 1.0))
 		return;
@@ -1880,6 +1884,23 @@ static void expire(struct coord *c)
 			sched_queue_remove(&c->sched, r->id);
 		intake_finish(r, MSG_END_TIMEOUT);
 	}
+}
+
+/* RUNDIR/kv.json: the KV cache's shape for `unicorn status` (written once;
+ * its use is in /metrics). A failure only loses that line. */
+static void kv_info_write(const struct coord *c, const struct kv_layout *l)
+{
+	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8];
+	if (rundir_path(c->rundir, "kv.json", path, sizeof path))
+		return;
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "type", kv_type_name(l->type), "context",
+			      (json_int_t)c->n_ctx, "bytes", (json_int_t)l->bytes, "global_blocks", (json_int_t)l->n_gblocks,
+			      "local_blocks", (json_int_t)l->n_lblocks, "block", (json_int_t)l->block, "budget",
+			      (json_int_t)c->kv_budget);
+	if (o && json_dump_file(o, tmp, 0) == 0 && rename(tmp, path) != 0)
+		unlink(tmp);
+	json_decref(o);
 }
 
 static void usage(FILE *f)
@@ -2057,6 +2078,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "coordinator: %s\n", err_msg());
 			return 2;
 		}
+		c.kv_bytes = kl.bytes;
+		kv_info_write(&c, &kl);
 		fprintf(stderr, "coordinator: KV cache %.1f MiB (%s, %u positions per sequence): %u global + %u local blocks of %u positions, "
 			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kv_type_name(kl.type), c.n_ctx, kl.n_gblocks, kl.n_lblocks,
 			kl.block, c.kv.unit);
