@@ -187,8 +187,10 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 			       kp.headroom / 1048576.0, budget / 1048576.0, w->max_ctx, one.bytes / 1048576.0,
 			       kv_type_name(o->kv_type), (unsigned long long)one.bytes);
 	if (kv_layout_plan(c, w->max_ctx, w->max_seqs, budget, o->kv_type, &w->kv)) {
-		rc = err_prefix(ERR_UNSUP, "worker"); /* a budget that cannot work: fatal, not restarted */
-		return err_set(rc, "%s; or lower --ctx (%u positions) or use --kv-type q8_0", err_msg(), w->max_ctx);
+		char why[512]; /* a budget that cannot work: fatal (ERR_UNSUP), not restarted */
+		snprintf(why, sizeof why, "%s", err_msg());
+		return err_set(ERR_UNSUP, "worker: %s; or lower --ctx (%u positions) or use --kv-type q8_0", why,
+			       w->max_ctx);
 	}
 	if (fresh && kvb_fit_pools(c, kp.max_pool, w->max_seqs, &budget, &w->kv))
 		return err_prefix(ERR_UNSUP, "worker");
