@@ -4,10 +4,15 @@
  * 64K context past 8K positions (global and sliding-window layers; the
  * sliding layers' rings wrap hundreds of times). Stated bounds, per position,
  * rel = ||ours - ref||_2 / ||ref||_2 over the vocabulary:
- *   f16:  1e-4 (the golden tolerance of f32 weights), argmax equal;
- *   q8_0: 1e-3 against the reference's q8_0 cache (the two round a value
- *         to different codes only where x / d falls within float rounding
- *         of a half), argmax equal where the reference leads by >= 0.02;
+ *   f16:  3e-4 (measured 1.2e-4; an exact reference is 6.6e-4 away), argmax
+ *         equal; past 8K 2e-3 (measured 7.2e-4);
+ *   q8_0: 1e-3 (measured 2.3e-4; past 8K 2e-2, measured 9.4e-3) against the
+ *         reference's q8_0 cache, argmax equal where the reference leads by
+ *         >= 0.02 (past 8K for f16 too).
+ * The two caches differ only where the engine's f32 k/v (other summation
+ * orders) and the reference's round to different codes: one f16 ulp, one
+ * q8_0 step (amax / 127), more often the more keys a position reads, hence
+ * the wider bounds past 8K; an exact f32 cache there: 1.2e-5 at 512.
  *   and q8_0 against an exact (f32) cache within 2e-2 (what 8 bits cost). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -58,7 +63,7 @@ struct bound { double rel, gap; };
 static struct bound bound_of(uint32_t type, bool long_ctx)
 {
 	if (long_ctx)
-		return type == KV_TYPE_Q8_0 ? (struct bound){ 2e-2, 0.02 } : (struct bound){ 5e-3, 0.02 };
+		return type == KV_TYPE_Q8_0 ? (struct bound){ 2e-2, 0.02 } : (struct bound){ 2e-3, 0.02 };
 	return type == KV_TYPE_Q8_0 ? (struct bound){ 1e-3, 0.02 } : (struct bound){ 3e-4, 0.0 };
 }
 
@@ -149,6 +154,14 @@ static void golden_case(uint32_t type)
 
 Test(kvtypes, golden_f16, .timeout = 120) { golden_case(KV_TYPE_F16); }
 Test(kvtypes, golden_q8_0, .timeout = 120) { golden_case(KV_TYPE_Q8_0); }
+/* the shared-memory tree variants (attn_f16, rope_kv_q8, ...: devices
+ * without subgroup arithmetic) */
+Test(kvtypes, golden_tree_kernels, .timeout = 180)
+{
+	setenv("UNICORN_VK_NORM", "tree", 1);
+	golden_case(KV_TYPE_F16);
+	golden_case(KV_TYPE_Q8_0);
+}
 
 /* The reference's emulation is what makes the bounds above meaningful: an
  * exact (f32) reference is off by more than the f16 bound, and q8_0 against

@@ -34,7 +34,7 @@ static void write_body(const char *path, int n, int max_tokens)
 	fclose(f);
 }
 
-Test(longctx, ctx_cap_refuses_with_400_and_status_shows_kv, .timeout = 180)
+Test(longctx, ctx_cap_refuses_with_400_and_status_shows_kv, .timeout = 400)
 {
 	struct proc_cluster c;
 	proc_cluster_start(&c, "lctx", (const char *const[]){ "--ctx", "256", "--max-seqs", "2", NULL });
