@@ -67,7 +67,7 @@ static void up_fails(const char *env, const char *args, char *out, size_t cap)
 	cr_assert_not_null(mkdtemp(tmp));
 	char cmd[1024];
 	snprintf(cmd, sizeof cmd, "env XDG_RUNTIME_DIR=%s %s timeout 120 %s/unicorn-up --model "
-		 "%s/golden/gemma3-tiny-q4_0.gguf --name lbud --no-http %s; echo \"exit $?\"", tmp, env,
+		 "%s/golden/gemma3-tiny-q4_0.gguf --name lbud --no-http %s 2>&1; echo \"exit $?\"", tmp, env,
 		 proc_bin_dir_or_skip(), golden_shared_dir(), args);
 	proc_sh(cmd, out, cap);
 	cr_assert_null(strstr(out, "exit 0"), "unicorn-up started: %s", out);
