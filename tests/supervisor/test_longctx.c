@@ -3,7 +3,7 @@
  * `unicorn status` and /metrics; a budget that cannot hold one sequence stops
  * the start with the bytes needed and the options that help; a worker that
  * starts slowly but reports progress is not taken for a hung one; a prompt of
- * more than 8K tokens through the API on a tiny model with a 64K context. */
+ * more than 16K tokens through the API on a tiny model with a 64K context. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,11 +113,11 @@ Test(longctx, slow_start_with_progress_is_not_restarted, .timeout = 240)
 }
 
 /* A tiny model with a 64K context (mkmodel --shape tinyctx, the golden
- * model's vocabulary) takes a prompt of LONG_WORDS words through the API. */
-#ifndef LONG_WORDS
-#define LONG_WORDS 8300
-#endif
-Test(longctx, long_prompt_through_the_api, .timeout = 900)
+ * model's vocabulary) takes a prompt of LONG_WORDS words (a token each) through
+ * the API: past 16K positions, beyond the old 4096 cap and the 16-bit range
+ * of anything that was sized for it. */
+#define LONG_WORDS 16500
+Test(longctx, long_prompt_through_the_api, .timeout = 1200)
 {
 	const char *bin = proc_bin_dir_or_skip();
 	char model[] = "/tmp/unicorn-lctx-XXXXXX.gguf";
@@ -138,7 +138,7 @@ Test(longctx, long_prompt_through_the_api, .timeout = 900)
 	char *pt = strstr(out, "\"prompt_tokens\":");
 	cr_assert_not_null(pt, "%.600s", out);
 	long n = strtol(pt + 16, NULL, 10);
-	cr_assert_gt(n, 8192, "the prompt should be past 8K tokens: %ld", n);
+	cr_assert_gt(n, 16384, "the prompt should be past 16K tokens: %ld", n);
 	cr_assert(strstr(out, "\"completion_tokens\":3"), "%.600s", out);
 	proc_cluster_stop(&c);
 	unlink(model);
