@@ -249,6 +249,7 @@ static const char *const run_files[] = {
 	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
 	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
+	"kv-gpu.budget", "kv-npu.budget", "kv.json", /* --kv-budget auto's bytes, the KV shape (status) */
 };
 
 static void remove_run_files(const char *dir)
