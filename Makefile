@@ -34,9 +34,14 @@ MVS_GEN  := $(foreach k,mul_mvs mul_mvs_glu mul_mvb mul_mvb_glu,$(foreach t,$(MV
 # decode batches (<name>_d), and both with split K (<name>_k, <name>_dk; see
 # shaders/mul_mm_cm.glsl SPLITK)
 CM_VAR   := $(wildcard shaders/mul_mm_cm_*.comp)
+# attention and rope_kv once more per KV cache type (shaders/kv.glsl):
+# -DKV_TYPE=1 as <name>_f16, -DKV_TYPE=2 as <name>_q8 (f32: the plain module)
+KV_SH    := $(filter-out shaders/attn_combine.comp,$(wildcard shaders/attn*.comp)) $(wildcard shaders/rope_kv*.comp)
 SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
 	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN)) \
-	    $(foreach v,_d _k _dk,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(CM_VAR)))
+	    $(foreach v,_d _k _dk,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(CM_VAR))) \
+	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_f16.spv,$(KV_SH)) \
+	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_q8.spv,$(KV_SH))
 SHADER_O := $(BUILD)/obj/shaders_embed.o
 LIB      := $(BUILD)/libunicorn.a
 
@@ -84,6 +89,14 @@ $(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 $(BUILD)/spv/%_gen.spv: shaders/%.comp $(wildcard shaders/*.glsl)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLFLAGS) -DMVS_GENERIC=1 -MD -MF $@.d -MT $@ -o $@ $<
+	spirv-val --target-env vulkan1.2 $@
+$(BUILD)/spv/%_f16.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(GLSLFLAGS) -DKV_TYPE=1 -MD -MF $@.d -MT $@ -o $@ $<
+	spirv-val --target-env vulkan1.2 $@
+$(BUILD)/spv/%_q8.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(GLSLFLAGS) -DKV_TYPE=2 -MD -MF $@.d -MT $@ -o $@ $<
 	spirv-val --target-env vulkan1.2 $@
 # Cooperative-matrix shaders (mul_mm_cm_*, mul_mm_cms_*, docs/vulkan.md): glslc without -O
 # (its optimizer rejects capability CooperativeMatrixKHR), then the host tool

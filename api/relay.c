@@ -269,9 +269,13 @@ static bool tokenize(struct relay *r)
 	}
 	if (ids.n == 0 || ids.n >= r->rc->n_ctx || ids.n > MSG_MAX_PROMPT / 4) {
 		char m[200];
-		snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
-			 "(the prompt must leave room for at least one generated token)", ids.n,
-			 r->rc->n_ctx);
+		if (ids.n > MSG_MAX_PROMPT / 4 && ids.n < r->rc->n_ctx)
+			snprintf(m, sizeof m, "the prompt is %zu tokens; a request holds at most %d prompt tokens",
+				 ids.n, MSG_MAX_PROMPT / 4);
+		else
+			snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
+				 "(the prompt must leave room for at least one generated token; unicorn-up --ctx "
+				 "sets it up to the model's own)", ids.n, r->rc->n_ctx);
 		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", param, "context_length_exceeded", m);
 		tok_ids_free(&ids);
 		return false;

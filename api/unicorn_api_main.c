@@ -268,7 +268,7 @@ static void remove_file(const char *dir, const char *name)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-api --rundir DIR --model PATH [--host H] [--port P]\n"
-		"                   [--cors ORIGIN] [--request-timeout S]\n"
+		"                   [--cors ORIGIN] [--request-timeout S] [--ctx N]\n"
 		"The cluster's OpenAI-compatible HTTP server (docs/http.md), started by unicorn-up.\n"
 		"Default %s:%d; the API key comes from the environment variable UNICORN_API_KEY\n"
 		"(required for a non-loopback --host). --request-timeout: the coordinator's limit\n"
@@ -281,10 +281,12 @@ int main(int argc, char **argv)
 	static struct api a;
 	const char *model = NULL, *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
 	double req_timeout = 600;
+	uint32_t ctx = 0; /* --ctx: the cluster's cap on positions per sequence (ipc/kvlayout.h kv_context) */
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' }, { "model", required_argument, 0, 'm' },
 		{ "host", required_argument, 0, 'H' },   { "port", required_argument, 0, 'P' },
 		{ "cors", required_argument, 0, 'C' },   { "request-timeout", required_argument, 0, 'T' },
+		{ "ctx", required_argument, 0, 'c' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
 	int o;
@@ -295,6 +297,16 @@ int main(int argc, char **argv)
 		case 'H': host = optarg; break;
 		case 'P': port_arg = optarg; break;
 		case 'C': cors = optarg; break;
+		case 'c': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || end == optarg || v < 1 || v > KV_MAX_CTX) {
+				fprintf(stderr, "api: --ctx '%s': positions, 1..%d\n", optarg, KV_MAX_CTX);
+				return 2;
+			}
+			ctx = (uint32_t)v;
+			break;
+		}
 		case 'T': {
 			char *end;
 			req_timeout = strtod(optarg, &end);
@@ -359,7 +371,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "api: %s: %s\n", model, err_msg());
 		return 2;
 	}
-	a.relay.n_ctx = kv_context(&m->cfg);
+	a.relay.n_ctx = kv_context(&m->cfg, ctx);
 	model_close(m);
 	a.relay.tok = a.tok;
 	a.relay.rundir = a.rundir;

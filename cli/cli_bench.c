@@ -30,14 +30,17 @@
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-r N] [-b N] [--parallel B[,B..]] [--vk-device D]\n"
-		"                     [--json] [--profile]\n"
+		"usage: unicorn bench MODEL [-p N[,N..]] [-n N[,N..]] [-d N[,N..]] [-r N] [-b N] [--parallel B[,B..]]\n"
+		"                     [--kv-type T] [--vk-device D] [--json] [--profile]\n"
 		"\n"
 		"Measures the Vulkan engine like llama-bench: ppN = prompt processing of N tokens,\n"
-		"tgN = generation of N tokens one at a time, each from an empty context.\n"
+		"tgN = generation of N tokens one at a time, each from an empty context, or after\n"
+		"-d tokens of context (\"tg128 @ d8192\").\n"
 		"\n"
 		"  -p, --n-prompt N     prompt lengths to test (default 512; 0 skips)\n"
 		"  -n, --n-gen N        generation lengths to test (default 128; 0 skips)\n"
+		"  -d, --n-depth N      context depths: each test runs after N tokens already in\n"
+		"                       the KV cache (prefilled, not timed; default 0)\n"
 		"  -r, --repetitions N  timed repetitions per test after one warm-up (default 5)\n"
 		"  -b, --batch-size N   tokens per prompt-processing submission (default 512, lowered\n"
 		"                       with a note to what the device holds: the batch's logits must\n"
@@ -49,6 +52,7 @@ static void bench_usage(FILE *f)
 		"                       and ms per step (pdB), on the kernels a lone token uses (narrow)\n"
 		"                       and, where the device has them, the mat-mat kernels (wide: what\n"
 		"                       the coordinator runs from 16 rows); without -p, only this\n"
+		"      --kv-type T      the KV cache's type: f16 (default), q8_0 or f32\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
 		"      --json           one JSON object on stdout instead of a table\n"
 		"      --profile        afterwards, GPU time per dispatch kind of one decode step and one\n"
@@ -94,16 +98,27 @@ static int parse_list(const char *s, uint32_t *vals, int *n)
 	return 0;
 }
 
-/* One timed run of a test; returns seconds or a negative error code. */
-static int run_pp(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t batch, double *secs)
+/* An empty cache, then depth tokens of context in chunks of batch (not timed). */
+static int fill_depth(struct engine *e, const uint32_t *tokens, uint32_t depth, uint32_t batch)
 {
 	int rc = engine_reset(e);
+	uint32_t next;
+	for (uint32_t pos = 0; pos < depth && !rc; pos += batch)
+		rc = engine_argmax(e, tokens + pos, depth - pos < batch ? depth - pos : batch, pos, &next);
+	return rc;
+}
+
+/* One timed run of a test after depth tokens of context; returns seconds or
+ * a negative error code. tokens holds depth + n. */
+static int run_pp(struct engine *e, const uint32_t *tokens, uint32_t depth, uint32_t n, uint32_t batch, double *secs)
+{
+	int rc = fill_depth(e, tokens, depth, batch);
 	if (rc)
 		return rc;
 	double t0 = now_s();
 	uint32_t next;
-	for (uint32_t pos = 0; pos < n; pos += batch) {
-		uint32_t m = n - pos < batch ? n - pos : batch;
+	for (uint32_t pos = depth; pos < depth + n; pos += batch) {
+		uint32_t m = depth + n - pos < batch ? depth + n - pos : batch;
 		rc = engine_argmax(e, tokens + pos, m, pos, &next);
 		if (rc)
 			return rc;
@@ -112,14 +127,14 @@ static int run_pp(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t
 	return 0;
 }
 
-static int run_tg(struct engine *e, uint32_t first, uint32_t n, double *secs)
+static int run_tg(struct engine *e, const uint32_t *tokens, uint32_t depth, uint32_t n, uint32_t batch, double *secs)
 {
-	int rc = engine_reset(e);
+	int rc = fill_depth(e, tokens, depth, batch);
 	if (rc)
 		return rc;
-	uint32_t tok = first;
+	uint32_t tok = tokens[depth];
 	double t0 = now_s();
-	for (uint32_t pos = 0; pos < n; pos++) {
+	for (uint32_t pos = depth; pos < depth + n; pos++) {
 		rc = engine_argmax(e, &tok, 1, pos, &tok);
 		if (rc)
 			return rc;
@@ -256,7 +271,7 @@ static int profile_token_path(struct engine *e, uint32_t first, uint32_t n, FILE
 
 struct bench_result {
 	char name[32];
-	uint32_t n_prompt, n_gen;
+	uint32_t n_prompt, n_gen, n_depth;
 	uint32_t n_parallel;   /* pdB: B sequences; tok/s counts all of them */
 	const char *kernel;    /* pdB: "narrow" or "wide" */
 	double mean, sd;       /* tokens/s */
@@ -299,16 +314,18 @@ int cli_bench(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "n-prompt", required_argument, 0, 'p' }, { "n-gen", required_argument, 0, 'n' },
 		{ "repetitions", required_argument, 0, 'r' }, { "batch-size", required_argument, 0, 'b' },
-		{ "vk-device", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
+		{ "vk-device", required_argument, 0, 'v' }, { "json", no_argument, 0, 'j' },
 		{ "help", no_argument, 0, 'h' }, { "profile", no_argument, 0, 'P' },
-		{ "parallel", required_argument, 0, 'B' }, { 0, 0, 0, 0 },
+		{ "parallel", required_argument, 0, 'B' },
+		{ "n-depth", required_argument, 0, 'D' }, { "kv-type", required_argument, 0, 'K' }, { 0, 0, 0, 0 },
 	};
-	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], pd[BENCH_MAX_TESTS], reps = 5, batch = 512;
-	int n_pp = 0, n_tg = 0, n_pd = 0, json = 0, pp_set = 0, tg_set = 0, profile = 0;
+	uint32_t pp[BENCH_MAX_TESTS], tg[BENCH_MAX_TESTS], pd[BENCH_MAX_TESTS], dp[BENCH_MAX_TESTS] = { 0 }, reps = 5,
+		 batch = 512, kv_type = 0;
+	int n_pp = 0, n_tg = 0, n_pd = 0, n_dp = 1, json = 0, pp_set = 0, tg_set = 0, profile = 0;
 	const char *device = NULL;
 	int c, b_set = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:n:r:b:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:n:d:r:b:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			pp_set = 1;
@@ -338,7 +355,27 @@ int cli_bench(int argc, char **argv)
 					return 2;
 				}
 			break;
-		case 'd': device = optarg; break;
+		case 'd':
+		case 'D':
+			n_dp = 0;
+			if (parse_list(optarg, dp, &n_dp) || (n_dp == 0 && strspn(optarg, "0,") != strlen(optarg)))
+				goto bad_value;
+			if (strspn(optarg, "0") == 1 || strstr(optarg, ",0") || !strncmp(optarg, "0,", 2)) {
+				/* depth 0 is a test of its own (parse_list skips zeros) */
+				if (n_dp >= BENCH_MAX_TESTS)
+					goto bad_value;
+				memmove(dp + 1, dp, n_dp * sizeof *dp);
+				dp[0] = 0;
+				n_dp++;
+			}
+			break;
+		case 'K':
+			if (kv_type_parse(optarg, &kv_type)) {
+				fprintf(stderr, "unicorn bench: --kv-type: %s\n", err_msg());
+				return 2;
+			}
+			break;
+		case 'v': device = optarg; break;
 		case 'j': json = 1; break;
 		case 'P': profile = 1; break;
 		case 'h': bench_usage(stdout); return 0;
@@ -383,8 +420,12 @@ bad_value:
 		max_len = pd_gen;
 	if (max_len < pd_max)
 		max_len = pd_max; /* first tokens of the parallel sequences */
-	if (max_len > m->cfg.n_ctx) {
-		fprintf(stderr, "unicorn bench: %u tokens exceed the model's context of %u\n", max_len, m->cfg.n_ctx);
+	uint32_t max_dp = 0;
+	for (int i = 0; i < n_dp; i++)
+		max_dp = dp[i] > max_dp ? dp[i] : max_dp;
+	if ((uint64_t)max_len + max_dp > m->cfg.n_ctx || (uint64_t)max_len + max_dp > KV_MAX_CTX) {
+		fprintf(stderr, "unicorn bench: %u tokens after a depth of %u exceed the model's context of %u\n", max_len,
+			max_dp, m->cfg.n_ctx < KV_MAX_CTX ? m->cfg.n_ctx : KV_MAX_CTX);
 		model_close(m);
 		return 2;
 	}
@@ -426,8 +467,11 @@ bad_value:
 			batch = eng_batch = (uint32_t)fit;
 		}
 	}
+	if (max_dp && eng_batch < batch)
+		eng_batch = batch; /* the depth fills in chunks of the batch */
+	max_len += max_dp;
 	struct engine_opts eo = { .device = device, .max_ctx = max_len, .max_batch = eng_batch > pd_max ? eng_batch : pd_max,
-				  .max_seqs = pd_max ? pd_max : 1 };
+				  .max_seqs = pd_max ? pd_max : 1, .kv_type = kv_type };
 	fprintf(stderr, "unicorn bench: loading %s onto the GPU...\n", path);
 	rc = engine_create(m, &eo, &e);
 	if (rc) {
@@ -452,21 +496,25 @@ bad_value:
 		st = st * 6364136223846793005ull + 1442695040888963407ull;
 		tokens[i] = (uint32_t)((st >> 33) % m->cfg.n_vocab_text);
 	}
-	struct bench_result res[4 * BENCH_MAX_TESTS];
+	static struct bench_result res[2 * BENCH_MAX_TESTS * BENCH_MAX_TESTS + 2 * BENCH_MAX_TESTS];
 	int n_res = 0;
 	rc = tokens ? 0 : ERR_NOMEM;
 	for (int kind = 0; kind < 2 && !rc; kind++) {
 		int nt = kind == 0 ? n_pp : n_tg;
-		for (int i = 0; i < nt && !rc; i++) {
+		for (int i = 0; i < nt * n_dp && !rc; i++) {
 			struct bench_result *r = &res[n_res++];
 			memset(r, 0, sizeof *r);
-			uint32_t n = kind == 0 ? pp[i] : tg[i];
-			snprintf(r->name, sizeof r->name, "%s%u", kind == 0 ? "pp" : "tg", n);
+			uint32_t n = kind == 0 ? pp[i / n_dp] : tg[i / n_dp], d = dp[i % n_dp];
+			if (d)
+				snprintf(r->name, sizeof r->name, "%s%u @ d%u", kind == 0 ? "pp" : "tg", n, d);
+			else
+				snprintf(r->name, sizeof r->name, "%s%u", kind == 0 ? "pp" : "tg", n);
 			r->n_prompt = kind == 0 ? n : 0;
 			r->n_gen = kind == 1 ? n : 0;
+			r->n_depth = d;
 			for (uint32_t rep = 0; rep <= reps && !rc; rep++) { /* rep 0: warm-up */
 				double secs = 0;
-				rc = kind == 0 ? run_pp(e, tokens, n, batch, &secs) : run_tg(e, tokens[0], n, &secs);
+				rc = kind == 0 ? run_pp(e, tokens, d, n, batch, &secs) : run_tg(e, tokens, d, n, batch, &secs);
 				if (!rc && rep > 0)
 					r->samples[r->n_samples++] = n / secs;
 				fprintf(stderr, "\r  %-8s %s %u/%u", r->name, rep ? "run" : "warm-up", rep, reps);
@@ -510,12 +558,12 @@ bad_value:
 		if (prof_root && copy_gbs > 0)
 			json_object_set_new(prof_root, "copy_gbs", json_real(copy_gbs));
 		uint32_t np = n_pp ? (pp[0] < batch ? pp[0] : batch) : 0;
-		uint32_t dpos = n_tg ? tg[0] / 2 : 0;
+		uint32_t dpos = n_tg ? max_dp + tg[0] / 2 : 0; /* at the deepest -d */
 		rc = engine_reset(e);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, 0, copy_gbs, pf, prof_arr);
+			rc = profile_one(e, "prefill chunk", tokens, np, max_dp, copy_gbs, pf, prof_arr);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, 0, copy_gbs, pf, prof_arr); /* second: warm */
+			rc = profile_one(e, "prefill chunk", tokens, np, max_dp, copy_gbs, pf, prof_arr); /* second: warm */
 		if (!rc && n_tg)
 			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
@@ -556,12 +604,14 @@ bad_value:
 		json_object_set_new(o, "gpu", json_string(vk->info.name));
 		json_object_set_new(o, "driver", json_string(vk->info.driver));
 		json_object_set_new(o, "n_batch", json_integer(batch));
+		json_object_set_new(o, "kv_type", json_string(kv_type_name(kv_type)));
 		json_object_set_new(o, "repetitions", json_integer(reps));
 		for (int i = 0; i < n_res; i++) {
 			json_t *t = json_object(), *s = json_array();
 			json_object_set_new(t, "test", json_string(res[i].name));
 			json_object_set_new(t, "n_prompt", json_integer(res[i].n_prompt));
 			json_object_set_new(t, "n_gen", json_integer(res[i].n_gen));
+			json_object_set_new(t, "n_depth", json_integer(res[i].n_depth));
 			if (res[i].n_parallel) {
 				json_object_set_new(t, "n_parallel", json_integer(res[i].n_parallel));
 				json_object_set_new(t, "kernel", json_string(res[i].kernel));

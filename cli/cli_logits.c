@@ -37,11 +37,18 @@ static int reference_create(const struct model *m, uint32_t max_ctx, void **stat
 	return rc;
 }
 
+/* --kv-type (both engines: the reference rounds its cache alike) and the
+ * first row --last keeps (the reference skips the head before it). */
+static uint32_t kv_type = KV_TYPE_F16;
+static size_t first_row;
+
 static int reference_forward(void *state, const uint32_t *tokens, uint32_t n, uint32_t pos0, float *logits)
 {
 	struct ref_model *r = state;
+	r->kv_type = kv_type;
 	for (uint32_t i = 0; i < n; i++) {
-		int rc = ref_forward(r, tokens[i], pos0 + i, logits + (size_t)i * r->cfg.n_vocab);
+		bool want = pos0 + i >= first_row;
+		int rc = ref_forward(r, tokens[i], pos0 + i, want ? logits + (size_t)i * r->cfg.n_vocab : NULL);
 		if (rc < 0)
 			return rc;
 	}
@@ -60,7 +67,7 @@ static uint32_t vk_n_vocab;
 
 static int vulkan_create(const struct model *m, uint32_t max_ctx, void **state)
 {
-	struct engine_opts o = { .device = vk_device, .max_ctx = max_ctx, .max_batch = LOGITS_CHUNK };
+	struct engine_opts o = { .device = vk_device, .max_ctx = max_ctx, .max_batch = LOGITS_CHUNK, .kv_type = kv_type };
 	struct engine *e = NULL;
 	vk_n_vocab = m->cfg.n_vocab;
 	int rc = engine_create(m, &o, &e);
@@ -101,6 +108,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: unicorn logits MODEL (--tokens IDS | --tokens-file FILE) -o FILE [--engine NAME]\n"
+		"                     [--last N] [--kv-type f16|q8_0|f32]\n"
 		"\n"
 		"Run the token ids teacher-forced from position 0 and write the logits as\n"
 		"float32 little-endian [T][n_vocab]; row t holds the logits after tokens 0..t.\n"
@@ -112,6 +120,10 @@ static void usage(FILE *f)
 		"  --engine NAME       vulkan (default: prompt chunks, the prefill kernels),\n"
 		"                      vulkan-decode (one token per step, the decode kernels)\n"
 		"                      or reference (the CPU reference, slow)\n"
+		"  --last N            write only the last N rows [N][n_vocab] (a long sequence's full\n"
+		"                      logits are gigabytes)\n"
+		"  --kv-type T         the KV cache's type: f16 (default), q8_0 or f32; the reference\n"
+		"                      rounds its cache the same way (f32: exact)\n"
 		"  --vk-device D       Vulkan device index or name substring (see 'unicorn devices')\n"
 		"  -h, --help          show this help\n");
 }
@@ -227,7 +239,7 @@ static double now_s(void)
 int cli_logits(int argc, char **argv)
 {
 	const char *model_path = NULL, *tokens_arg = NULL, *tokens_file = NULL, *out_path = NULL;
-	const char *engine_name = DEFAULT_ENGINE;
+	const char *engine_name = DEFAULT_ENGINE, *last_arg = NULL, *kv_arg = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char **dst = NULL;
@@ -244,6 +256,10 @@ int cli_logits(int argc, char **argv)
 			dst = &engine_name;
 		} else if (!strcmp(a, "--vk-device")) {
 			dst = &vk_device;
+		} else if (!strcmp(a, "--last")) {
+			dst = &last_arg;
+		} else if (!strcmp(a, "--kv-type")) {
+			dst = &kv_arg;
 		} else if (a[0] == '-' && a[1]) {
 			fprintf(stderr, "unicorn logits: unknown option '%s'\n", a);
 			usage(stderr);
@@ -270,6 +286,21 @@ int cli_logits(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	size_t last = 0;
+	if (last_arg) {
+		char *end;
+		unsigned long long v = strtoull(last_arg, &end, 10);
+		if (*end || end == last_arg || v == 0 || v > (1ull << 24)) {
+			fprintf(stderr, "unicorn logits: --last '%s': rows, 1..%u\n", last_arg, 1u << 24);
+			return 2;
+		}
+		last = (size_t)v;
+	}
+	if (kv_arg && kv_type_parse(kv_arg, &kv_type)) {
+		fprintf(stderr, "unicorn logits: --kv-type: %s\n", err_msg());
+		return 2;
+	}
+	kv_type = kv_arg ? kv_type : (!strcmp(engine_name, "reference") ? KV_TYPE_F32 : KV_TYPE_F16);
 	const struct logits_engine *eng = NULL;
 	for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++)
 		if (!strcmp(engines[i].name, engine_name))
@@ -323,6 +354,7 @@ int cli_logits(int argc, char **argv)
 		status = 2;
 		goto out_model;
 	}
+	first_row = last && last < n ? n - last : 0;
 	logits = malloc((size_t)LOGITS_CHUNK * V * sizeof(float));
 	if (!logits) {
 		fprintf(stderr, "unicorn logits: out of memory\n");
@@ -346,7 +378,8 @@ int cli_logits(int argc, char **argv)
 				t + k - 1, err_msg());
 			goto out_file;
 		}
-		if (write_f32_le(out, logits, (size_t)k * V) < 0) {
+		size_t skip = first_row > t ? (first_row - t < k ? first_row - t : k) : 0; /* --last */
+		if (write_f32_le(out, logits + skip * V, (size_t)(k - skip) * V) < 0) {
 			fprintf(stderr, "unicorn logits: %s: write failed: %s\n", out_path, strerror(errno));
 			goto out_file;
 		}

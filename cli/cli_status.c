@@ -105,6 +105,12 @@ int cli_status(int argc, char **argv)
 	char lp[RUNDIR_PATH_MAX];
 	if (rundir_path(dir, RUNDIR_LOG, lp, sizeof lp) == 0 && access(lp, R_OK) == 0)
 		json_object_set_new(root, "log", json_string(lp));
+	/* the KV cache's shape, as the coordinator planned it (its use: /metrics) */
+	json_t *kv = rundir_path(dir, "kv.json", lp, sizeof lp) == 0 ? json_load_file(lp, 0, NULL) : NULL;
+	if (json_is_object(kv))
+		json_object_set_new(root, "kv", kv);
+	else
+		json_decref(kv);
 	if (as_json) {
 		json_dumpf(root, stdout, JSON_INDENT(2));
 		printf("\n");
@@ -125,6 +131,14 @@ int cli_status(int argc, char **argv)
 		       json_is_true(json_object_get(root, "api_key_required")) ? ", API key required" : "");
 	else
 		printf("url - (no HTTP server: use `unicorn run --name %s`)\n\n", name);
+	if (kv)
+		printf("kv cache %s, %lld positions per sequence, %.1f MiB: %lld global + %lld local blocks of %lld "
+		       "positions (use: unicorn_kv_used_tokens in /metrics)\n", str(kv, "type"),
+		       (long long)json_integer_value(json_object_get(kv, "context")),
+		       json_integer_value(json_object_get(kv, "bytes")) / 1048576.0,
+		       (long long)json_integer_value(json_object_get(kv, "global_blocks")),
+		       (long long)json_integer_value(json_object_get(kv, "local_blocks")),
+		       (long long)json_integer_value(json_object_get(kv, "block")));
 	json_t *procs = json_object_get(root, "processes");
 	size_t i;
 	json_t *p;

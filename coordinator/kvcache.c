@@ -26,7 +26,7 @@ int kvc_init(struct kvc *k, const struct kv_layout *l, uint32_t max_seqs, uint32
 	if (!unit || unit % KV_BLOCK || unit > MSG_MAX_TOKENS)
 		return err_set(ERR_RANGE, "kvcache: unit %u: want a multiple of %d up to %d", unit, KV_BLOCK,
 			       MSG_MAX_TOKENS);
-	if (l->block != KV_BLOCK || kv_table_len(l) + 1 > 4097)
+	if (l->block != KV_BLOCK || kv_table_len(l) > KV_MAX_TABLE)
 		return err_set(ERR_RANGE, "kvcache: layout of %u-position blocks, %u table entries", l->block,
 			       kv_table_len(l));
 	k->l = *l;

@@ -80,7 +80,7 @@ struct metrics_cluster {
 	int worker_steps, worker_busy, link_busy, worker_util, handoff, status_busy;
 	int ttft, itl;
 	int queue_depth, active, slots, kv_used, kv_capacity, kv_ratio;
-	int kv_prefix_hits, kv_preemptions, kv_evictions, kv_cached;
+	int kv_prefix_hits, kv_preemptions, kv_evictions, kv_cached, kv_ctx, kv_type, kv_pool_bytes;
 	int kv_bytes, weights_bytes, scratch_bytes, restarts, uptime;
 	int draining;
 };

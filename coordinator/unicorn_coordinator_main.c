@@ -81,6 +81,9 @@ struct coord {
 	struct attach *att;
 	uint32_t n_layer, n_ctx;
 	uint64_t kv_budget;    /* --kv-budget (0: every slot at full length) */
+	uint32_t ctx_cap;      /* --ctx (0: the model's context) */
+	uint32_t kv_type;      /* --kv-type (enum kv_type) */
+	uint64_t kv_bytes;     /* the pools' bytes (kv_layout) */
 	struct kvc kv;         /* paged KV bookkeeping (coordinator/kvcache.h) */
 	uint64_t n_admitted;
 	struct sched sched;
@@ -1900,6 +1903,9 @@ static void obs_tick(struct coord *c)
 	metrics_set(c->met, c->mid.kv_used, NULL, used);
 	metrics_set(c->met, c->mid.kv_capacity, NULL, cap);
 	metrics_set(c->met, c->mid.kv_ratio, NULL, cap > 0 ? used / cap : 0);
+	metrics_set(c->met, c->mid.kv_ctx, NULL, c->n_ctx);
+	metrics_set(c->met, c->mid.kv_type, kv_type_name(c->kv_type), 1);
+	metrics_set(c->met, c->mid.kv_pool_bytes, NULL, (double)c->kv_bytes);
 	int64_t now = intake_now_ns();
 	if (!metrics_tick(c->met, (double)now / 1e9, 1.0))
 		return;
@@ -1944,18 +1950,38 @@ static void expire(struct coord *c)
 	}
 }
 
+/* RUNDIR/kv.json: the KV cache's shape for `unicorn status` (written once;
+ * its use is in /metrics). A failure only loses that line. */
+static void kv_info_write(const struct coord *c, const struct kv_layout *l)
+{
+	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8];
+	if (rundir_path(c->rundir, "kv.json", path, sizeof path))
+		return;
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "type", kv_type_name(l->type), "context",
+			      (json_int_t)c->n_ctx, "bytes", (json_int_t)l->bytes, "global_blocks", (json_int_t)l->n_gblocks,
+			      "local_blocks", (json_int_t)l->n_lblocks, "block", (json_int_t)l->block, "budget",
+			      (json_int_t)c->kv_budget);
+	if (o && json_dump_file(o, tmp, 0) == 0 && rename(tmp, path) != 0)
+		unlink(tmp);
+	json_decref(o);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
 		"                           [--batch-tokens N] [--micro-batches N]\n"
+		"                           [--ctx N] [--kv-type f16|q8_0|f32]\n"
 		"Requests come over RUNDIR/coordinator.ipc from the CLI and the API process\n"
 		"(unicorn-api, which serves HTTP); metrics and traces go out on RUNDIR/obs.ipc.\n"
 		"--request-timeout S: a request running (queued included) longer than S seconds\n"
 		"is stopped (default %d; 0 = no limit); a request's own timeout is capped by it.\n"
 		"--kv-budget BYTES: the paged KV cache's size (e.g. 512M, 2G; the workers must get\n"
 		"the same); auto (default): every slot at full context.\n"
+		"--ctx N, --kv-type T: positions per sequence (default the model's context) and the\n"
+		"KV cache's element type (default f16); the workers must get the same.\n"
 		"--batch-tokens N: tokens (rows) one fused round feeds, prompt chunks of all\n"
 		"sequences together (default UNICORN_BATCH_TOKENS, else and at most %d;\n"
 		"decode tokens always go).\n"
@@ -2003,6 +2029,8 @@ int main(int argc, char **argv)
 		{ "step-timeout-ms", required_argument, 0, 't' },
 		{ "request-timeout", required_argument, 0, 'T' },
 		{ "kv-budget", required_argument, 0, 'K' },
+		{ "ctx", required_argument, 0, 'c' },
+		{ "kv-type", required_argument, 0, 'k' },
 		{ "batch-tokens", required_argument, 0, 'B' },
 		{ "micro-batches", required_argument, 0, 'M' },
 		{ "help", no_argument, 0, 'h' },
@@ -2030,6 +2058,16 @@ int main(int argc, char **argv)
 		case 'K':
 			if (kv_parse_bytes(optarg, &c.kv_budget)) {
 				fprintf(stderr, "coordinator: --kv-budget: %s\n", err_msg());
+				return 2;
+			}
+			break;
+		case 'c':
+			if (opt_count("--ctx", optarg, KV_MAX_CTX, &c.ctx_cap))
+				return 2;
+			break;
+		case 'k':
+			if (kv_type_parse(optarg, &c.kv_type)) {
+				fprintf(stderr, "coordinator: --kv-type: %s\n", err_msg());
 				return 2;
 			}
 			break;
@@ -2085,16 +2123,30 @@ int main(int argc, char **argv)
 		return 0;
 	c.n_layer = c.att->model->cfg.n_layer;
 	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
-	c.n_ctx = kv_context(&c.att->model->cfg);
+	c.n_ctx = kv_context(&c.att->model->cfg, c.ctx_cap);
+	if (!c.kv_budget) {
+		/* --kv-budget auto: the bytes the workers chose from their devices
+		 * (gpu_worker/kvbudget.h), the least of them; none written: every
+		 * slot at full length, as the workers then plan too */
+		const char *roles[] = { "gpu", "npu" };
+		for (int i = 0; i < 2; i++) {
+			uint64_t b;
+			if (kv_budget_file_read(c.rundir, roles[i], c.att->ident, &b) == 0 && (!c.kv_budget || b < c.kv_budget))
+				c.kv_budget = b;
+		}
+	}
 	{
 		struct kv_layout kl;
-		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, &kl) ||
+		if (kv_layout_plan(&c.att->model->cfg, c.n_ctx, c.max_seqs, c.kv_budget, c.kv_type, &kl) ||
 		    kvc_init(&c.kv, &kl, c.max_seqs, kv_worker_batch(0, c.max_seqs))) {
 			fprintf(stderr, "coordinator: %s\n", err_msg());
 			return 2;
 		}
-		fprintf(stderr, "coordinator: KV cache %.1f MiB: %u global + %u local blocks of %u positions, "
-			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kl.n_gblocks, kl.n_lblocks, kl.block, c.kv.unit);
+		c.kv_bytes = kl.bytes;
+		kv_info_write(&c, &kl);
+		fprintf(stderr, "coordinator: KV cache %.1f MiB (%s, %u positions per sequence): %u global + %u local blocks of %u positions, "
+			"prefix unit %u\n", (double)kl.bytes / (1 << 20), kv_type_name(kl.type), c.n_ctx, kl.n_gblocks, kl.n_lblocks,
+			kl.block, c.kv.unit);
 	}
 	c.intake_fd = -1;
 	c.spin_us = spin_us(false); /* used only while ops come back within it (op_ema_ns) */

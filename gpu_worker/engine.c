@@ -885,7 +885,11 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const uint32_t spec_norm[3] = { norm_wg, engine_norm_per(e->cfg.n_embd, norm_wg), e->use_x16 ? 1 : 0 };
 	const char *norm_name = norm_sg ? "rmsnorm_sg" : "rmsnorm";
 	if (!rc) rc = vk_pipe_create(e->vk, norm_name, 6, sizeof(struct norm_push), spec_norm, 3, &e->norm);
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "rope_kv_sg" : "rope_kv", 7, sizeof(struct rope_push), wg, 1, &e->rope);
+	/* the KV cache's type picks the attention and rope_kv modules (shaders/kv.glsl) */
+	const char *kvs = e->kv.type == KV_TYPE_F16 ? "_f16" : e->kv.type == KV_TYPE_Q8_0 ? "_q8" : "";
+	char pname[3][40];
+	snprintf(pname[0], sizeof pname[0], "%s%s", norm_sg ? "rope_kv_sg" : "rope_kv", kvs);
+	if (!rc) rc = vk_pipe_create(e->vk, pname[0], 7, sizeof(struct rope_push), wg, 1, &e->rope);
 	/* UNICORN_VK_ATTN_COMBINE=fused: the last split workgroup merges (no combine
 	 * dispatch). Measured slower on the H100 (1B q4_0 tg128 329 vs 369 t/s: the
 	 * coherent partial traffic and the serial merge cost more than a dispatch),
@@ -894,9 +898,10 @@ static int pipes_create(struct engine *e, const struct model *m)
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
 	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
 	const char *attn_name = norm_sg ? (e->wo_x16 ? "attn_sg_wox16" : "attn_sg") : e->wo_x16 ? "attn_wox16" : "attn";
-	if (!rc) rc = vk_pipe_create(e->vk, attn_name, 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
-	if (!rc) rc = vk_pipe_create(e->vk, norm_sg ? "attn_sg_pre" : "attn_pre", 10, sizeof(struct attn_push), spec_attn, 3,
-				      &e->attn_pre);
+	snprintf(pname[1], sizeof pname[1], "%s%s", attn_name, kvs);
+	snprintf(pname[2], sizeof pname[2], "%s%s", norm_sg ? "attn_sg_pre" : "attn_pre", kvs);
+	if (!rc) rc = vk_pipe_create(e->vk, pname[1], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, pname[2], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn_pre);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */
@@ -1112,7 +1117,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	/* paged KV cache: one buffer per layer holds its kind's pool of blocks */
 	if (o->kv) {
 		e->kv = *o->kv;
-		if (e->max_batch > KV_RING_SLACK || e->kv.block != KV_BLOCK || !e->kv.max_ctx ||
+		if (e->max_batch > KV_RING_SLACK || e->kv.block != KV_BLOCK || !e->kv.max_ctx || e->kv.type > KV_TYPE_Q8_0 ||
+		    e->kv.row_bytes != kv_type_row_bytes(e->kv.type, (uint64_t)c->n_head_kv * c->head_dim) ||
 		    e->kv.max_blocks != (e->kv.max_ctx + KV_BLOCK - 1) / KV_BLOCK || e->kv.ring > e->kv.max_blocks ||
 		    (e->kv.n_local != 0) != (e->kv.ring != 0)) {
 			rc = err_set(ERR_INVAL, "engine: KV layout inconsistent (block %u, %u positions, ring %u, "
@@ -1122,7 +1128,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		}
 		e->max_ctx = e->kv.max_ctx;
 	} else {
-		if ((rc = kv_layout_plan(c, e->max_ctx, e->max_seqs, 0, &e->kv)))
+		if ((rc = kv_layout_plan(c, e->max_ctx, e->max_seqs, 0, o->kv_type, &e->kv)))
 			goto fail;
 		if (e->max_batch > KV_RING_SLACK && e->kv.n_local) {
 			/* a step longer than the ring's slack: give local layers whole tables */
@@ -1131,8 +1137,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		}
 	}
 	e->tab_len = kv_table_len(&e->kv);
-	uint64_t row_bytes = (uint64_t)c->n_head_kv * c->head_dim * 4;
-	uint64_t kv_g = (uint64_t)e->kv.n_gblocks * KV_BLOCK * row_bytes, kv_l = (uint64_t)e->kv.n_lblocks * KV_BLOCK * row_bytes;
+	/* one layer's K (or V) pool; q8_0 rows may end mid-word: whole words plus
+	 * one, which the shaders' unaligned reads may touch (shaders/kv.glsl) */
+	uint64_t row_bytes = e->kv.row_bytes;
+	uint64_t kv_g = ((uint64_t)e->kv.n_gblocks * KV_BLOCK * row_bytes + 3) / 4 * 4 + 4;
+	uint64_t kv_l = ((uint64_t)e->kv.n_lblocks * KV_BLOCK * row_bytes + 3) / 4 * 4 + 4;
 	if (kv_g > VK_MAX_BUFFER_BYTES || kv_l > VK_MAX_BUFFER_BYTES) {
 		rc = err_set(ERR_RANGE, "engine: KV pool of %u+%u blocks needs %llu MiB per layer "
 			     "(limit %llu MiB): lower the KV budget, max_seqs or max_ctx", e->kv.n_gblocks, e->kv.n_lblocks,
@@ -1143,6 +1152,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	rc = vk_create(o->device, &e->vk);
 	if (rc)
 		goto fail;
+	e->vk->progress = o->progress;
+	e->vk->progress_arg = o->progress_arg;
 	e->L = calloc(c->n_layer, sizeof *e->L);
 	bool cbs_ok = true;
 	for (uint32_t i = 0; i < 2 * N_MODES; i++)

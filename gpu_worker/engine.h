@@ -28,7 +28,7 @@ struct engine_span { const void *addr; uint64_t size; };
 
 struct engine_opts {
 	const char *device;   /* NULL = first discrete GPU else first device; index or name substring */
-	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) */
+	uint32_t max_ctx;     /* positions per sequence; 0 = min(cfg.n_ctx, 4096) (a cluster passes its --ctx) */
 	uint32_t max_batch;   /* tokens per submission (prefill chunk); 0 = 32 */
 	uint32_t max_seqs;    /* sequences with their own KV cache (engine_seq_select); 0 = 1 */
 	uint32_t max_rows;    /* rows of one engine_forward_chunks submission; 0 = max_batch (at least it) */
@@ -44,6 +44,12 @@ struct engine_opts {
 	 * max_batch must be <= KV_RING_SLACK. NULL: room for max_seqs full
 	 * sequences, each table set to its own blocks in order (a lone engine). */
 	const struct kv_layout *kv;
+	/* the KV cache's element type without kv (enum kv_type; 0 = f16) */
+	uint32_t kv_type;
+	/* called between pieces of engine_create's long work (uploads, buffers,
+	 * pipelines): a worker's heartbeat while it starts; NULL = none */
+	void (*progress)(void *arg);
+	void *progress_arg;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of

@@ -457,6 +457,8 @@ static int find_type(struct vk_ctx *vk, uint32_t bits, VkMemoryPropertyFlags wan
 
 int vk_buf_create(struct vk_ctx *vk, enum vk_buf_kind kind, VkDeviceSize size, struct vk_buf **out)
 {
+	if (vk->progress)
+		vk->progress(vk->progress_arg);
 	*out = NULL;
 	if (size == 0)
 		size = 4;
@@ -763,6 +765,8 @@ static int copy(struct vk_ctx *vk, struct vk_buf *b, VkDeviceSize off, void *hos
 		if (rc)
 			return rc;
 		done += c;
+		if (vk->progress)
+			vk->progress(vk->progress_arg);
 	}
 	return 0;
 }
@@ -779,6 +783,8 @@ int vk_download(struct vk_ctx *vk, struct vk_buf *src, VkDeviceSize off, void *d
 
 int vk_fill_zero(struct vk_ctx *vk, struct vk_buf *b)
 {
+	if (vk->progress)
+		vk->progress(vk->progress_arg);
 	if (b->imported)
 		return err_set(ERR_INVAL, "vulkan: fill of imported host memory refused (it may be mapped read-only)");
 	if (b->map) {
@@ -834,6 +840,8 @@ int vk_pipe_create(struct vk_ctx *vk, const char *name, uint32_t n_bindings, uin
 		   const uint32_t *spec, uint32_t n_spec, struct vk_pipe *out)
 {
 	memset(out, 0, sizeof *out);
+	if (vk->progress)
+		vk->progress(vk->progress_arg);
 	const struct shader_blob *sb = shader_find(name);
 	if (!sb)
 		return err_set(ERR_NOTFOUND, "vulkan: shader %s: not embedded in this binary", name);

@@ -57,6 +57,10 @@ struct vk_ctx {
 	VkPhysicalDeviceMemoryProperties mem;
 	struct vk_device_info info;
 	bool has_budget;             /* VK_EXT_memory_budget enabled */
+	/* called between pieces of long work (each upload chunk, buffer, pipeline):
+	 * a worker's heartbeat while it starts (ipc/ctl.h); NULL = none */
+	void (*progress)(void *arg);
+	void *progress_arg;
 	bool timestamps;             /* the queue family supports timestamps */
 	bool host_import;            /* VK_EXT_external_memory_host enabled (vk_buf_import_host) */
 	bool coopmat;                /* VK_KHR_cooperative_matrix and shaderFloat16 enabled (info.coopmat) */

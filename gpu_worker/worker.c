@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/engine.h"
+#include "gpu_worker/kvbudget.h"
 #include "gpu_worker/vk.h"
 #include "ipc/attach.h"
 #include "ipc/bus.h"
@@ -151,6 +152,58 @@ static int worker_selfcheck(struct worker *w)
 	return 0;
 }
 
+/* The KV pools (ipc/kvlayout.h): an explicit --kv-budget, or auto
+ * (gpu_worker/kvbudget.h): the device's free memory after the weights,
+ * scratch and headroom, the same bytes again after a restart under the same
+ * loader (the coordinator's tables must stay valid). A budget that cannot hold
+ * one sequence at the context is fatal (ERR_UNSUP: exit 2, not restarted),
+ * with the bytes needed and the options that help. */
+static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const struct gemma3_config *c)
+{
+	const char *role = o->role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
+	const char *other = o->role == MSG_ROLE_NPU_WORKER ? "gpu" : "npu";
+	uint64_t budget = o->kv_budget, theirs = 0;
+	struct kvb_plan kp = { 0 };
+	bool autob = budget == 0, fresh = false;
+	int rc;
+	if (autob && kv_budget_file_read(o->rundir, role, w->att->ident, &budget) != 0) {
+		if ((rc = kvb_auto(o->vk_device, w->att->model, MSG_MAX_ROWS, w->max_batch, &kp)))
+			return rc;
+		budget = kp.budget;
+		fresh = true;
+		/* the other worker of a split cluster chose first: the same bytes when they fit */
+		if (kv_budget_file_read(o->rundir, other, w->att->ident, &theirs) == 0 && theirs <= budget)
+			budget = theirs;
+	}
+	struct kv_layout one;
+	if (kv_layout_plan(c, w->max_ctx, 1, 0, o->kv_type, &one))
+		return err_prefix(ERR_UNSUP, "worker");
+	if (fresh && budget < one.bytes)
+		return err_set(ERR_UNSUP, "worker: KV cache: %s has %.1f MiB free; after the weights (%.1f MiB), "
+			       "scratch (%.1f MiB) and headroom (%.1f MiB) %.1f MiB are left, and one sequence of %u "
+			       "positions needs %.1f MiB of %s KV cache (%llu bytes): lower --ctx, use --kv-type q8_0 "
+			       "(f32 > f16 > q8_0), or choose a device with more memory (--vk-device)",
+			       kp.device, kp.free / 1048576.0, kp.weights / 1048576.0, kp.scratch / 1048576.0,
+			       kp.headroom / 1048576.0, budget / 1048576.0, w->max_ctx, one.bytes / 1048576.0,
+			       kv_type_name(o->kv_type), (unsigned long long)one.bytes);
+	if (kv_layout_plan(c, w->max_ctx, w->max_seqs, budget, o->kv_type, &w->kv)) {
+		char why[512]; /* a budget that cannot work: fatal (ERR_UNSUP), not restarted */
+		snprintf(why, sizeof why, "%s", err_msg());
+		return err_set(ERR_UNSUP, "worker: %s; or lower --ctx (%u positions) or use --kv-type q8_0", why,
+			       w->max_ctx);
+	}
+	if (fresh && kvb_fit_pools(c, kp.max_pool, w->max_seqs, &budget, &w->kv))
+		return err_prefix(ERR_UNSUP, "worker");
+	if (autob && kv_budget_file_write(o->rundir, role, w->att->ident, budget))
+		return err_prefix(ERR_IO, "worker");
+	if (fresh)
+		fprintf(stderr, "worker: --kv-budget auto: %s has %.1f MiB free; weights %.1f MiB, scratch %.1f MiB, "
+			"headroom %.1f MiB: %.1f MiB for the KV cache (%s, %u positions per sequence)\n", kp.device,
+			kp.free / 1048576.0, kp.weights / 1048576.0, kp.scratch / 1048576.0, kp.headroom / 1048576.0,
+			budget / 1048576.0, kv_type_name(o->kv_type), w->max_ctx);
+	return 0;
+}
+
 int worker_create(const struct worker_opts *o, struct worker **out)
 {
 	*out = NULL;
@@ -175,14 +228,24 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab = c->n_vocab;
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
-	w->max_ctx = kv_context(c);
+	w->max_ctx = kv_context(c, o->ctx);
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
 	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);
-	rc = kv_layout_plan(c, w->max_ctx, w->max_seqs, o->kv_budget, &w->kv);
-	if (rc) {
-		rc = err_prefix(ERR_UNSUP, "worker"); /* a budget that cannot work: fatal, not restarted */
+	rc = worker_kv_plan(w, o, c);
+	if (rc)
 		goto fail;
+	/* UNICORN_TEST_START_DELAY_MS: a start that takes this much longer (tests
+	 * of the watchdog), reporting progress every 100 ms unless
+	 * UNICORN_TEST_START_SILENT=1 */
+	const char *dly = getenv("UNICORN_TEST_START_DELAY_MS");
+	if (dly && atoi(dly) > 0) {
+		bool silent = getenv("UNICORN_TEST_START_SILENT") && !strcmp(getenv("UNICORN_TEST_START_SILENT"), "1");
+		for (int ms = 0; ms < atoi(dly); ms += 100) {
+			nanosleep(&(struct timespec){ .tv_nsec = 100000000 }, NULL);
+			if (!silent && o->progress)
+				o->progress(o->progress_arg);
+		}
 	}
 	w->kv_identity = w->kv.n_gblocks >= w->max_seqs * w->kv.max_blocks && w->kv.n_lblocks >= w->max_seqs * w->kv.ring;
 	/* the engine may use the read-only weight mappings in place: they stay
@@ -195,7 +258,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 			spans[n_spans++] = (struct engine_span){ w->att->weights[i].addr, w->att->weights[i].size };
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
 				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
-				  .spans = spans, .n_spans = n_spans, .kv = &w->kv };
+				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
+				  .progress_arg = o->progress_arg };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -1297,6 +1361,9 @@ int worker_serve_any(struct worker *w, int timeout_ms)
 
 static volatile sig_atomic_t worker_stop;
 static void worker_on_term(int sig) { (void)sig; worker_stop = 1; }
+
+/* engine_create's progress: the liveness page's heartbeat (ipc/ctl.h) */
+static void worker_beat(void *ctl) { ctl_heartbeat(ctl); }
 static struct worker *_Atomic worker_live;
 static uint64_t worker_t0;
 
@@ -1342,6 +1409,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "attn-backend", required_argument, 0, 'a' },
 		{ "import", required_argument, 0, 'i' },
 		{ "kv-budget", required_argument, 0, 'k' },
+		{ "ctx", required_argument, 0, 'c' },
+		{ "kv-type", required_argument, 0, 't' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -1379,6 +1448,18 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'c':
+			if (parse_u32(optarg, KV_MAX_CTX, &o.ctx) || !o.ctx) {
+				fprintf(stderr, "%s: --ctx: want 1..%d\n", prog, KV_MAX_CTX);
+				return 2;
+			}
+			break;
+		case 't':
+			if (kv_type_parse(optarg, &o.kv_type)) {
+				fprintf(stderr, "%s: --kv-type: %s\n", prog, err_msg());
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -1387,7 +1468,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 			break;
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
-				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto]%s\n", prog,
+				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
+				"[--kv-type f16|q8_0|f32]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}
@@ -1411,6 +1493,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		return 1;
 	}
 	struct worker *w = NULL;
+	o.progress = worker_beat;
+	o.progress_arg = ctl;
 	int rc = worker_create(&o, &w);
 	if (rc) {
 		if (rc == ERR_DEVICE)

@@ -57,6 +57,12 @@ struct worker_opts {
 	const char *backend;        /* STATUS backend field; NULL = "vulkan" */
 	enum engine_import weights_import; /* --import: in place or uploaded (AUTO by default) */
 	uint64_t kv_budget;         /* --kv-budget: KV pool bytes (ipc/kvlayout.h); 0 = every slot at full length */
+	uint32_t ctx;               /* --ctx: positions per sequence, at most the model's; 0 = the model's */
+	uint32_t kv_type;           /* --kv-type: enum kv_type (f16 by default) */
+	/* start-up progress (engine_opts.progress): the worker's heartbeat, so
+	 * the watchdog never takes a slow start for a hung one; NULL = none */
+	void (*progress)(void *arg);
+	void *progress_arg;
 };
 
 struct worker;
@@ -85,7 +91,7 @@ void worker_wake(struct worker *w);
 void worker_status(struct worker *w, struct msg_status *st);
 
 /* The whole process: parse --rundir DIR [--vk-device D] [--max-seqs N]
- * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--attn-backend B (npu role)], start the control link
+ * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--ctx N] [--kv-type T] [--attn-backend B (npu role)], start the control link
  * (ipc/ctl.h), create the worker and serve until SHUTDOWN or SIGTERM.
  * Returns the exit code: 0 ok, 1 restartable failure, 2 fatal (no Vulkan
  * device, bad arguments). */

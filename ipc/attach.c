@@ -1,5 +1,6 @@
 /* attach: import the loader's regions and rebuild the model (see attach.h). */
 #include "ipc/attach.h"
+#include "ipc/kvlayout.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include "common/err.h"
 #include "ipc/fdpass.h"
 #include "ipc/rundir.h"
+
+_Static_assert(ATTACH_KV_TABLE == 1 + KV_MAX_TABLE, "a slot holds the longest block table");
 
 int attach_act_layout(uint32_t n_embd, uint32_t n_vocab, uint64_t *slot_stride, uint64_t *size)
 {

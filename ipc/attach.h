@@ -55,7 +55,7 @@
 #define ATTACH_TAG_DMABUF 3       /* loader -> worker: dma-buf fds */
 #define ATTACH_F_DMABUF 0x1u
 #define ATTACH_HEAD_BYTES (MSG_MAX_TOPK * 8 + 16)
-#define ATTACH_KV_TABLE (1 + 4096) /* count + block-table entries per slot */
+#define ATTACH_KV_TABLE (1 + 8192 + 512) /* count + block-table entries per slot (1 + KV_MAX_TABLE) */
 #define ATTACH_SLOT_ALIGN 4096
 #define ATTACH_RETRY_MS 100
 

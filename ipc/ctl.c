@@ -191,6 +191,10 @@ int ctl_start(const char *rundir, enum msg_role role, ctl_status_fn fill, void *
 	c->pid = (uint32_t)getpid();
 	c->fill = fill;
 	c->arg = arg;
+	/* UNICORN_STALL_MS: another default stall limit (tests of the watchdog) */
+	const char *senv = getenv("UNICORN_STALL_MS");
+	if (!stall_ms && senv && atoi(senv) >= 100)
+		stall_ms = (uint32_t)atoi(senv);
 	c->stall_ns = (uint64_t)(stall_ms ? stall_ms : CTL_STALL_MS_DEFAULT) * 1000000u;
 	c->start_ns = now_ns();
 	atomic_init(&c->heartbeat_ns, c->start_ns);

@@ -6,9 +6,83 @@
 #include <strings.h>
 
 #include "common/err.h"
+#include "ipc/rundir.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+static int budget_path(const char *rundir, const char *role, char *out, size_t cap)
+{
+	char name[64];
+	snprintf(name, sizeof name, "kv-%s.budget", role);
+	return rundir_path(rundir, name, out, cap);
+}
+
+int kv_budget_file_write(const char *rundir, const char *role, uint64_t ident, uint64_t budget)
+{
+	char path[RUNDIR_PATH_MAX], tmp[RUNDIR_PATH_MAX + 8];
+	if (budget_path(rundir, role, path, sizeof path))
+		return err_set(ERR_RANGE, "kv: run directory path too long");
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return err_set(ERR_IO, "kv: %s: cannot write", tmp);
+	fprintf(f, "%016" PRIx64 " %" PRIu64 "\n", ident, budget);
+	if (fclose(f) || rename(tmp, path)) {
+		unlink(tmp);
+		return err_set(ERR_IO, "kv: %s: cannot write", path);
+	}
+	return 0;
+}
+
+int kv_budget_file_read(const char *rundir, const char *role, uint64_t ident, uint64_t *budget)
+{
+	char path[RUNDIR_PATH_MAX];
+	*budget = 0;
+	if (budget_path(rundir, role, path, sizeof path))
+		return ERR_NOTFOUND;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return ERR_NOTFOUND;
+	uint64_t id = 0, b = 0;
+	int n = fscanf(f, "%" SCNx64 " %" SCNu64, &id, &b);
+	fclose(f);
+	if (n != 2 || id != ident || b == 0)
+		return ERR_NOTFOUND;
+	*budget = b;
+	return 0;
+}
+
+int kv_type_parse(const char *s, uint32_t *out)
+{
+	if (s && !strcasecmp(s, "f16"))
+		*out = KV_TYPE_F16;
+	else if (s && !strcasecmp(s, "f32"))
+		*out = KV_TYPE_F32;
+	else if (s && (!strcasecmp(s, "q8_0") || !strcasecmp(s, "q8")))
+		*out = KV_TYPE_Q8_0;
+	else
+		return err_set(ERR_INVAL, "kv: type '%s': must be " KV_TYPE_NAMES, s ? s : "");
+	return 0;
+}
+
+const char *kv_type_name(uint32_t type)
+{
+	return type == KV_TYPE_F16 ? "f16" : type == KV_TYPE_F32 ? "f32" : type == KV_TYPE_Q8_0 ? "q8_0" : "?";
+}
+
+uint64_t kv_type_row_bytes(uint32_t type, uint64_t n)
+{
+	switch (type) {
+	case KV_TYPE_F16: return n * 2;
+	case KV_TYPE_F32: return n * 4;
+	case KV_TYPE_Q8_0: return n % 32 ? 0 : n / 32 * 34;
+	default: return 0;
+	}
+}
 
 int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t max_seqs, uint64_t budget,
-		   struct kv_layout *out)
+		   uint32_t type, struct kv_layout *out)
 {
 	memset(out, 0, sizeof *out);
 	if (max_ctx == 0 || max_ctx > KV_MAX_CTX)
@@ -19,7 +93,12 @@ int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t m
 	    (uint64_t)cfg->n_head_kv * cfg->head_dim > (1u << 20))
 		return err_set(ERR_RANGE, "kv: model shape (%u layers, %u kv heads of %u) out of range",
 			       cfg->n_layer, cfg->n_head_kv, cfg->head_dim);
-	struct kv_layout l = { .block = KV_BLOCK, .max_ctx = max_ctx };
+	if (type > KV_TYPE_Q8_0)
+		return err_set(ERR_INVAL, "kv: type %u unknown", type);
+	if (type == KV_TYPE_Q8_0 && cfg->head_dim % 32)
+		return err_set(ERR_UNSUP, "kv: --kv-type q8_0 needs head_dim a multiple of 32 (this model's is %u): "
+			       "use --kv-type f16", cfg->head_dim);
+	struct kv_layout l = { .block = KV_BLOCK, .type = type, .max_ctx = max_ctx };
 	l.max_blocks = (max_ctx + KV_BLOCK - 1) / KV_BLOCK;
 	for (uint32_t i = 0; i < cfg->n_layer; i++) {
 		if (cfg->layer_global[i])
@@ -32,7 +111,11 @@ int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t m
 	 * plus one block for a start in mid-block */
 	uint64_t ring = l.n_local ? ((uint64_t)cfg->sliding_window + KV_RING_SLACK + KV_BLOCK - 1) / KV_BLOCK + 1 : 0;
 	l.ring = ring < l.max_blocks ? (uint32_t)ring : (l.n_local ? l.max_blocks : 0);
-	uint64_t row = 2ull * cfg->n_head_kv * cfg->head_dim * 4; /* K and V, f32 */
+	if (kv_table_len(&l) > KV_MAX_TABLE)
+		return err_set(ERR_RANGE, "kv: a table of %u + %u blocks exceeds %d entries (sliding window %u)",
+			       l.max_blocks, l.ring, KV_MAX_TABLE, cfg->sliding_window);
+	l.row_bytes = (uint32_t)kv_type_row_bytes(type, (uint64_t)cfg->n_head_kv * cfg->head_dim);
+	uint64_t row = 2ull * l.row_bytes; /* K and V */
 	l.gblock_bytes = row * KV_BLOCK * l.n_global;
 	l.lblock_bytes = row * KV_BLOCK * l.n_local;
 	uint64_t full = (uint64_t)l.max_blocks * l.gblock_bytes + (uint64_t)l.ring * l.lblock_bytes;

@@ -29,11 +29,20 @@
 
 #define KV_BLOCK 16                 /* positions per block */
 #define KV_RING_SLACK MSG_MAX_TOKENS /* most positions one step writes */
-#define KV_MAX_CTX 32768            /* positions per sequence the table covers */
+#define KV_MAX_CTX 131072           /* positions per sequence the table covers (Gemma 3's longest) */
+#define KV_MAX_TABLE (KV_MAX_CTX / KV_BLOCK + 512) /* entries of one table (kv_table_len) */
 #define KV_MAX_SEQS 256             /* sequences (a worker serves <= MSG_MAX_SLOTS) */
+
+/* The cache's element type (--kv-type): f16 by default; q8_0 in ggml's block
+ * layout (per 32 values of a head: an f16 scale, then 32 int8; a row is whole
+ * blocks, back to back); f32 as before. */
+enum kv_type { KV_TYPE_F16 = 0, KV_TYPE_F32 = 1, KV_TYPE_Q8_0 = 2 };
+#define KV_TYPE_NAMES "f16, q8_0 or f32"
 
 struct kv_layout {
 	uint32_t block;                 /* KV_BLOCK */
+	uint32_t type;                  /* enum kv_type */
+	uint32_t row_bytes;             /* K (or V) of one position of one layer */
 	uint32_t max_ctx;               /* positions per sequence */
 	uint32_t max_blocks;            /* global entries per table: ceil(max_ctx / block) */
 	uint32_t ring;                  /* local entries per table (<= max_blocks) */
@@ -58,11 +67,21 @@ static inline uint32_t kv_worker_batch(uint32_t max_batch, uint32_t max_seqs)
 }
 
 /* Positions per sequence every process of a cluster uses: the model's
- * context, at most 4096. */
-static inline uint32_t kv_context(const struct gemma3_config *c)
+ * context, capped by ctx (--ctx; 0 = no cap) and KV_MAX_CTX. */
+static inline uint32_t kv_context(const struct gemma3_config *c, uint32_t ctx)
 {
-	return c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096;
+	uint32_t n = c->n_ctx ? c->n_ctx : 4096;
+	if (ctx && ctx < n)
+		n = ctx;
+	return n < KV_MAX_CTX ? n : KV_MAX_CTX;
 }
+
+/* "f16", "q8_0", "f32" (also "q8"); ERR_INVAL naming the choices otherwise. */
+int kv_type_parse(const char *s, uint32_t *out);
+const char *kv_type_name(uint32_t type);
+/* Bytes of one position's K (or V) row of n values (n_head_kv * head_dim); 0
+ * when the type cannot hold such rows (q8_0: n a multiple of 32). */
+uint64_t kv_type_row_bytes(uint32_t type, uint64_t n);
 
 /* Entries one sequence's table uses. */
 static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_blocks + l->ring; }
@@ -72,9 +91,17 @@ static inline uint32_t kv_table_len(const struct kv_layout *l) { return l->max_b
  * full length (what a lone engine uses). Otherwise the local pool gets the
  * share a full-length sequence would use, capped at max_seqs full rings, and
  * the global pool the rest. ERR_RANGE when the budget does not hold even one
- * full-length sequence, naming the bytes that would. */
+ * full-length sequence, naming the bytes that would. type: enum kv_type
+ * (q8_0 needs head_dim a multiple of 32: ERR_UNSUP otherwise). */
 int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t max_seqs, uint64_t budget,
-		   struct kv_layout *out);
+		   uint32_t type, struct kv_layout *out);
+
+/* --kv-budget auto (gpu_worker/kvbudget.h): the bytes a worker of role
+ * ("gpu", "npu") chose, in RUNDIR/kv-<role>.budget, tagged with the loader's
+ * identity (attach ident). read: ERR_NOTFOUND when absent, unreadable or of
+ * another loader. */
+int kv_budget_file_write(const char *rundir, const char *role, uint64_t ident, uint64_t budget);
+int kv_budget_file_read(const char *rundir, const char *role, uint64_t ident, uint64_t *budget);
 
 /* Parse a byte count: digits with an optional K, M, G or T suffix (binary
  * units, "2G" = 2^31), or "auto" (0). ERR_INVAL on anything else or overflow. */

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "formats/quant.h"
+#include "ipc/kvlayout.h"
 
 /* ---------------------------------------------------------------- loading */
 
@@ -110,6 +112,7 @@ int ref_create(const struct model *m, uint32_t max_ctx, struct ref_model **out)
 	if (!r)
 		return err_set(ERR_NOMEM, "ref: out of memory");
 	r->cfg = m->cfg;
+	r->kv_type = KV_TYPE_F32;
 	const struct gemma3_config *c = &r->cfg;
 	r->max_ctx = (max_ctx == 0 || (c->n_ctx && max_ctx > c->n_ctx)) ? c->n_ctx : max_ctx;
 	if (r->max_ctx == 0)
@@ -243,6 +246,27 @@ static int kv_reserve(struct ref_model *r, uint32_t pos)
 	return 0;
 }
 
+/* Round n values (n a multiple of 32 for q8_0) as a KV cache of type t
+ * stores them. q8_0 per 32 values: d = amax / 127, q = roundf(x / d) with
+ * 1/d as ggml computes it, the value back q * f16(d). */
+static void kv_round(float *x, uint64_t n, uint32_t t)
+{
+	if (t == KV_TYPE_F16) {
+		for (uint64_t i = 0; i < n; i++)
+			x[i] = quant_f16_to_f32(quant_f32_to_f16(x[i]));
+	} else if (t == KV_TYPE_Q8_0) {
+		for (uint64_t b = 0; b + 32 <= n; b += 32) {
+			float amax = 0;
+			for (int j = 0; j < 32; j++)
+				amax = fabsf(x[b + j]) > amax ? fabsf(x[b + j]) : amax;
+			float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+			float dd = quant_f16_to_f32(quant_f32_to_f16(d));
+			for (int j = 0; j < 32; j++)
+				x[b + j] = roundf(x[b + j] * id) * dd;
+		}
+	}
+}
+
 /* Self-attention of layer l for the token at pos: reads r->xb (normed input),
  * appends k/v to the cache, writes r->att_out [n_head*head_dim]. */
 static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
@@ -271,6 +295,8 @@ static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
 		rmsnorm(kc + (uint64_t)h * hd, kc + (uint64_t)h * hd, L->k_norm, hd, c->eps);
 		rope(kc + (uint64_t)h * hd, hd, p, base);
 	}
+	kv_round(kc, kvd, r->kv_type);
+	kv_round(vc, kvd, r->kv_type);
 
 	// causal attention; on local layers key k is visible iff pos - k < sliding_window
 	uint32_t start = 0;
@@ -346,6 +372,9 @@ int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits
 			r->x[i] += r->xb2[i];
 	}
 
+	r->n_past = pos + 1;
+	if (!logits)
+		return 0;
 	// final norm, tied output, optional softcap, mask ids the tokenizer cannot produce
 	rmsnorm(r->x, r->x, r->output_norm, E, c->eps);
 	for (uint32_t v = 0; v < c->n_vocab_text; v++) {
@@ -356,7 +385,6 @@ int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits
 	}
 	for (uint32_t v = c->n_vocab_text; v < c->n_vocab; v++)
 		logits[v] = -INFINITY;
-	r->n_past = pos + 1;
 	return 0;
 }
 

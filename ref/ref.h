@@ -43,6 +43,11 @@ struct ref_model {
 	uint32_t max_ctx;       /* positions allowed: [0, max_ctx) */
 	uint32_t kv_cap;        /* positions the caches hold now (grown on demand) */
 	uint32_t n_past;        /* positions run so far; the next pos may be at most this */
+	/* The KV cache's element type to emulate (enum kv_type, ipc/kvlayout.h):
+	 * ref_create sets KV_TYPE_F32 (exact); tests set KV_TYPE_F16 or
+	 * KV_TYPE_Q8_0 to round each appended k/v as the engine's cache does
+	 * (f16 round to nearest even; q8_0 as ggml's quantize_row_q8_0_ref). */
+	uint32_t kv_type;
 	/* scratch for one token */
 	float *x;               /* [n_embd] residual stream */
 	float *xb;              /* [n_embd] normed input */
@@ -60,7 +65,8 @@ struct ref_model {
 int ref_create(const struct model *m, uint32_t max_ctx, struct ref_model **out);
 void ref_destroy(struct ref_model *r);
 
-/* Run one token at position pos and write cfg.n_vocab logits. Positions
+/* Run one token at position pos and write cfg.n_vocab logits (logits NULL:
+ * skip the head, for positions whose logits nobody reads). Positions
  * 0..pos-1 must have been run before in this sequence (pos <= n_past; a smaller
  * pos rewinds the sequence and overwrites its cache from there). Logits of ids
  * >= n_vocab_text are -INFINITY. Errors: ERR_INVAL for a token or position out

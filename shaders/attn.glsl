@@ -57,12 +57,24 @@ layout(constant_id = 2) const uint FUSE = 0;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
+#ifndef KV_TYPE
+#define KV_TYPE 0
+#endif
+#if KV_TYPE == 0
 layout(binding = 1) readonly buffer KC { float kc[]; };
 layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
 layout(binding = 1) writeonly buffer KCW { float kcw[]; };  // p.rope: the appended key
 layout(binding = 2) readonly buffer VC { float vc[]; };
 layout(binding = 2) readonly buffer VC4 { vec4 vc4[]; };
 layout(binding = 2) writeonly buffer VCW { float vcw[]; };
+#define KLOAD4(q) kc4[q]
+#define VLOAD4(q) vc4[q]
+#define KLOAD1(e) kc[e]
+#define VLOAD1(e) vc[e]
+#else
+// f16 or q8_0 (the _f16 / _q8 kernels): kv.glsl's words and loads
+#include "kv.glsl"
+#endif
 // coherent: with FUSE, the merging workgroup reads the other workgroups' partials
 layout(binding = 3) coherent buffer Part { float part[]; };
 layout(binding = 3) coherent buffer PartU { uint partu[]; };
@@ -233,7 +245,9 @@ void main()
 		if (own) {
 			// the first query head of the kv group appends the key and value
 			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
-			if (h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap) {
+			bool writer = h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap;
+#if KV_TYPE == 0
+			if (writer) {
 				for (uint i = tid; i < hd; i += WG)
 					kcw[ko + i] = rv2[i];
 				for (uint di = 0u; di < 2u; di++)
@@ -243,6 +257,7 @@ void main()
 							vcw[ko + i] = vraw[di][c];
 					}
 			}
+#endif
 			// published by the barrier after q4[]
 			for (uint di = 0u; di < 2u; di++) {
 				uint i = tid + di * WG;
@@ -252,8 +267,22 @@ void main()
 				for (uint c = 0u; c < 4u; c++)
 					if (4u * i + c < hd)
 						kv[c] = rv2[4u * i + c];
+#if KV_TYPE == 1
+				// the cache's f16 values, here as in the cache (ko, hd even)
+				uvec2 kw = uvec2(packHalf2x16(kv.xy), packHalf2x16(kv.zw));
+				uvec2 vw = uvec2(packHalf2x16(vraw[di].xy), packHalf2x16(vraw[di].zw));
+				if (writer)
+					for (uint c = 0u; c < 2u; c++)
+						if (4u * i + 2u * c < hd) {
+							kcu[(ko >> 1) + 2u * i + c] = kw[c];
+							vcu[(ko >> 1) + 2u * i + c] = vw[c];
+						}
+				kn4[i] = kv_h4(kw);
+				vn4[i] = kv_h4(vw);
+#else
 				kn4[i] = kv;
 				vn4[i] = vraw[di];
+#endif
 			}
 		}
 	}
@@ -264,6 +293,46 @@ void main()
 		q4[i] = v;
 	}
 	barrier();
+#if KV_TYPE == 2
+	if (ATTN_ROPE && !empty && fresh) {
+		// q8_0: a thread per 32-value block of the own key, then of its
+		// value, quantizes it (as rope_kv does), appends it (the writer head)
+		// and leaves the values the cache gives back in kn4[]/vn4[]
+		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+		bool writer = h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap;
+		for (uint j = tid; j < 2u * (hd / 32u); j += WG) {
+			bool isv = j >= hd / 32u;
+			uint bj = isv ? j - hd / 32u : j;
+			float x[32];
+			float amax = 0.0;
+			for (uint i = 0u; i < 32u; i++) {
+				uint e = 32u * bj + i;
+				x[i] = isv ? vn4[e >> 2][e & 3u] : kn4[e >> 2][e & 3u];
+				amax = max(amax, abs(x[i]));
+			}
+			float d = kv_q8_scale(amax), id = d != 0.0 ? 1.0 / d : 0.0;
+			int c[32];
+			for (uint i = 0u; i < 32u; i++)
+				c[i] = kv_q8_code(x[i], id);
+			uint blk = (ko >> 5) + bj;
+			if (writer) {
+				if (isv)
+					KV_Q8_STORE(vcu, blk, c, d)
+				else
+					KV_Q8_STORE(kcu, blk, c, d)
+			}
+			float dd = kv_q8_d16(d);
+			for (uint i = 0u; i < 32u; i++) {
+				uint e = 32u * bj + i;
+				if (isv)
+					vn4[e >> 2][e & 3u] = float(c[i]) * dd;
+				else
+					kn4[e >> 2][e & 3u] = float(c[i]) * dd;
+			}
+		}
+		barrier();
+	}
+#endif
 	float m = NEG_INF, l = 0.0;
 	float o[MAXD];
 	for (uint i = 0u; i < MAXD; i++)
@@ -292,16 +361,16 @@ void main()
 				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
 				uint k4 = ko >> 2;
 				for (uint i = 0u; i < hd / 4u; i += 4u) {
-					a0 += q4[i] * kc4[k4 + i];
-					a1 += q4[i + 1u] * kc4[k4 + i + 1u];
-					a2 += q4[i + 2u] * kc4[k4 + i + 2u];
-					a3 += q4[i + 3u] * kc4[k4 + i + 3u];
+					a0 += q4[i] * KLOAD4(k4 + i);
+					a1 += q4[i + 1u] * KLOAD4(k4 + i + 1u);
+					a2 += q4[i + 2u] * KLOAD4(k4 + i + 2u);
+					a3 += q4[i + 3u] * KLOAD4(k4 + i + 3u);
 				}
 				s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
 			} else {
 				s = 0.0;
 				for (uint i = 0u; i < hd; i++)
-					s += q4[i >> 2][i & 3u] * kc[ko + i];
+					s += q4[i >> 2][i & 3u] * KLOAD1(ko + i);
 			}
 		}
 		float mn = max(m, wg_reduce(s, true));
@@ -323,9 +392,9 @@ void main()
 					uint jj = ks;
 					for (; jj + PV_KS * (PV_ACC - 1u) < nk; jj += PV_KS * PV_ACC)
 						[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
-							a[u] += pr[jj + u * PV_KS] * vc4[vo4 + rowk[jj + u * PV_KS] * ks4];
+							a[u] += pr[jj + u * PV_KS] * VLOAD4(vo4 + rowk[jj + u * PV_KS] * ks4);
 					for (; jj < nk; jj += PV_KS)
-						a[0] += pr[jj] * vc4[vo4 + rowk[jj] * ks4];
+						a[0] += pr[jj] * VLOAD4(vo4 + rowk[jj] * ks4);
 					[[unroll]] for (uint w = PV_ACC / 2u; w > 0u; w >>= 1)
 						[[unroll]] for (uint u = 0u; u < w; u++)
 							a[u] += a[u + w];
@@ -339,13 +408,13 @@ void main()
 				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
 				uint jj = 0u;
 				for (; jj + 4u <= nk; jj += 4u) {
-					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
-					a1 += pr[jj + 1u] * vc[vo + rowk[jj + 1u] * kvs];
-					a2 += pr[jj + 2u] * vc[vo + rowk[jj + 2u] * kvs];
-					a3 += pr[jj + 3u] * vc[vo + rowk[jj + 3u] * kvs];
+					a0 += pr[jj] * VLOAD1(vo + rowk[jj] * kvs);
+					a1 += pr[jj + 1u] * VLOAD1(vo + rowk[jj + 1u] * kvs);
+					a2 += pr[jj + 2u] * VLOAD1(vo + rowk[jj + 2u] * kvs);
+					a3 += pr[jj + 3u] * VLOAD1(vo + rowk[jj + 3u] * kvs);
 				}
 				for (; jj < nk; jj++)
-					a0 += pr[jj] * vc[vo + rowk[jj] * kvs];
+					a0 += pr[jj] * VLOAD1(vo + rowk[jj] * kvs);
 				o[di] = o[di] * corr + ((a0 + a1) + (a2 + a3));
 			}
 		}
@@ -371,8 +440,8 @@ void main()
 				vec4 kv = vec4(0.0), vv = vec4(0.0);
 				for (uint c = 0u; c < 4u; c++)
 					if (4u * i + c < hd) {
-						kv[c] = kc[ko + 4u * i + c];
-						vv[c] = vc[ko + 4u * i + c];
+						kv[c] = KLOAD1(ko + 4u * i + c);
+						vv[c] = VLOAD1(ko + 4u * i + c);
 					}
 				kn4[i] = kv;
 				vn4[i] = vv;

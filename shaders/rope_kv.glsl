@@ -20,8 +20,17 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) buffer QKV { float qkv[]; };
 layout(binding = 1) readonly buffer QN { float qn[]; };
 layout(binding = 2) readonly buffer KN { float kn[]; };
+#ifndef KV_TYPE
+#define KV_TYPE 0
+#endif
+#if KV_TYPE == 0
 layout(binding = 3) writeonly buffer KC { float kc[]; };
 layout(binding = 4) writeonly buffer VC { float vc[]; };
+#else
+// the cache as words (kv.glsl's layouts; bound at 3 and 4 here)
+layout(binding = 3) buffer KCU { uint kcu[]; };
+layout(binding = 4) buffer VCU { uint vcu[]; };
+#endif
 layout(binding = 5) readonly buffer Step { uint step[]; };
 layout(binding = 6) readonly buffer Tab { uint tab[]; };
 
@@ -42,6 +51,8 @@ layout(push_constant) uniform Push {
 shared float rv[512], rw[512];
 shared float rr[WG];
 #include "rope.glsl"
+#define KV_NO_BIND 1
+#include "kv.glsl"
 
 void main()
 {
@@ -66,8 +77,37 @@ void main()
 	uint kvh = hh - p.n_head;
 	uint ko = KV_ROW(tab, step[STEP_TBASE(t)], p.tab_off, p.tab_mod, pos) * (p.n_kv * hd) + kvh * hd;
 	uint vo = t * p.qkv_stride + (p.n_head + p.n_kv + kvh) * hd;
+#if KV_TYPE == 0
 	for (uint i = tid; i < hd; i += WG) {
 		kc[ko + i] = rv[i];
 		vc[ko + i] = qkv[vo + i];
 	}
+#elif KV_TYPE == 1
+	// ko and hd are even: a thread writes whole words
+	for (uint i = 2u * tid; i < hd; i += 2u * WG) {
+		kcu[(ko + i) >> 1] = packHalf2x16(vec2(rv[i], rv[i + 1u]));
+		vcu[(ko + i) >> 1] = packHalf2x16(vec2(qkv[vo + i], qkv[vo + i + 1u]));
+	}
+#else
+	// a thread per 32-value block of k, then of v (ko is a multiple of 32)
+	for (uint j = tid; j < 2u * (hd / 32u); j += WG) {
+		bool isv = j >= hd / 32u;
+		uint bj = isv ? j - hd / 32u : j;
+		float x[32];
+		float amax = 0.0;
+		for (uint i = 0u; i < 32u; i++) {
+			x[i] = isv ? qkv[vo + 32u * bj + i] : rv[32u * bj + i];
+			amax = max(amax, abs(x[i]));
+		}
+		float d = kv_q8_scale(amax), id = d != 0.0 ? 1.0 / d : 0.0;
+		int c[32];
+		for (uint i = 0u; i < 32u; i++)
+			c[i] = kv_q8_code(x[i], id);
+		uint blk = (ko >> 5) + bj;
+		if (isv)
+			KV_Q8_STORE(vcu, blk, c, d)
+		else
+			KV_Q8_STORE(kcu, blk, c, d)
+	}
+#endif
 }

@@ -67,6 +67,10 @@ static void usage(FILE *f)
 		"  --kv-budget BYTES       memory of the paged KV cache (e.g. 512M, 2G); requests\n"
 		"                          wait (and long ones are preempted and recomputed) when\n"
 		"                          it is full (default auto: every sequence at full context)\n"
+		"  --ctx N                 positions per sequence (default: the model's context,\n"
+		"                          e.g. 32768 for Gemma 3 1B, 131072 for 4B-27B)\n"
+		"  --kv-type f16|q8_0|f32  the KV cache's element type (default f16; q8_0 is\n"
+		"                          llama.cpp's 8-bit blocks, about half of f16's bytes)\n"
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
 		"                          (default 600, 0 = no limit); a request's own timeout\n"
 		"                          (HTTP \"timeout\", unicorn run --timeout) is capped by it\n"
@@ -92,6 +96,7 @@ struct up_opts {
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 	uint32_t drain_ms;           /* SIGTERM's drain limit */
+	const char *ctx, *kv_type;   /* --ctx, --kv-type: to every process that plans the KV cache */
 };
 
 static int parse(int argc, char **argv, struct up_opts *o)
@@ -106,6 +111,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "no-http", no_argument, 0, 'N' },
 		{ "request-timeout", required_argument, 0, 'R' },
 		{ "kv-budget", required_argument, 0, 'B' },
+		{ "ctx", required_argument, 0, 'c' },       { "kv-type", required_argument, 0, 'T' },
 		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
 		{ "drain-timeout", required_argument, 0, 'D' },
 		{ 0, 0, 0, 0 },
@@ -135,6 +141,8 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'R': o->request_timeout = optarg; break;
 		case 'B': o->kv_budget = optarg; break;
 		case 'D': drain = optarg; break;
+		case 'c': o->ctx = optarg; break;
+		case 'T': o->kv_type = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -213,6 +221,20 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: --kv-budget: %s\n", err_msg());
 		return 2;
 	}
+	if (o->ctx) {
+		char *end;
+		unsigned long v = strtoul(o->ctx, &end, 10);
+		if (*end || end == o->ctx || v < 1 || v > KV_MAX_CTX) {
+			fprintf(stderr, "unicorn-up: --ctx '%s': positions per sequence, 1..%d (at most the "
+				"model's context is used)\n", o->ctx, KV_MAX_CTX);
+			return 2;
+		}
+	}
+	uint32_t kvt;
+	if (o->kv_type && kv_type_parse(o->kv_type, &kvt)) {
+		fprintf(stderr, "unicorn-up: --kv-type: %s\n", err_msg());
+		return 2;
+	}
 	if (!rundir_name_valid(o->name)) {
 		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
 			o->name, RUNDIR_NAME_MAX);
@@ -253,6 +275,7 @@ static const char *const run_files[] = {
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
 	RUNDIR_DRAINING,
 	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
+	"kv-gpu.budget", "kv-npu.budget", "kv.json", /* --kv-budget auto's bytes, the KV shape (status) */
 };
 
 static void remove_run_files(const char *dir)
@@ -539,6 +562,8 @@ int main(int argc, char **argv)
 		if (o.attn_device) { ARG("--vk-device"); ARG(o.attn_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
+		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
+		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		sp.ready_file = f_npu;
 		rc = sup_add(s, &sp);
 	}
@@ -551,6 +576,8 @@ int main(int argc, char **argv)
 		if (o.ffn_device) { ARG("--vk-device"); ARG(o.ffn_device); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
+		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
+		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		sp.ready_file = f_gpu;
 		rc = sup_add(s, &sp);
 	}
@@ -564,6 +591,8 @@ int main(int argc, char **argv)
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
+		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
+		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		/* split with both roles on one Vulkan device: its two contexts take
 		 * turns, so a second micro-batch overlaps nothing and doubles the ops */
 		if (!strcmp(o.placement, "split") && split_shares_device(&o)) {
@@ -584,6 +613,7 @@ int main(int argc, char **argv)
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
+		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is
 		 * readable by every user). */
 		if (o.api_key && *o.api_key)

@@ -428,6 +428,8 @@ int mkmodel_run(const struct mkmodel_opts *o)
 	int rc = mkmodel_shape_config(shape, o->layers, &cfg);
 	if (rc)
 		return rc;
+	if (o->ctx)
+		cfg.n_ctx = o->ctx;
 	if (!o->out)
 		return err_set(ERR_INVAL, "no output path (-o)");
 	if (!quant_type_info(o->type))

@@ -118,6 +118,7 @@ enum mkmodel_format { MKMODEL_GGUF = 1, MKMODEL_HF = 2 };
 struct mkmodel_opts {
 	const char *shape;        /* default "tiny" */
 	uint32_t layers;          /* 0 = shape default */
+	uint32_t ctx;             /* context length; 0 = shape default (--ctx) */
 	uint32_t type;            /* enum tensor_type (a preset's base type) */
 	enum quant_preset preset; /* a llama.cpp mix (GGUF only); NONE = plain type */
 	uint64_t seed;

@@ -20,12 +20,15 @@ struct mk_shape {
  * tiny with 256-wide rows (hidden 256, ffn 512) so that K-quant and IQ4_XS
  * blocks fit every matrix but attn_output (128): a small mixed-type model;
  * tinyh128 = tiny256 with two 128-wide heads (27B's head size, whole x16
- * groups: the kernels that need it run on a small model). */
+ * groups: the kernels that need it run on a small model); tinyctx = tiny
+ * with one query and one KV head and a 65,536-position context (long-context
+ * tests on lavapipe, which pays per attention workgroup: a head per token). */
 static const struct mk_shape mk_shapes[] = {
 	{ "tiny", 128, 384, 6, 4, 2, 32, 8, 32000, 4096, 32, 1 },
 	{ "demo", 128, 384, 6, 4, 2, 32, 8, 262144, 4096, 32, 1 },
 	{ "tiny256", 256, 512, 6, 4, 2, 32, 8, 32000, 4096, 32, 1 },
 	{ "tinyh128", 256, 512, 6, 2, 1, 128, 8, 32000, 4096, 128, 1 },
+	{ "tinyctx", 64, 128, 6, 1, 1, 32, 8, 32000, 65536, 32, 1 },
 	{ "1b", 1152, 6912, 26, 4, 1, 256, 512, 262144, 32768, 256, 1 },
 	{ "4b", 2560, 10240, 34, 8, 4, 256, 1024, 262144, 131072, 256, 8 },
 	{ "12b", 3840, 15360, 48, 16, 8, 256, 1024, 262144, 131072, 256, 8 },
@@ -39,7 +42,7 @@ int mkmodel_shape_config(const char *shape, uint32_t layers, struct gemma3_confi
 		if (!strcasecmp(shape, mk_shapes[i].name))
 			s = &mk_shapes[i];
 	if (!s)
-		return err_set(ERR_INVAL, "shape '%s': unknown (tiny, demo, tiny256, tinyh128, 1b, 4b, 12b, 27b)", shape);
+		return err_set(ERR_INVAL, "shape '%s': unknown (tiny, demo, tiny256, tinyh128, tinyctx, 1b, 4b, 12b, 27b)", shape);
 	if (layers > MODEL_MAX_LAYERS)
 		return err_set(ERR_RANGE, "layers %u: more than %d", layers, MODEL_MAX_LAYERS);
 	memset(cfg, 0, sizeof *cfg);

@@ -11,8 +11,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|1b|4b|12b|27b] [--layers N]\n"
-		"                       [--type T] [--seed K]\n"
+		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|tinyctx|1b|4b|12b|27b] [--layers N]\n"
+		"                       [--type T] [--seed K] [--ctx N]\n"
 		"                       [--format gguf|hf] -o PATH\n"
 		"\n"
 		"Writes a Gemma 3 text model with seeded random weights and the real\n"
@@ -22,8 +22,12 @@ static void usage(FILE *f)
 		"  --shape S        tiny (default), demo (tiny with Gemma 3's 262144-token\n"
 		"                   vocabulary), tiny256 (tiny with hidden 256 and ffn 512:\n"
 		"                   rows K-quant blocks fit), tinyh128 (tiny256 with two\n"
-		"                   128-wide heads, as 27B's), 1b, 4b, 12b, 27b\n"
+		"                   128-wide heads, as 27B's), tinyctx (tiny with one head and\n"
+		"                   a 65,536-position context: long-context tests), 1b, 4b,\n"
+		"                   12b, 27b\n"
 		"  --layers N       override the number of layers\n"
+		"  --ctx N          override the context length (e.g. 65536: a tiny model\n"
+		"                   with a long context, for tests)\n"
 		"  --type T         weight type for matrices and the embedding (default f32):\n"
 		"                   f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
 		"                   q4_k, q5_k, q6_k, iq4_nl, or a llama.cpp preset q4_k_m,\n"
@@ -90,6 +94,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			o.layers = (uint32_t)n;
+		} else if (!strcmp(a, "--ctx")) {
+			if (parse_u64(v, &n) || n == 0 || n > (1u << 24)) {
+				fprintf(stderr, "unicorn-mkmodel: --ctx %s: expected 1..%u\n", v, 1u << 24);
+				return 2;
+			}
+			o.ctx = (uint32_t)n;
 		} else if (!strcmp(a, "--type")) {
 			if (quant_preset_parse(v, &o.type, &o.preset)) {
 				fprintf(stderr, "unicorn-mkmodel: --%s\n", err_msg());

@@ -723,7 +723,7 @@ static char *run_ids(FILE *f)
 Test(http, kv_budget_preemption_and_prefix_reuse, .timeout = 300)
 {
 	struct proc_cluster c;
-	start_with(&c, "--kv-budget", "3584K");
+	start_with(&c, "--kv-budget", "1792K"); /* f16 KV: 3584K of f32 blocks */
 	const char *prompts[4] = { "Once upon a time", "The quick brown fox", "In a hole in the ground there lived",
 				   "It was a dark and stormy night" };
 	enum { GEN = 150 };

@@ -25,7 +25,10 @@ static void cfx_open(struct cfx *x, const char *enc, uint32_t max_seqs)
 	memset(x, 0, sizeof *x);
 	cr_assert_eq(golden_load(enc, &x->g), 0, "golden_load(%s): %s", enc, err_msg());
 	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "model_open: %s", err_msg());
-	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .max_seqs = max_seqs, .max_rows = 160 };
+	/* f32 weights against the 1e-4 goldens: an f32 KV cache (the kvtypes suite tests the others) */
+	bool exact = !strcmp(enc, "f32") || !strcmp(enc, "hf");
+	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .max_seqs = max_seqs, .max_rows = 160,
+				 .kv_type = exact ? KV_TYPE_F32 : KV_TYPE_F16 };
 	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "engine_create: %s", err_msg());
 	cr_assert(engine_has_mm(x->e), "the device runs the mat-mat kernel (else wide = narrow)");
 	x->V = x->g.n_vocab;

@@ -26,7 +26,7 @@ Test(kvpaged, plan_full_and_budget)
 {
 	struct gemma3_config c = cfg_1b();
 	struct kv_layout l;
-	cr_assert_eq(kv_layout_plan(&c, 4096, 4, 0, &l), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&c, 4096, 4, 0, KV_TYPE_F32, &l), 0, "%s", err_msg());
 	cr_assert_eq(l.block, 16u);
 	cr_assert_eq(l.max_blocks, 256u);
 	cr_assert_eq(l.n_global, 4u);
@@ -44,29 +44,31 @@ Test(kvpaged, plan_full_and_budget)
 
 	/* a budget: within it, the local pool at most max_seqs rings */
 	struct kv_layout b;
-	cr_assert_eq(kv_layout_plan(&c, 4096, 8, 256ull << 20, &b), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&c, 4096, 8, 256ull << 20, KV_TYPE_F32, &b), 0, "%s", err_msg());
 	cr_assert_leq(b.bytes, 256ull << 20);
 	cr_assert_geq(b.n_gblocks, b.max_blocks);
 	cr_assert_geq(b.n_lblocks, b.ring);
 	cr_assert_leq(b.n_lblocks, 8 * b.ring);
 	/* too small for one full sequence: a clear error */
-	cr_assert_eq(kv_layout_plan(&c, 4096, 8, 1 << 20, &b), ERR_RANGE);
+	cr_assert_eq(kv_layout_plan(&c, 4096, 8, 1 << 20, KV_TYPE_F32, &b), ERR_RANGE);
 	cr_assert(strstr(err_msg(), "--kv-budget"), "%s", err_msg());
 	/* a huge budget is capped at what max_seqs sequences can use */
-	cr_assert_eq(kv_layout_plan(&c, 4096, 2, 1ull << 40, &b), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&c, 4096, 2, 1ull << 40, KV_TYPE_F32, &b), 0, "%s", err_msg());
 	cr_assert_eq(b.n_gblocks, 2 * b.max_blocks);
 	cr_assert_eq(b.n_lblocks, 2 * b.ring);
 	/* no window layers: no ring */
 	for (uint32_t i = 0; i < c.n_layer; i++)
 		c.layer_global[i] = true;
-	cr_assert_eq(kv_layout_plan(&c, 100, 1, 0, &b), 0);
+	cr_assert_eq(kv_layout_plan(&c, 100, 1, 0, KV_TYPE_F32, &b), 0);
 	cr_assert_eq(b.ring, 0u);
 	cr_assert_eq(b.n_lblocks, 0u);
 	cr_assert_eq(b.max_blocks, 7u);
-	cr_assert_eq(kv_layout_plan(&c, 0, 1, 0, &b), ERR_RANGE);
-	cr_assert_eq(kv_layout_plan(&c, KV_MAX_CTX + 1, 1, 0, &b), ERR_RANGE);
-	cr_assert_eq(kv_layout_plan(&c, 64, 0, 0, &b), ERR_RANGE);
-	cr_assert_leq(2 * (KV_MAX_CTX / KV_BLOCK), 4096, "a table must fit a slot's ATTACH_KV_TABLE");
+	cr_assert_eq(kv_layout_plan(&c, 0, 1, 0, KV_TYPE_F32, &b), ERR_RANGE);
+	cr_assert_eq(kv_layout_plan(&c, KV_MAX_CTX + 1, 1, 0, KV_TYPE_F32, &b), ERR_RANGE);
+	cr_assert_eq(kv_layout_plan(&c, 64, 0, 0, KV_TYPE_F32, &b), ERR_RANGE);
+	/* the longest context's table fits a slot's ATTACH_KV_TABLE */
+	cr_assert_eq(kv_layout_plan(&c, KV_MAX_CTX, 1, 0, KV_TYPE_F32, &b), 0, "%s", err_msg());
+	cr_assert_leq(kv_table_len(&b), KV_MAX_TABLE);
 }
 
 Test(kvpaged, parse_bytes)
@@ -112,9 +114,9 @@ Test(kvpaged, scattered_shared_and_ring_match_reference, .timeout = 240)
 	enum { NA = 320, NB = 200, SHARED = 64, CH = 32 };
 	struct kv_layout l;
 	/* budget for 1.8 full sequences: the pools are smaller than 2 x full */
-	cr_assert_eq(kv_layout_plan(&m->cfg, 512, 2, 0, &l), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&m->cfg, 512, 2, 0, KV_TYPE_F32, &l), 0, "%s", err_msg());
 	uint64_t full = (uint64_t)l.max_blocks * l.gblock_bytes + (uint64_t)l.ring * l.lblock_bytes;
-	cr_assert_eq(kv_layout_plan(&m->cfg, 512, 2, full * 9 / 5, &l), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&m->cfg, 512, 2, full * 9 / 5, KV_TYPE_F32, &l), 0, "%s", err_msg());
 	cr_assert_eq(l.ring, 18u, "window 8 + 256 slack");
 	cr_assert_lt(l.n_gblocks, 2 * l.max_blocks);
 	struct engine_opts o = { .max_batch = CH, .n_split = 4, .max_seqs = 2, .kv = &l };
@@ -203,7 +205,7 @@ Test(kvpaged, engine_checks_layout, .timeout = 60)
 	cr_assert_eq(golden_load("q4_0", &g), 0, "%s", err_msg());
 	cr_assert_eq(model_open(g.model_path, &m), 0, "%s", err_msg());
 	struct kv_layout l;
-	cr_assert_eq(kv_layout_plan(&m->cfg, 128, 1, 0, &l), 0);
+	cr_assert_eq(kv_layout_plan(&m->cfg, 128, 1, 0, KV_TYPE_F32, &l), 0);
 	struct engine *e = NULL;
 	struct engine_opts o = { .max_batch = KV_RING_SLACK + 1, .kv = &l };
 	cr_assert_eq(engine_create(m, &o, &e), ERR_INVAL);

@@ -245,8 +245,32 @@ Test(reference, cli_logits, .timeout = 60)
 	cr_assert_geq(fd, 0);
 	close(fd);
 	check_cli_engine(bin, &g, "--engine reference", out);
-	check_cli_engine(bin, &g, "", out); /* vulkan is the default */
-	check_cli_engine(bin, &g, "--engine vulkan-decode", out);
+	/* vulkan is the default; f32 weights against the 1e-4 goldens want an f32 KV cache */
+	check_cli_engine(bin, &g, "--kv-type f32", out);
+	check_cli_engine(bin, &g, "--engine vulkan-decode --kv-type f32", out);
+	/* --last 3: the last three rows only, the same numbers */
+	{
+		char cmd[8192];
+		int k = snprintf(cmd, sizeof cmd, "'%s/unicorn' logits '%s' --engine reference --last 3 -o '%s' --tokens ",
+				 bin, g.model_path, out);
+		for (uint32_t t = 0; t < g.n_tokens; t++)
+			k += snprintf(cmd + k, sizeof cmd - k, "%s%u", t ? "," : "", g.tokens[t]);
+		snprintf(cmd + k, sizeof cmd - k, " 2>/dev/null");
+		cr_assert_eq(system(cmd), 0, "%s", cmd);
+		FILE *f = fopen(out, "rb");
+		cr_assert_not_null(f);
+		float *rows = malloc((size_t)3 * g.n_vocab * sizeof(float));
+		cr_assert_not_null(rows);
+		cr_assert_eq(fread(rows, sizeof(float), (size_t)3 * g.n_vocab, f), (size_t)3 * g.n_vocab);
+		cr_assert_eq(fgetc(f), EOF, "--last 3 wrote more than 3 rows");
+		fclose(f);
+		for (uint32_t t = 0; t < 3; t++) {
+			struct golden_row r;
+			golden_check_row(&g, g.n_tokens - 3 + t, rows + (size_t)t * g.n_vocab, &r);
+			cr_assert(r.ok, "--last 3: row %u: rel %.3e", t, r.rel);
+		}
+		free(rows);
+	}
 
 	/* an unknown engine is a usage error and leaves no file behind */
 	unlink(out);
