@@ -128,8 +128,14 @@ int kv_layout_plan(const struct gemma3_config *cfg, uint32_t max_ctx, uint32_t m
 				       "kv: a budget of %" PRIu64 " bytes does not hold one sequence of %u positions "
 				       "(%" PRIu64 " bytes); raise --kv-budget to at least that",
 				       budget, max_ctx, full);
-		/* local share of a full-length sequence, at most max_seqs rings */
-		uint64_t nl = l.n_local ? (uint64_t)((long double)budget * l.ring / full) : 0;
+		/* the pools split as for sequences of KV_PLAN_POSITIONS (or max_ctx
+		 * when shorter): the local pool holds a ring for each such sequence
+		 * that fits, at most max_seqs. (Split by a full-length sequence of
+		 * a 128K context, a 27B budget of 40 GB held rings for 4 sequences:
+		 * 64 streams preempted each other at 121 positions.) */
+		uint64_t plan_blocks = KV_PLAN_POSITIONS / KV_BLOCK < l.max_blocks ? KV_PLAN_POSITIONS / KV_BLOCK : l.max_blocks;
+		uint64_t plan = plan_blocks * l.gblock_bytes + (uint64_t)l.ring * l.lblock_bytes;
+		uint64_t nl = l.n_local ? (uint64_t)((long double)budget * l.ring / plan) : 0;
 		if (nl > (uint64_t)max_seqs * l.ring)
 			nl = (uint64_t)max_seqs * l.ring;
 		if (l.n_local && nl < l.ring)

@@ -29,6 +29,9 @@
 
 #define KV_BLOCK 16                 /* positions per block */
 #define KV_RING_SLACK MSG_MAX_TOKENS /* most positions one step writes */
+/* A budget's split between the global and the sliding layers' pools is
+ * planned for sequences of this many positions (kv_layout_plan). */
+#define KV_PLAN_POSITIONS 4096
 #define KV_MAX_CTX 131072           /* positions per sequence the table covers (Gemma 3's longest) */
 #define KV_MAX_TABLE (KV_MAX_CTX / KV_BLOCK + 512) /* entries of one table (kv_table_len) */
 #define KV_MAX_SEQS 256             /* sequences (a worker serves <= MSG_MAX_SLOTS) */

@@ -52,6 +52,16 @@ Test(kvpaged, plan_full_and_budget)
 	/* too small for one full sequence: a clear error */
 	cr_assert_eq(kv_layout_plan(&c, 4096, 8, 1 << 20, KV_TYPE_F32, &b), ERR_RANGE);
 	cr_assert(strstr(err_msg(), "--kv-budget"), "%s", err_msg());
+	/* a long context splits the budget as for 4,096-position sequences: the
+	 * same pools as at 4096, not rings for the few 32K-position sequences the
+	 * budget would hold whole */
+	struct kv_layout s4, s32;
+	cr_assert_eq(kv_layout_plan(&c, 4096, 64, 1ull << 30, KV_TYPE_F16, &s4), 0, "%s", err_msg());
+	cr_assert_eq(kv_layout_plan(&c, 32768, 64, 1ull << 30, KV_TYPE_F16, &s32), 0, "%s", err_msg());
+	cr_assert_eq(s32.n_lblocks, s4.n_lblocks, "local pool at 32K %u, at 4K %u", s32.n_lblocks, s4.n_lblocks);
+	uint64_t whole = (uint64_t)s32.max_blocks * s32.gblock_bytes + s32.ring * s32.lblock_bytes;
+	cr_assert_gt(s32.n_lblocks, ((1ull << 30) / whole + 1) * s32.ring);
+	cr_assert_leq(s32.bytes, 1ull << 30);
 	/* a huge budget is capped at what max_seqs sequences can use */
 	cr_assert_eq(kv_layout_plan(&c, 4096, 2, 1ull << 40, KV_TYPE_F32, &b), 0, "%s", err_msg());
 	cr_assert_eq(b.n_gblocks, 2 * b.max_blocks);
