@@ -304,16 +304,12 @@ void main()
 			bool isv = j >= hd / 32u;
 			uint bj = isv ? j - hd / 32u : j;
 			float x[32];
-			float amax = 0.0;
 			for (uint i = 0u; i < 32u; i++) {
 				uint e = 32u * bj + i;
 				x[i] = isv ? vn4[e >> 2][e & 3u] : kn4[e >> 2][e & 3u];
-				amax = max(amax, abs(x[i]));
 			}
-			float d = kv_q8_scale(amax), id = d != 0.0 ? 1.0 / d : 0.0;
 			int c[32];
-			for (uint i = 0u; i < 32u; i++)
-				c[i] = kv_q8_code(x[i], id);
+			float d = kv_q8_block(x, c);
 			uint blk = (ko >> 5) + bj;
 			if (writer) {
 				if (isv)

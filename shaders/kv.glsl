@@ -38,6 +38,17 @@ float kv_q8s(uint w, uint b) { return float(bitfieldExtract(int(w), int((b & 3u)
 float kv_q8_scale(float amax) { return amax / 127.0; }
 int kv_q8_code(float x, float id) { float v = x * id; return int(sign(v) * floor(abs(v) + 0.5)); }
 float kv_q8_d16(float d) { return unpackHalf2x16(packHalf2x16(vec2(d, 0.0))).x; }
+// One 32-value block of x to q8_0: its codes in c[], its scale returned.
+float kv_q8_block(float x[32], out int c[32])
+{
+	float amax = 0.0;
+	for (uint i = 0u; i < 32u; i++)
+		amax = max(amax, abs(x[i]));
+	float d = kv_q8_scale(amax), id = d != 0.0 ? 1.0 / d : 0.0;
+	for (uint i = 0u; i < 32u; i++)
+		c[i] = kv_q8_code(x[i], id);
+	return d;
+}
 // Store a word of which only the bits in mask are this block's (a
 // neighbour's bits may be written concurrently by another invocation):
 // clear ours, then set them; the two blocks' masks are disjoint, so any

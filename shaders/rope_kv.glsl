@@ -94,15 +94,10 @@ void main()
 		bool isv = j >= hd / 32u;
 		uint bj = isv ? j - hd / 32u : j;
 		float x[32];
-		float amax = 0.0;
-		for (uint i = 0u; i < 32u; i++) {
-			x[i] = isv ? qkv[vo + 32u * bj + i] : rv[32u * bj + i];
-			amax = max(amax, abs(x[i]));
-		}
-		float d = kv_q8_scale(amax), id = d != 0.0 ? 1.0 / d : 0.0;
-		int c[32];
 		for (uint i = 0u; i < 32u; i++)
-			c[i] = kv_q8_code(x[i], id);
+			x[i] = isv ? qkv[vo + 32u * bj + i] : rv[32u * bj + i];
+		int c[32];
+		float d = kv_q8_block(x, c);
 		uint blk = (ko >> 5) + bj;
 		if (isv)
 			KV_Q8_STORE(vcu, blk, c, d)
