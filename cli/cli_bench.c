@@ -173,18 +173,22 @@ static int run_pd(struct engine *e, const uint32_t *first, uint32_t B, uint32_t 
 }
 
 /* One profiled forward; printed to f as a table and/or added to the JSON array. */
-static int profile_one(struct engine *e, const char *what, const uint32_t *tokens, uint32_t n, uint32_t pos0,
-		       double copy_gbs, FILE *f, json_t *arr)
+/* What profile_one runs: n tokens of one sequence, or one token of each of n
+ * sequences on the narrow or the wide kernels. */
+enum prof_kind { PROF_ONE, PROF_NARROW, PROF_WIDE };
+
+static int profile_one(struct engine *e, const char *what, enum prof_kind kind, const uint32_t *tokens, uint32_t n,
+		       uint32_t pos0, double copy_gbs, FILE *f, json_t *arr)
 {
 	struct engine_prof pr;
 	int rc;
-	if (strncmp(what, "parallel", 8) == 0) { /* n sequences, one token each at pos0 */
+	if (kind != PROF_ONE) { /* n sequences, one token each at pos0 */
 		uint32_t seq[256], pos[256];
 		for (uint32_t b = 0; b < n && b < 256; b++) {
 			seq[b] = b;
 			pos[b] = pos0;
 		}
-		rc = n > 256 ? ERR_INVAL : engine_profile_batch(e, n, tokens, seq, pos, strstr(what, "wide") != NULL, &pr);
+		rc = n > 256 ? ERR_INVAL : engine_profile_batch(e, n, tokens, seq, pos, kind == PROF_WIDE, &pr);
 	} else {
 		rc = engine_profile(e, tokens, n, pos0, &pr);
 	}
@@ -561,13 +565,13 @@ bad_value:
 		uint32_t dpos = n_tg ? max_dp + tg[0] / 2 : 0; /* at the deepest -d */
 		rc = engine_reset(e);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, max_dp, copy_gbs, pf, prof_arr);
+			rc = profile_one(e, "prefill chunk", PROF_ONE, tokens, np, max_dp, copy_gbs, pf, prof_arr);
 		if (!rc && np)
-			rc = profile_one(e, "prefill chunk", tokens, np, max_dp, copy_gbs, pf, prof_arr); /* second: warm */
+			rc = profile_one(e, "prefill chunk", PROF_ONE, tokens, np, max_dp, copy_gbs, pf, prof_arr); /* second: warm */
 		if (!rc && n_tg)
-			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
+			rc = profile_one(e, "decode step", PROF_ONE, tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
-			rc = profile_one(e, "decode step", tokens, 1, dpos, copy_gbs, pf, prof_arr);
+			rc = profile_one(e, "decode step", PROF_ONE, tokens, 1, dpos, copy_gbs, pf, prof_arr);
 		if (!rc && n_tg)
 			rc = profile_token_path(e, tokens[0], tg[0], pf, prof_root);
 		/* parallel: the largest B at the middle of its generation, twice each (the first warms) */
@@ -576,8 +580,8 @@ bad_value:
 				break;
 			rc = engine_reset(e);
 			if (!rc)
-				rc = profile_one(e, k < 2 ? "parallel step, narrow" : "parallel step, wide", tokens, pd_max,
-						 pd_gen / 2, copy_gbs, pf, prof_arr);
+				rc = profile_one(e, k < 2 ? "parallel step, narrow" : "parallel step, wide",
+						 k < 2 ? PROF_NARROW : PROF_WIDE, tokens, pd_max, pd_gen / 2, copy_gbs, pf, prof_arr);
 		}
 		if (!rc && pf)
 			fprintf(pf, "kernels: %s\n", engine_kernels(e));
