@@ -19,7 +19,7 @@ LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lcurl -lcrypto -lncurses
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 
-MODULES  := common formats hub tokenizer constrain ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
+MODULES  := common formats hub tokenizer chat constrain ipc loader ref gpu_worker npu_worker coordinator api cli supervisor tools
 ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))

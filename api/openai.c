@@ -14,7 +14,7 @@
 
 #include "common/err.h"
 #include "common/utf8.h"
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "constrain/constrain.h"
 #include "ipc/msg.h"
 

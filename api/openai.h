@@ -74,7 +74,7 @@ struct oai_req {
 	/* n: choices, 1..OAI_MAX_N (each its own sequence, seed + index) */
 	uint32_t n;
 	/* tools (chat): the functions are rendered into the prompt
-	 * (coordinator/chat.h); required / a named function constrain the
+	 * (chat/template.h); required / a named function constrain the
 	 * answer to {"name", "arguments"} of the function's parameter schema
 	 * (schema above); auto parses a JSON call out of the answer */
 	int tool_choice;         /* enum oai_tool_choice; OAI_TOOLS_OFF without tools */

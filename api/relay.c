@@ -11,7 +11,7 @@
 #include "api/http.h"
 #include "api/openai.h"
 #include "common/err.h"
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "coordinator/intake.h"
 #include "coordinator/sampler.h"
 #include "tokenizer/tokenizer.h"

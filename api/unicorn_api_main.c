@@ -35,7 +35,7 @@
 #include "api/relay.h"
 #include "common/err.h"
 #include "common/utf8.h"
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "formats/model.h"
 #include "coordinator/obs_server.h"
 #include "ipc/ctl.h"

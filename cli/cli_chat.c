@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "cli/cli.h"
 #include "coordinator/intake.h"
 #include "common/err.h"

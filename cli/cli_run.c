@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "cli/cli.h"
 #include "cli/run_model.h"
 #include "coordinator/intake.h"

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "coordinator/constrained.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"

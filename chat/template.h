@@ -1,4 +1,4 @@
-/* chat: the Gemma 3 chat template (../shared/spec/reference.md §2.5).
+/* chat/template: the Gemma 3 chat template (../shared/spec/reference.md §2.5).
  *
  *   <bos><start_of_turn>user\n{system}\n\n{user}<end_of_turn>\n
  *   <start_of_turn>model\n{reply}<end_of_turn>\n ... <start_of_turn>model\n
@@ -8,8 +8,8 @@
  * with user; contents are trimmed of surrounding whitespace. <bos> is a token:
  * chat_encode emits exactly one BOS whatever the tokenizer's add_bos says.
  * Generation stops at <end_of_turn> and <eos> (chat_is_stop). */
-#ifndef UNICORN_CHAT_H
-#define UNICORN_CHAT_H
+#ifndef UNICORN_CHAT_TEMPLATE_H
+#define UNICORN_CHAT_TEMPLATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

