@@ -24,7 +24,8 @@ ALL_C    := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 MAIN_C   := $(filter %_main.c,$(ALL_C))
 LIB_C    := $(filter-out %_main.c,$(ALL_C))
 LIB_O    := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C))
-SHADERS  := $(wildcard shaders/*.comp)
+# (flash_attn_cm_*: only per KV type, FA_CM below)
+SHADERS  := $(filter-out shaders/flash_attn_cm_%,$(wildcard shaders/*.comp))
 # mul_mvs/mul_mvb of the types with fast units (but q4_0/q8_0) once more with
 # -DMVS_GENERIC (the whole-block dequant32 path; <name>_gen,
 # UNICORN_VK_MVS_GENERIC=1 for A/B; engine_mvs_unit says which)
@@ -37,11 +38,14 @@ CM_VAR   := $(wildcard shaders/mul_mm_cm_*.comp)
 # attention and rope_kv once more per KV cache type (shaders/kv.glsl):
 # -DKV_TYPE=1 as <name>_f16, -DKV_TYPE=2 as <name>_q8 (f32: the plain module)
 KV_SH    := $(filter-out shaders/attn_combine.comp,$(wildcard shaders/attn*.comp)) $(wildcard shaders/rope_kv*.comp)
+# prefill attention on matrix cores, per head dimension, per 16-bit KV type
+FA_CM    := $(wildcard shaders/flash_attn_cm_*.comp)
 SPV      := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS)) \
 	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_gen.spv,$(MVS_GEN)) \
 	    $(foreach v,_d _k _dk,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(CM_VAR))) \
 	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_f16.spv,$(KV_SH)) \
-	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_q8.spv,$(KV_SH))
+	    $(patsubst shaders/%.comp,$(BUILD)/spv/%_q8.spv,$(KV_SH)) \
+	    $(foreach v,_f16 _q8,$(patsubst shaders/%.comp,$(BUILD)/spv/%$(v).spv,$(FA_CM)))
 SHADER_O := $(BUILD)/obj/shaders_embed.o
 LIB      := $(BUILD)/libunicorn.a
 
@@ -111,6 +115,14 @@ $(SPV_COOPMAT): tools/spv_coopmat.c tools/spv_coopmat.h
 $(BUILD)/spv/mul_mm_cm%.spv: shaders/mul_mm_cm%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -MD -MF $@.d -MT $@ -o $@.raw $<
+	$(SPV_COOPMAT) $@.raw $@
+$(BUILD)/spv/flash_attn_cm_%_f16.spv: shaders/flash_attn_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DKV_TYPE=1 -MD -MF $@.d -MT $@ -o $@.raw $<
+	$(SPV_COOPMAT) $@.raw $@
+$(BUILD)/spv/flash_attn_cm_%_q8.spv: shaders/flash_attn_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
+	@mkdir -p $(dir $@)
+	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DKV_TYPE=2 -MD -MF $@.d -MT $@ -o $@.raw $<
 	$(SPV_COOPMAT) $@.raw $@
 CM_DECODE_TILE := -DBM=128 -DBN=64 -DWM=32 -DWN=32
 $(BUILD)/spv/mul_mm_cm_%_d.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)

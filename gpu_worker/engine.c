@@ -183,6 +183,8 @@ struct engine {
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe attn_pre; /* attn without the rope code, where rope_kv ran before (rec_attn) */
+	struct vk_pipe attn_fa;  /* instead of attn_pre on matrix cores (fa_pipe_create); pipe NULL: none */
+	uint32_t fa_nz;          /* its key splits (engine.h ENGINE_FA_WG) */
 	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[3][N_SLOTS]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
 	bool use_mvs, use_mm;
 	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
@@ -589,6 +591,30 @@ static int mksetxb(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s
 /* The mat-mat kernel on matrix cores where the device has them (vk->coopmat),
  * unless UNICORN_NO_COOPMAT=1 (A/B); per type, mul_mm stays where a shader is
  * missing or the driver refuses a pipeline. */
+/* Prefill attention on the matrix cores (shaders/flash_attn_cm.glsl) in
+ * place of attn_pre, where the device has them with 32-wide subgroups, the
+ * head has 32, 64, 128 or 256 dims and the KV cache is f16 or q8_0 (f16
+ * products: an f32 cache keeps f32 arithmetic), unless UNICORN_VK_FA=0
+ * (A/B); none (attn_pre stays) where the driver refuses the pipeline. */
+static void fa_pipe_create(struct engine *e, const char *kv_suffix)
+{
+	const char *env = getenv("UNICORN_VK_FA");
+	uint32_t hd = e->cfg.head_dim;
+	if ((env && strcmp(env, "0") == 0) || !e->vk->coopmat || e->vk->info.subgroup_size != 32 || !*kv_suffix ||
+	    (hd != 32 && hd != 64 && hd != 128 && hd != 256) || e->cfg.n_head % e->cfg.n_head_kv != 0)
+		return;
+	char name[48];
+	snprintf(name, sizeof name, "flash_attn_cm_h%u%s", hd, kv_suffix);
+	if (!shader_find(name) || vk_pipe_create(e->vk, name, 10, sizeof(struct fa_push), NULL, 0, &e->attn_fa) != 0) {
+		err_clear();
+		vk_pipe_destroy(e->vk, &e->attn_fa);
+	}
+	/* workgroups per 512 tokens without splits: n_kv x 512 G / ENGINE_FA_ROWS */
+	uint32_t wg512 = 512u / ENGINE_FA_ROWS * e->cfg.n_head;
+	e->fa_nz = (ENGINE_FA_WG + wg512 - 1) / wg512;
+	e->fa_nz = e->fa_nz > e->n_split ? e->n_split : e->fa_nz < 1 ? 1 : e->fa_nz;
+}
+
 static void cm_pipes_create(struct engine *e, const bool *used)
 {
 	const char *env = getenv("UNICORN_NO_COOPMAT");
@@ -903,6 +929,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	if (!rc) rc = vk_pipe_create(e->vk, pname[1], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, pname[2], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn_pre);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
+	if (!rc)
+		fa_pipe_create(e, kvs);
 	/* UNICORN_NO_FUSE=1: record rope_kv and attn_combine in every step as
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */
 	const char *fenv = getenv("UNICORN_NO_FUSE");
@@ -1303,8 +1331,8 @@ void engine_destroy(struct engine *e)
 					e->skp };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
-		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->combine, &e->gelu, &e->argmax, &e->topk,
-					 &e->mm_reduce };
+		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->attn_fa, &e->combine, &e->gelu, &e->argmax,
+					 &e->topk, &e->mm_reduce };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			vk_pipe_destroy(e->vk, ps[i]);
 		for (int i = 0; i < N_SLOTS; i++) {
@@ -1771,10 +1799,24 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	/* rope_kv ran before (prefill chunks, unfused steps): the kernel without
 	 * the rope code, unless it writes wo's x16 copy (only attn has that) */
 	const struct vk_pipe *ak = rope_in_attn || wo_x16 ? &e->attn : &e->attn_pre;
-	disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
-	     one_split ? 1 : e->n_split);
-	bar(e, cb);
-	if (!e->fuse_combine && !one_split) {
+	if (ak == &e->attn_pre && e->attn_fa.pipe) {
+		/* on the matrix cores: every token's output in one pass, no combine */
+		struct fa_push fp = { c->n_head, c->n_head_kv, e->qkv_stride, window, n, ap.scale, rp.tab_off, rp.tab_mod };
+		uint32_t rows = n * (c->n_head / c->n_head_kv);
+		disp(e, cb, "attn", 0, &e->attn_fa, l->s_attn, &fp, c->n_head_kv, (rows + ENGINE_FA_ROWS - 1) / ENGINE_FA_ROWS,
+		     e->fa_nz);
+		bar(e, cb);
+		if (e->fa_nz > 1) {
+			struct combine_push cp = { c->head_dim, c->n_head, e->fa_nz, window, ATTN_MIN_CHUNK, e->attn_chunk, 0, 1 };
+			disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
+			bar(e, cb);
+		}
+	} else {
+		disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
+		     one_split ? 1 : e->n_split);
+		bar(e, cb);
+	}
+	if (!e->fuse_combine && !one_split && !(ak == &e->attn_pre && e->attn_fa.pipe)) {
 		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, wo_x16, 0 };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
@@ -2099,6 +2141,7 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 uint32_t engine_rows_max(const struct engine *e) { return e->max_rows; }
 
 bool engine_has_mm(const struct engine *e) { return e->use_mm; }
+bool engine_has_fa(const struct engine *e) { return e->attn_fa.pipe != VK_NULL_HANDLE; }
 bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_dispatch; }
 
 /* Check the chunks and write their step records: rows of chunks without a

@@ -108,9 +108,22 @@ struct attn_push {
 	uint32_t x16;        /* 1: the output rows as x16 too (binding 9), for wo (shaders/attn_x16.glsl) */
 };
 _Static_assert(sizeof(struct attn_push) == 72, "attn_push mirrors shaders/attn.comp");
+/* Prefill attention on matrix cores (shaders/flash_attn_cm.glsl): one
+ * workgroup per KV head, ENGINE_FA_ROWS (token, query head) rows and key
+ * split; splits enough that about ENGINE_FA_WG workgroups run per 512
+ * tokens (at most the engine's n_split; the same for every step, so a row's
+ * numbers never depend on its step's size). */
+struct fa_push {
+	uint32_t n_head, n_kv, qkv_stride, window, n_tok;
+	float scale;
+	uint32_t tab_off, tab_mod;
+};
+_Static_assert(sizeof(struct fa_push) == 32, "fa_push mirrors shaders/flash_attn_cm.glsl");
+#define ENGINE_FA_ROWS 32u
+#define ENGINE_FA_WG 1024u
 /* window, min_chunk and one_len as attn's: tokens whose range is one split are
  * skipped; x16 as attn's (binding 3) */
-struct combine_push { uint32_t head_dim, n_head, n_split, window, min_chunk, one_len, x16, pad; };
+struct combine_push { uint32_t head_dim, n_head, n_split, window, min_chunk, one_len, x16, all; };
 _Static_assert(sizeof(struct combine_push) == 32, "combine_push mirrors shaders/attn_combine.comp");
 struct gelu_push { uint32_t n_ff, n_tok; };
 _Static_assert(sizeof(struct gelu_push) == 8, "gelu_push mirrors shaders/gelu_mul.comp");
@@ -255,6 +268,8 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 uint32_t engine_rows_max(const struct engine *e);
 /* Whether wide submissions run the mat-mat kernel on this device. */
 bool engine_has_mm(const struct engine *e);
+/* Whether prefill attention runs on the matrix cores (shaders/flash_attn_cm.glsl). */
+bool engine_has_fa(const struct engine *e);
 /* Forget every sequence (zeroes the KV cache). */
 int engine_reset(struct engine *e);
 /* Make seq (< max_seqs) the sequence whose KV cache later forward/argmax/topk/

@@ -3,7 +3,8 @@
 // out[t][h*head_dim + d]. The split weights exp(m_s - M) / L are computed once
 // into shared memory; empty splits (m = -inf) are skipped, and the remaining
 // loads of one output are independent. A token whose range fits one split
-// (attn_chunk) was written by attn itself and is skipped here. p.x16 = 1:
+// (attn_chunk) was written by attn itself and is skipped here, unless p.all
+// (flash_attn_cm's splits: every token has them). p.x16 = 1:
 // the rows as x16 too (attn_x16.glsl, as attn writes them).
 #include "common.glsl"
 
@@ -24,7 +25,7 @@ layout(push_constant) uniform Push {
 	uint min_chunk;
 	uint one_len;
 	uint x16;        // 1: the rows as x16 too (outq)
-	uint pad1;
+	uint all;        // 1: every token (no token was written by the attention kernel)
 } p;
 
 #define MAX_SPLIT 256u  // engine: n_split <= 256
@@ -40,7 +41,7 @@ void main()
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim, tid = gl_LocalInvocationID.x;
 	uint pos = step[STEP_TPOS(t)];
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
-	if (attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= pos + 1u - lo)
+	if (p.all == 0u && attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= pos + 1u - lo)
 		return;
 	uint ns = min(p.n_split, MAX_SPLIT);
 	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);

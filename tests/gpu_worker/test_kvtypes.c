@@ -13,7 +13,8 @@
  * orders) and the reference's round to different codes: one f16 ulp, one
  * q8_0 step (amax / 127), more often the more keys a position reads, hence
  * the wider bounds past 8K; an exact f32 cache there: 1.2e-5 at 512.
- *   and q8_0 against an exact (f32) cache within 2e-2 (what 8 bits cost). */
+ *   and q8_0 against an exact (f32) cache within 2e-2 (what 8 bits cost).
+ * Prefill on the matrix cores (flash_attn_cm) has its own bounds (bound_of). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,9 +60,16 @@ static bool argmax_agrees(const float *ours, const float *ref, uint32_t n, doubl
 
 struct bound { double rel, gap; };
 
-/* short: the golden prompt; long: positions past 8K */
-static struct bound bound_of(uint32_t type, bool long_ctx)
+/* short: the golden prompt; long: positions past 8K. fa: prefill rows
+ * whose attention ran on the matrix cores (flash_attn_cm, q and p rounded
+ * to f16 as llama.cpp's flash attention does): f16 past 8K measured 2.7e-3
+ * (H100), q8_0 1.3e-2; decode rows keep the bounds above. */
+static struct bound bound_of(uint32_t type, bool long_ctx, bool fa)
 {
+	if (fa && long_ctx)
+		return type == KV_TYPE_Q8_0 ? (struct bound){ 2e-2, 0.02 } : (struct bound){ 4e-3, 0.02 };
+	if (fa)
+		return type == KV_TYPE_Q8_0 ? (struct bound){ 5e-3, 0.02 } : (struct bound){ 2e-3, 0.02 };
 	if (long_ctx)
 		return type == KV_TYPE_Q8_0 ? (struct bound){ 2e-2, 0.02 } : (struct bound){ 2e-3, 0.02 };
 	return type == KV_TYPE_Q8_0 ? (struct bound){ 1e-3, 0.02 } : (struct bound){ 3e-4, 0.0 };
@@ -84,7 +92,7 @@ static double run_compare(const struct model *m, uint32_t type, const uint32_t *
 	size_t V = m->cfg.n_vocab;
 	float *lg = malloc(batch * V * sizeof *lg), *rl = malloc(V * sizeof *rl);
 	cr_assert(lg && rl);
-	struct bound bd = bound_of(type, n_pre > 4096);
+	struct bound bd = bound_of(type, n_pre > 4096, false), bp = bound_of(type, n_pre > 4096, engine_has_fa(e));
 	double worst = 0, te = 0, tr = 0;
 	uint32_t worst_pos = 0, bad_argmax = 0;
 	struct timespec a, b;
@@ -109,14 +117,14 @@ static double run_compare(const struct model *m, uint32_t type, const uint32_t *
 				worst = rel;
 				worst_pos = pos;
 			}
-			if (!argmax_agrees(lg + t * V, rl, (uint32_t)V, bd.gap))
+			if (!argmax_agrees(lg + t * V, rl, (uint32_t)V, bp.gap))
 				bad_argmax = bad_argmax ? bad_argmax : pos;
 		}
 	}
 	fprintf(stderr, "kv %s: %u positions: engine %.1f s, reference %.1f s; prefill worst rel %.3e at %u\n",
 		kv_type_name(type), n_pre, te, tr, worst, worst_pos);
-	cr_assert_leq(worst, bd.rel, "kv %s: prefill position %u: rel %.3e > %.1e", kv_type_name(type), worst_pos, worst,
-		      bd.rel);
+	cr_assert_leq(worst, bp.rel, "kv %s: prefill position %u: rel %.3e > %.1e", kv_type_name(type), worst_pos, worst,
+		      bp.rel);
 	cr_assert_eq(bad_argmax, 0u, "kv %s: prefill position %u: argmax differs", kv_type_name(type), bad_argmax);
 	uint32_t tok = golden_argmax(rl, (uint32_t)V);
 	for (uint32_t i = 0; i < n_dec; i++) {
@@ -193,7 +201,7 @@ Test(kvtypes, rounding_is_visible, .timeout = 120)
 		}
 		fprintf(stderr, "kv %s against an exact cache: worst rel %.3e\n", kv_type_name(types[k]), worst);
 		if (types[k] == KV_TYPE_F16)
-			cr_assert_gt(worst, bound_of(KV_TYPE_F16, false).rel, "f16 KV indistinguishable from f32 (%.3e)", worst);
+			cr_assert_gt(worst, bound_of(KV_TYPE_F16, false, false).rel, "f16 KV indistinguishable from f32 (%.3e)", worst);
 		else
 			cr_assert_leq(worst, 2e-2, "q8_0 KV moves the logits by %.3e", worst);
 		engine_destroy(e);

@@ -95,6 +95,12 @@ Test(spv_coopmat, embedded_shaders_are_patched)
 		cr_assert_not_null(b, "%s not embedded", name);
 		cr_assert_eq(spv_coopmat_verify(b->code, b->size / 4, err, sizeof err), 3, "%s: %s", name, err);
 	}
+	static const char *const fa[] = { "flash_attn_cm_h32_f16", "flash_attn_cm_h256_q8" };
+	for (size_t i = 0; i < 2; i++) {
+		const struct shader_blob *b = shader_find(fa[i]);
+		cr_assert_not_null(b, "%s not embedded", fa[i]);
+		cr_assert_eq(spv_coopmat_verify(b->code, b->size / 4, err, sizeof err), 3, "%s: %s", fa[i], err);
+	}
 	/* the other shaders have no matrix types and verify as such */
 	const struct shader_blob *mm = shader_find("mul_mm_q4_0");
 	cr_assert_eq(spv_coopmat_verify(mm->code, mm->size / 4, err, sizeof err), 0, "%s", err);
