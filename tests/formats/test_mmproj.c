@@ -56,7 +56,7 @@ Test(mmproj, tiny_roundtrip, .init = setup, .fini = teardown)
 	cr_expect_eq(c->image_size, 112);
 	cr_expect_eq(c->patch_size, 14);
 	cr_expect_eq(c->n_embd, 64);
-	cr_expect_eq(c->n_ff, 128);
+	cr_expect_eq(c->n_ff, 240);
 	cr_expect_eq(c->n_layer, 2);
 	cr_expect_eq(c->n_head, 4);
 	cr_expect_eq(c->head_dim, 16);

@@ -1,7 +1,9 @@
 /* The Vulkan vision tower (gpu_worker/vision.c) against the CPU reference
  * (ref/ref_vision.c) on mkmodel's tiny vision shape: f32 weights within the
  * golden f32 tolerance (relative L2 1e-4), f16 within the f16 one (5e-3);
- * a second image through the same recorded command buffer; an image whose
+ * a second image through the same recorded command buffer; a shape with
+ * Gemma 3's 72-wide heads, fewer patches than the attention's 64 threads and
+ * pooling 4 x 4; an image whose
  * one patch changes moves every token (bidirectional attention). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -36,14 +38,22 @@ static void image(uint8_t *rgb, uint32_t w, uint32_t h, uint32_t seed)
 				rgb[(y * w + x) * 3 + c] = (uint8_t)((x * (7 + c) + y * (3 + seed) + (x * y) % 29 + seed * 40) & 255);
 }
 
+static void check_cfg(const struct vision_config *vcp, uint32_t type, double tol);
+
 static void check_type(uint32_t type, double tol)
 {
+	struct vision_config vc;
+	cr_assert_eq(mkmodel_vision_config("tiny", 128, &vc), 0);
+	check_cfg(&vc, type, tol);
+}
+
+static void check_cfg(const struct vision_config *vcp, uint32_t type, double tol)
+{
+	struct vision_config vc = *vcp;
 	char dir[64], path[128];
 	snprintf(dir, sizeof dir, "/tmp/unicorn-test-vis-XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof path, "%s/mmproj-m.gguf", dir);
-	struct vision_config vc;
-	cr_assert_eq(mkmodel_vision_config("tiny", 128, &vc), 0);
 	cr_assert_eq(mkmodel_write_mmproj(path, &vc, type, 11, 1, true), 0, "%s", err_msg());
 	struct mmproj *p;
 	cr_assert_eq(mmproj_open(path, &p), 0, "%s", err_msg());
@@ -97,3 +107,14 @@ static void check_type(uint32_t type, double tol)
 
 Test(vision_gpu, tiny_f32_matches_reference, .timeout = 120) { check_type(TENSOR_F32, 1e-4); }
 Test(vision_gpu, tiny_f16_matches_reference, .timeout = 120) { check_type(TENSOR_F16, 5e-3); }
+
+Test(vision_gpu, heads_72_wide_few_patches, .timeout = 120)
+{
+	struct vision_config vc = {
+		.image_size = 56, .patch_size = 14, .n_embd = 288, .n_ff = 1076, .n_layer = 1, .n_head = 4,
+		.proj_dim = 96, .merge = 4, .eps = 1e-6f, .image_mean = { 0.5f, 0.5f, 0.5f },
+		.image_std = { 0.5f, 0.5f, 0.5f },
+	};
+	vc.patches_per_side = 4, vc.n_patches = 16, vc.tokens_per_side = 1, vc.n_tokens = 1, vc.head_dim = 72;
+	check_cfg(&vc, TENSOR_F32, 1e-4);
+}
