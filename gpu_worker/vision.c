@@ -11,7 +11,7 @@
 
 #define VIS_MM_BM 64u /* mul_mm's tile: 64 weight rows x BN tokens */
 #define VIS_MM_BN 64u
-#define VIS_MAX_HD 128u /* shaders/vis_attn.comp MAXHD */
+#define VIS_MAX_HD 128u /* registers: shaders/vis_attn.comp keeps q and the output sum of a head per thread */
 
 struct vis_ln_push { uint32_t n, x_stride, y_stride; float eps; };
 struct vis_bias_push { uint32_t n, x_stride, y_stride, mode; };
@@ -267,7 +267,7 @@ static int record(struct vision_gpu *v)
 		if (!rc) rc = rec_ln(v, v->h, L->ln1_w, L->ln1_b, v->xn);
 		if (!rc) rc = rec_mm(v, L->qkv_w, 3 * d, d, v->xn, d, v->qkv, 3 * d, np);
 		if (!rc) rc = rec_bias(v, 3, v->qkv, 3 * d, 3 * d, L->qkv_b, NULL, v->qkv, 3 * d);
-		if (!rc) rc = rec4(v, &v->attn, v->qkv, v->att, v->dummy, v->dummy, &ap, np, c->n_head);
+		if (!rc) rc = rec4(v, &v->attn, v->qkv, v->att, v->dummy, v->dummy, &ap, (np + 63) / 64, c->n_head);
 		if (!rc) rc = rec_mm(v, L->o_w, d, d, v->att, d, v->tmp, d, np);
 		if (!rc) rc = rec_bias(v, 1, v->tmp, d, d, L->o_b, NULL, v->h, d);
 		if (!rc) rc = rec_ln(v, v->h, L->ln2_w, L->ln2_b, v->xn);
@@ -332,7 +332,8 @@ int vision_gpu_create(struct vk_ctx *vk, const struct mmproj *p, struct vision_g
 	if (!rc) rc = vk_pipe_create(vk, mm, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), &bn, 1, &v->mm);
 	if (!rc) rc = vk_pipe_create(vk, "vis_ln", 4, sizeof(struct vis_ln_push), NULL, 0, &v->ln);
 	if (!rc) rc = vk_pipe_create(vk, "vis_bias", 4, sizeof(struct vis_bias_push), NULL, 0, &v->bias);
-	if (!rc) rc = vk_pipe_create(vk, "vis_attn", 2, sizeof(struct vis_attn_push), NULL, 0, &v->attn);
+	uint32_t hd = c->head_dim; /* the attention kernel's arrays are sized by it */
+	if (!rc) rc = vk_pipe_create(vk, "vis_attn", 2, sizeof(struct vis_attn_push), &hd, 1, &v->attn);
 	if (!rc) rc = vk_pipe_create(vk, "vis_pool", 3, sizeof(struct vis_pool_push), NULL, 0, &v->pool_p);
 
 	/* weights */

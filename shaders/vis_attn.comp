@@ -1,14 +1,17 @@
 #version 450
 // vis_attn: the vision tower's multi-head attention, bidirectional (every
-// patch sees every patch), one workgroup of 64 threads per (query, head).
-// Each thread runs an online softmax over keys j = t, t+64, ... keeping its
-// own max, sum and weighted value sum; the 64 partial results are then
-// rescaled to the common max and added. q, k and v are rows of one buffer
-// (stride qkv_stride, at offsets 0, n_embd and 2*n_embd); head h is columns
-// [h*hd, h*hd + hd).
-layout(local_size_x = 64) in;
+// patch sees every patch). A workgroup of 64 threads takes 64 queries of one
+// head, one query per thread, and walks the keys in tiles of 32 staged in
+// shared memory (K and V read once per 64 queries instead of once per
+// query), keeping an online softmax per thread: running max, sum and the
+// weighted value sum. q, k and v are rows of one buffer (stride qkv_stride,
+// at offsets 0, n_embd and 2*n_embd); head h is columns [h*HD, h*HD + HD).
+#extension GL_EXT_control_flow_attributes : enable
 
-#define MAXHD 128u
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint HD = 64u; // head size (72 for Gemma 3's SigLIP)
+
+#define BK 32u
 
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
 layout(binding = 1) writeonly buffer O { float o[]; };
@@ -19,51 +22,54 @@ layout(push_constant) uniform Push {
 	float scale;
 } p;
 
-shared float qs[MAXHD];
-shared float red_m[64];
-shared float red_l[64];
-shared float accs[64u * MAXHD];
+shared float Ks[BK * HD];
+shared float Vs[BK * HD];
 
 void main()
 {
-	uint qi = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
-	uint hoff = h * p.hd;
-	for (uint e = t; e < p.hd; e += 64u)
-		qs[e] = qkv[qi * p.qkv_stride + hoff + e] * p.scale;
-	barrier();
-	float m = uintBitsToFloat(0xff800000u), l = 0.0;
-	float acc[MAXHD];
-	for (uint e = 0u; e < p.hd; e++)
+	uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.y;
+	uint qi = gl_WorkGroupID.x * 64u + t, hoff = h * HD;
+	bool valid = qi < p.n;
+	float q[HD], acc[HD];
+	[[unroll]] for (uint e = 0u; e < HD; e++) {
+		q[e] = valid ? qkv[qi * p.qkv_stride + hoff + e] * p.scale : 0.0;
 		acc[e] = 0.0;
-	for (uint j = t; j < p.n; j += 64u) {
-		uint ko = j * p.qkv_stride + p.n_embd + hoff, vo = ko + p.n_embd;
-		float s = 0.0;
-		for (uint e = 0u; e < p.hd; e++)
-			s += qs[e] * qkv[ko + e];
-		float mn = max(m, s);
-		float f = exp(m - mn), w = exp(s - mn);
-		l = l * f + w;
-		for (uint e = 0u; e < p.hd; e++)
-			acc[e] = acc[e] * f + w * qkv[vo + e];
-		m = mn;
 	}
-	red_m[t] = m;
-	barrier();
-	float mx = red_m[0];
-	for (uint i = 1u; i < 64u; i++)
-		mx = max(mx, red_m[i]);
-	float f = l > 0.0 ? exp(m - mx) : 0.0;
-	red_l[t] = l * f;
-	for (uint e = 0u; e < p.hd; e++)
-		accs[t * MAXHD + e] = acc[e] * f;
-	barrier();
-	float lt = 0.0;
-	for (uint i = 0u; i < 64u; i++)
-		lt += red_l[i];
-	for (uint e = t; e < p.hd; e += 64u) {
-		float s = 0.0;
-		for (uint i = 0u; i < 64u; i++)
-			s += accs[i * MAXHD + e];
-		o[qi * p.n_embd + hoff + e] = s / lt;
+	float m = uintBitsToFloat(0xff800000u), l = 0.0;
+	for (uint k0 = 0u; k0 < p.n; k0 += BK) {
+		for (uint i = t; i < BK * HD; i += 64u) {
+			uint j = i / HD, e = i % HD, key = k0 + j;
+			uint ko = key * p.qkv_stride + p.n_embd + hoff + e;
+			Ks[i] = key < p.n ? qkv[ko] : 0.0;
+			Vs[i] = key < p.n ? qkv[ko + p.n_embd] : 0.0;
+		}
+		barrier();
+		uint kn = min(BK, p.n - k0);
+		float s[BK];
+		float mt = m;
+		for (uint j = 0u; j < kn; j++) {
+			float d = 0.0;
+			[[unroll]] for (uint e = 0u; e < HD; e++)
+				d += q[e] * Ks[j * HD + e];
+			s[j] = d;
+			mt = max(mt, d);
+		}
+		float f = exp(m - mt);
+		l *= f;
+		[[unroll]] for (uint e = 0u; e < HD; e++)
+			acc[e] *= f;
+		for (uint j = 0u; j < kn; j++) {
+			float w = exp(s[j] - mt);
+			l += w;
+			[[unroll]] for (uint e = 0u; e < HD; e++)
+				acc[e] += w * Vs[j * HD + e];
+		}
+		m = mt;
+		barrier();
+	}
+	if (valid) {
+		float inv = 1.0 / l;
+		[[unroll]] for (uint e = 0u; e < HD; e++)
+			o[qi * p.n_embd + hoff + e] = acc[e] * inv;
 	}
 }

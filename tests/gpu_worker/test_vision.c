@@ -2,8 +2,8 @@
  * (ref/ref_vision.c) on mkmodel's tiny vision shape: f32 weights within the
  * golden f32 tolerance (relative L2 1e-4), f16 within the f16 one (5e-3);
  * a second image through the same recorded command buffer; a shape with
- * Gemma 3's 72-wide heads, fewer patches than the attention's 64 threads and
- * pooling 4 x 4; an image whose
+ * Gemma 3's 72-wide heads, 100 patches (partial key tiles and query
+ * blocks in the attention) and pooling 5 x 5; an image whose
  * one patch changes moves every token (bidirectional attention). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -78,8 +78,12 @@ static void check_cfg(const struct vision_config *vcp, uint32_t type, double tol
 		cr_assert_eq(vision_gpu_encode(g, px, got), 0, "%s", err_msg());
 		double e = rel_l2(got, want, nout);
 		cr_expect(e <= tol, "type %u image %u: relative L2 %g > %g", type, img, e, tol);
-		double mag = rel_l2(want, got2, nout); /* vs zeros on the first pass */
-		cr_expect(mag > 0.5, "output near zero");
+		double norm = 0;
+		for (size_t i = 0; i < nout; i++)
+			norm += (double)want[i] * want[i];
+		cr_expect(sqrt(norm / nout) > 0.1, "output near zero: rms %g", sqrt(norm / nout));
+		if (img == 1)
+			cr_expect(rel_l2(got, got2, nout) > 1e-3, "two images, one answer");
 		memcpy(got2, got, nout * sizeof(float));
 	}
 	/* one patch (bottom right) changes: the first token, far from it, moves */
@@ -108,13 +112,14 @@ static void check_cfg(const struct vision_config *vcp, uint32_t type, double tol
 Test(vision_gpu, tiny_f32_matches_reference, .timeout = 120) { check_type(TENSOR_F32, 1e-4); }
 Test(vision_gpu, tiny_f16_matches_reference, .timeout = 120) { check_type(TENSOR_F16, 5e-3); }
 
-Test(vision_gpu, heads_72_wide_few_patches, .timeout = 120)
+Test(vision_gpu, heads_72_wide_partial_tiles, .timeout = 120)
 {
 	struct vision_config vc = {
-		.image_size = 56, .patch_size = 14, .n_embd = 288, .n_ff = 1076, .n_layer = 1, .n_head = 4,
-		.proj_dim = 96, .merge = 4, .eps = 1e-6f, .image_mean = { 0.5f, 0.5f, 0.5f },
+		.image_size = 140, .patch_size = 14, .n_embd = 288, .n_ff = 1076, .n_layer = 1, .n_head = 4,
+		.proj_dim = 96, .merge = 5, .eps = 1e-6f, .image_mean = { 0.5f, 0.5f, 0.5f },
 		.image_std = { 0.5f, 0.5f, 0.5f },
 	};
-	vc.patches_per_side = 4, vc.n_patches = 16, vc.tokens_per_side = 1, vc.n_tokens = 1, vc.head_dim = 72;
+	/* 100 patches: a partial key tile (32) and a partial query block (64) */
+	vc.patches_per_side = 10, vc.n_patches = 100, vc.tokens_per_side = 2, vc.n_tokens = 4, vc.head_dim = 72;
 	check_cfg(&vc, TENSOR_F32, 1e-4);
 }
