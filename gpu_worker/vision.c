@@ -2,6 +2,7 @@
 #include "gpu_worker/vision.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 
 #define VIS_MM_BM 64u /* mul_mm's tile: 64 weight rows x BN tokens */
 #define VIS_MM_BN 64u
+#define VIS_CM_MIN_WG 64u /* large matrix-core tiles from this many workgroups (as engine.c) */
 #define VIS_MAX_HD 128u /* registers: shaders/vis_attn.comp keeps q and the output sum of a head per thread */
 
 struct vis_ln_push { uint32_t n, x_stride, y_stride; float eps; };
@@ -30,6 +32,8 @@ struct vision_gpu {
 	uint32_t ffp;            /* n_ff rounded up to 32 */
 	VkDescriptorPool pool;   /* this tower's sets (freed with it) */
 	struct vk_pipe mm, ln, bias, attn, pool_p;
+	struct vk_pipe cm, cms;  /* mul_mm_cm(s) on matrix cores, when the device has them */
+	bool use_cm;
 	struct vk_buf *patch_w, *patch_b, *pos, *post_w, *post_b, *soft, *proj;
 	struct vis_layer *layers;
 	/* activations */
@@ -38,9 +42,11 @@ struct vision_gpu {
 	uint64_t last_ns;
 };
 
-static uint32_t round32(uint32_t n)
+/* Padded widths are multiples of 64: mul_mm needs 32, the matrix-core
+ * kernel's K step is 64. */
+static uint32_t round64(uint32_t n)
 {
-	return (n + 31u) & ~31u;
+	return (n + 63u) & ~63u;
 }
 
 static int buf_new(struct vision_gpu *v, enum vk_buf_kind kind, size_t bytes, struct vk_buf **out)
@@ -171,6 +177,8 @@ void vision_gpu_destroy(struct vision_gpu *v)
 	if (v->cb)
 		vk_cmd_free(v->vk, v->cb);
 	vk_pipe_destroy(v->vk, &v->mm);
+	vk_pipe_destroy(v->vk, &v->cm);
+	vk_pipe_destroy(v->vk, &v->cms);
 	vk_pipe_destroy(v->vk, &v->ln);
 	vk_pipe_destroy(v->vk, &v->bias);
 	vk_pipe_destroy(v->vk, &v->attn);
@@ -213,7 +221,15 @@ static int rec_mm(struct vision_gpu *v, struct vk_buf *w, uint32_t nrows, uint32
 		.x_stride = x_stride, .x_off = 0, .y_stride = y_stride, .y_off = 0, .n_tok = n_tok,
 		.nrows_valid = nrows, .tpr = 1, .tail = 0,
 	};
-	vk_cmd_dispatch(v->cb, &v->mm, s, &p, (nrows + VIS_MM_BM - 1) / VIS_MM_BM, (n_tok + VIS_MM_BN - 1) / VIS_MM_BN, 1);
+	uint32_t gx = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM, gy = (n_tok + ENGINE_CM_BN - 1) / ENGINE_CM_BN;
+	if (v->use_cm && ncols % 64 == 0 && gx * gy >= VIS_CM_MIN_WG)
+		vk_cmd_dispatch(v->cb, &v->cm, s, &p, gx, gy, 1);
+	else if (v->use_cm && ncols % 64 == 0)
+		vk_cmd_dispatch(v->cb, &v->cms, s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,
+				(n_tok + ENGINE_CMS_BN - 1) / ENGINE_CMS_BN, 1);
+	else
+		vk_cmd_dispatch(v->cb, &v->mm, s, &p, (nrows + VIS_MM_BM - 1) / VIS_MM_BM,
+				(n_tok + VIS_MM_BN - 1) / VIS_MM_BN, 1);
 	vk_cmd_barrier(v->cb);
 	return 0;
 }
@@ -303,8 +319,8 @@ int vision_gpu_create(struct vk_ctx *vk, const struct mmproj *p, struct vision_g
 	v->vk = vk;
 	v->cfg = *c;
 	uint32_t d = c->n_embd, np = c->n_patches;
-	v->kp = round32(3 * c->patch_size * c->patch_size);
-	v->ffp = round32(c->n_ff);
+	v->kp = round64(3 * c->patch_size * c->patch_size);
+	v->ffp = round64(c->n_ff);
 	/* f32 files stay f32 (tests compare with the reference at f32
 	 * tolerance); anything else runs as f16, as llama.cpp's mmproj files are */
 	v->mat_type = TENSOR_F32;
@@ -332,6 +348,23 @@ int vision_gpu_create(struct vk_ctx *vk, const struct mmproj *p, struct vision_g
 	if (!rc) rc = vk_pipe_create(vk, mm, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), &bn, 1, &v->mm);
 	if (!rc) rc = vk_pipe_create(vk, "vis_ln", 4, sizeof(struct vis_ln_push), NULL, 0, &v->ln);
 	if (!rc) rc = vk_pipe_create(vk, "vis_bias", 4, sizeof(struct vis_bias_push), NULL, 0, &v->bias);
+	/* matrix cores as the engine uses them (UNICORN_NO_COOPMAT=1: A/B); a
+	 * pipeline the driver refuses leaves the tiled kernel */
+	const char *nocm = getenv("UNICORN_NO_COOPMAT");
+	const VkPhysicalDeviceLimits *lim = &vk->props.limits;
+	uint32_t sg = vk->info.subgroup_size, wg[2] = { ENGINE_CM_NSG * sg, ENGINE_CMS_NSG * sg };
+	if (!rc && vk->coopmat && !(nocm && !strcmp(nocm, "1")) && sg && wg[0] <= lim->maxComputeWorkGroupInvocations &&
+	    wg[0] <= lim->maxComputeWorkGroupSize[0] && lim->maxComputeSharedMemorySize >= ENGINE_CM_SHARED) {
+		const char *cmn = v->mat_type == TENSOR_F32 ? "mul_mm_cm_f32" : "mul_mm_cm_f16";
+		const char *cmsn = v->mat_type == TENSOR_F32 ? "mul_mm_cms_f32" : "mul_mm_cms_f16";
+		v->use_cm = vk_pipe_create(vk, cmn, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), &wg[0], 1, &v->cm) == 0 &&
+			    vk_pipe_create(vk, cmsn, ENGINE_MAT_BINDINGS, sizeof(struct mv_push), &wg[1], 1, &v->cms) == 0;
+		if (!v->use_cm) {
+			err_clear();
+			vk_pipe_destroy(vk, &v->cm);
+			vk_pipe_destroy(vk, &v->cms);
+		}
+	}
 	uint32_t hd = c->head_dim; /* the attention kernel's arrays are sized by it */
 	if (!rc) rc = vk_pipe_create(vk, "vis_attn", 2, sizeof(struct vis_attn_push), &hd, 1, &v->attn);
 	if (!rc) rc = vk_pipe_create(vk, "vis_pool", 3, sizeof(struct vis_pool_push), NULL, 0, &v->pool_p);
@@ -404,6 +437,12 @@ const struct vision_config *vision_gpu_config(const struct vision_gpu *v)
 uint64_t vision_gpu_last_ns(const struct vision_gpu *v)
 {
 	return v->last_ns;
+}
+
+const char *vision_gpu_kernels(const struct vision_gpu *v)
+{
+	return v->use_cm ? (v->mat_type == TENSOR_F32 ? "mul_mm_cm_f32 (matrix cores)" : "mul_mm_cm_f16 (matrix cores)")
+			 : (v->mat_type == TENSOR_F32 ? "mul_mm_f32" : "mul_mm_f16");
 }
 
 int vision_gpu_encode(struct vision_gpu *v, const float *pixels, float *out)

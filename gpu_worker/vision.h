@@ -1,8 +1,9 @@
 /* vision: Gemma 3's vision tower and projector on Vulkan — an image's
  * normalized pixels to n_tokens x proj_dim embeddings for the text model.
  *
- * The matrix products run the engine's tiled mat-mat kernel (mul_mm_f32 or
- * mul_mm_f16: matrices are kept f32 when the file's are, else f16); the
+ * The matrix products run the engine's mat-mat kernels (mul_mm_cm_* on
+ * matrix cores where the device has them and the width is a multiple of 64,
+ * else the tiled mul_mm_*; f32 matrices when the file's are, else f16); the
  * patch convolution is one of them over patches unrolled on the host
  * (stride = kernel: no overlap); LayerNorm, bias/residual/GELU, the
  * bidirectional attention and the pool + soft-embedding norm are the vis_*
@@ -24,6 +25,8 @@ const struct vision_config *vision_gpu_config(const struct vision_gpu *v);
 /* pixels [3][image_size][image_size] (formats/image_prep.h) to
  * out [n_tokens][proj_dim]. */
 int vision_gpu_encode(struct vision_gpu *v, const float *pixels, float *out);
+/* The matrix kernel in use, for reports. */
+const char *vision_gpu_kernels(const struct vision_gpu *v);
 /* GPU time of the last encode in ns (0 without timestamps). */
 uint64_t vision_gpu_last_ns(const struct vision_gpu *v);
 

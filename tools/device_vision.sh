@@ -17,14 +17,17 @@ ROOT=$(mktemp -d)
 LOG=$OUT/vision.txt
 status=0
 {
-	echo "== tiny: GPU vs CPU reference"
+	echo "== tiny: GPU vs CPU reference (matrix cores, then without)"
 	bin/unicorn-mkmodel --shape tiny --layers 1 --vision --type f32 -q -o "$ROOT/tiny.gguf" &&
 		bin/unicorn-vision-bench "$ROOT/mmproj-tiny.gguf" --check --reps 3 || status=1
+	UNICORN_NO_COOPMAT=1 bin/unicorn-vision-bench "$ROOT/mmproj-tiny.gguf" --check --reps 3 || status=1
 	for shape in ${SHAPES:-4b 27b}; do
 		echo "== $shape (text layers 1: only the mmproj is timed)"
 		# --layers 1: the text model is only there to name the projection width
 		bin/unicorn-mkmodel --shape "$shape" --layers 1 --type q4_0 --vision -q -o "$ROOT/$shape.gguf" || { status=1; continue; }
 		bin/unicorn-vision-bench "$ROOT/mmproj-$shape.gguf" --reps ${REPS:-10} || status=1
+		echo "-- $shape without matrix cores"
+		UNICORN_NO_COOPMAT=1 bin/unicorn-vision-bench "$ROOT/mmproj-$shape.gguf" --reps ${REPS:-10} || status=1
 		rm -f "$ROOT/$shape.gguf" "$ROOT/mmproj-$shape.gguf"
 	done
 } 2>&1 | tee "$LOG"
