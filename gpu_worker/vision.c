@@ -332,8 +332,9 @@ int vision_gpu_create(struct vk_ctx *vk, const struct mmproj *p, struct vision_g
 		free(v);
 		return err_set(ERR_NOMEM, "vision: out of memory");
 	}
-	/* sets: 5 per layer plus a few, each binding at most 11 buffers */
-	uint32_t n_sets = 8 * c->n_layer + 16;
+	/* sets: 11 per layer (2 norms, 4 products, 4 bias steps, attention) and
+	 * 5 around them (record()), each binding at most 11 buffers */
+	uint32_t n_sets = 11 * c->n_layer + 8;
 	VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_sets * ENGINE_MAT_BINDINGS };
 	VkDescriptorPoolCreateInfo dpci = {
 		.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,

@@ -3,7 +3,8 @@
  * golden f32 tolerance (relative L2 1e-4), f16 within the f16 one (5e-3);
  * a second image through the same recorded command buffer; a shape with
  * Gemma 3's 72-wide heads, 100 patches (partial key tiles and query
- * blocks in the attention) and pooling 5 x 5; an image whose
+ * blocks in the attention), pooling 5 x 5 and 5 layers (descriptor sets
+ * per layer: the 27-layer tower needs them all); an image whose
  * one patch changes moves every token (bidirectional attention). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -115,7 +116,7 @@ Test(vision_gpu, tiny_f16_matches_reference, .timeout = 120) { check_type(TENSOR
 Test(vision_gpu, heads_72_wide_partial_tiles, .timeout = 120)
 {
 	struct vision_config vc = {
-		.image_size = 140, .patch_size = 14, .n_embd = 288, .n_ff = 1076, .n_layer = 1, .n_head = 4,
+		.image_size = 140, .patch_size = 14, .n_embd = 288, .n_ff = 1076, .n_layer = 5, .n_head = 4,
 		.proj_dim = 96, .merge = 5, .eps = 1e-6f, .image_mean = { 0.5f, 0.5f, 0.5f },
 		.image_std = { 0.5f, 0.5f, 0.5f },
 	};
