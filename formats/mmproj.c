@@ -3,15 +3,21 @@
 
 #include <glob.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+#include <unistd.h>
+
 #include "common/err.h"
+#include "common/readfile.h"
 #include "formats/gguf.h"
 #include "formats/quant.h"
+#include "formats/safetensors.h"
 
 static int key_u32(const struct gguf *g, const char *key, int required, uint32_t def, uint32_t min,
 		   uint32_t max, uint32_t *out)
@@ -112,6 +118,7 @@ int mmproj_check_config(const char *label, const struct vision_config *c)
 
 struct mmproj_priv {
 	struct gguf *g;
+	struct safetensors_set *st; /* a Hugging Face checkpoint's tensors */
 };
 
 void mmproj_close(struct mmproj *p)
@@ -121,6 +128,7 @@ void mmproj_close(struct mmproj *p)
 	struct mmproj_priv *pr = p->priv;
 	if (pr) {
 		gguf_close(pr->g);
+		safetensors_set_close(pr->st);
 		free(pr);
 	}
 	free(p->layers);
@@ -195,6 +203,8 @@ static int bind_layer(struct mmproj *p, uint32_t il)
 	return 0;
 }
 
+static int bind_tensors(struct mmproj *p, uint32_t key_proj);
+
 static int bind(struct mmproj *p)
 {
 	const struct gguf *g = ((struct mmproj_priv *)p->priv)->g;
@@ -247,7 +257,18 @@ static int bind(struct mmproj *p)
 	c->tokens_per_side = c->merge ? c->patches_per_side / c->merge : 0;
 	c->n_tokens = c->tokens_per_side * c->tokens_per_side;
 	c->head_dim = c->n_head ? c->n_embd / c->n_head : 0;
+	uint32_t key_proj;
+	if ((rc = key_u32(g, "clip.vision.projection_dim", 0, 0, 0, 65536, &key_proj)))
+		return rc;
+	return bind_tensors(p, key_proj);
+}
 
+/* The tensors for p->cfg (its proj_dim from mm.input_projection.weight;
+ * key_proj, when not 0, must agree). */
+static int bind_tensors(struct mmproj *p, uint32_t key_proj)
+{
+	struct vision_config *c = &p->cfg;
+	int rc;
 	/* The projection's width comes from its tensor (clip.vision.projection_dim
 	 * is optional in older files); checked against the key when present. */
 	const struct model_tensor *proj = find(p, "mm.input_projection.weight");
@@ -257,10 +278,7 @@ static int bind(struct mmproj *p)
 		return err_set(ERR_RANGE, "%s: tensor mm.input_projection.weight: width %" PRIu64 " out of range",
 			       p->path, proj->ne[0]);
 	c->proj_dim = (uint32_t)proj->ne[0];
-	uint32_t key_proj;
-	if ((rc = key_u32(g, "clip.vision.projection_dim", 0, c->proj_dim, 1, 65536, &key_proj)))
-		return rc;
-	if (key_proj != c->proj_dim)
+	if (key_proj && key_proj != c->proj_dim)
 		return err_set(ERR_INVAL, "%s: clip.vision.projection_dim %u but mm.input_projection.weight is %u wide",
 			       p->path, key_proj, c->proj_dim);
 	if ((rc = mmproj_check_config(p->path, c)))
@@ -323,14 +341,184 @@ static int mmproj_new(const char *name, struct mmproj **out)
 	return 0;
 }
 
+/* ---- a Hugging Face checkpoint (Gemma3ForConditionalGeneration) ---- */
+
+#define HF_VISION_CONFIG_MAX (4u << 20)
+
+static int json_u32(const char *file, json_t *o, const char *key, uint32_t def, uint32_t max, uint32_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v) {
+		if (!def)
+			return err_set(ERR_NOTFOUND, "%s: vision_config.%s: missing", file, key);
+		*out = def;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)max)
+		return err_set(ERR_RANGE, "%s: vision_config.%s: not an integer in [1, %u]", file, key, max);
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+/* vision_config of config.json (SiglipVisionConfig) and mm_tokens_per_image. */
+static int hf_vision_config(const char *cfg_path, struct vision_config *c)
+{
+	char *text;
+	size_t len;
+	int rc = readfile(cfg_path, HF_VISION_CONFIG_MAX, &text, &len);
+	if (rc)
+		return rc;
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
+	if (!root)
+		return err_set(ERR_INVAL, "%s: line %d: %s", cfg_path, jerr.line, jerr.text);
+	json_t *v = json_object_get(root, "vision_config");
+	uint32_t tokens = 0;
+	if (!json_is_object(v)) {
+		rc = err_set(ERR_NOTFOUND, "%s: no vision_config (not a Gemma 3 vision checkpoint)", cfg_path);
+	} else if (!(rc = json_u32(cfg_path, v, "hidden_size", 0, MMPROJ_MAX_EMBD, &c->n_embd)) &&
+		   !(rc = json_u32(cfg_path, v, "intermediate_size", 0, MMPROJ_MAX_FF, &c->n_ff)) &&
+		   !(rc = json_u32(cfg_path, v, "num_hidden_layers", 0, MMPROJ_MAX_LAYERS, &c->n_layer)) &&
+		   !(rc = json_u32(cfg_path, v, "num_attention_heads", 0, MMPROJ_MAX_EMBD, &c->n_head)) &&
+		   !(rc = json_u32(cfg_path, v, "image_size", 0, MMPROJ_MAX_IMAGE, &c->image_size)) &&
+		   !(rc = json_u32(cfg_path, v, "patch_size", 0, MMPROJ_MAX_IMAGE, &c->patch_size)) &&
+		   !(rc = json_u32(cfg_path, root, "mm_tokens_per_image", 256, MMPROJ_MAX_PATCHES, &tokens))) {
+		json_t *e = json_object_get(v, "layer_norm_eps");
+		c->eps = json_is_number(e) ? (float)json_number_value(e) : 1e-6f;
+		/* SigLIP normalizes with 0.5 / 0.5 (preprocessor_config.json) */
+		for (int i = 0; i < 3; i++)
+			c->image_mean[i] = c->image_std[i] = 0.5f;
+		c->patches_per_side = c->image_size / c->patch_size;
+		c->n_patches = c->patches_per_side * c->patches_per_side;
+		uint32_t tps = 1;
+		while ((uint64_t)(tps + 1) * (tps + 1) <= tokens)
+			tps++;
+		if (tps * tps != tokens || c->patches_per_side % tps)
+			rc = err_set(ERR_INVAL, "%s: mm_tokens_per_image %u is not a square dividing %u patches per side",
+				     cfg_path, tokens, c->patches_per_side);
+		c->merge = tps ? c->patches_per_side / tps : 0;
+		c->tokens_per_side = tps;
+		c->n_tokens = tokens;
+		c->head_dim = c->n_head ? c->n_embd / c->n_head : 0;
+	}
+	json_decref(root);
+	return rc;
+}
+
+/* A checkpoint tensor's GGUF name (0: not the vision tower's). */
+static int hf_vision_name(const char *hf, char *out, size_t cap)
+{
+	static const char *const towers[] = { "vision_tower.vision_model.", "model.vision_tower.vision_model." };
+	static const char *const projs[] = { "multi_modal_projector.", "model.multi_modal_projector." };
+	for (size_t i = 0; i < 2; i++) {
+		size_t n = strlen(projs[i]);
+		if (strncmp(hf, projs[i], n))
+			continue;
+		if (!strcmp(hf + n, "mm_input_projection_weight"))
+			return snprintf(out, cap, "mm.input_projection.weight"), 1;
+		if (!strcmp(hf + n, "mm_soft_emb_norm.weight"))
+			return snprintf(out, cap, "mm.soft_emb_norm.weight"), 1;
+		return 0;
+	}
+	const char *r = NULL;
+	for (size_t i = 0; i < 2 && !r; i++)
+		if (!strncmp(hf, towers[i], strlen(towers[i])))
+			r = hf + strlen(towers[i]);
+	if (!r)
+		return 0;
+	static const struct { const char *hf, *gguf; } top[] = {
+		{ "embeddings.patch_embedding.weight", "v.patch_embd.weight" },
+		{ "embeddings.patch_embedding.bias", "v.patch_embd.bias" },
+		{ "embeddings.position_embedding.weight", "v.position_embd.weight" },
+		{ "post_layernorm.weight", "v.post_ln.weight" },
+		{ "post_layernorm.bias", "v.post_ln.bias" },
+	};
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+		if (!strcmp(r, top[i].hf))
+			return snprintf(out, cap, "%s", top[i].gguf), 1;
+	if (strncmp(r, "encoder.layers.", 15))
+		return 0;
+	r += 15;
+	unsigned il = 0;
+	size_t nd = 0;
+	while (r[nd] >= '0' && r[nd] <= '9' && nd < 4)
+		il = il * 10 + (unsigned)(r[nd++] - '0');
+	if (!nd || r[nd] != '.')
+		return 0;
+	static const struct { const char *hf, *gguf; } blk[] = {
+		{ "self_attn.q_proj.", "attn_q." }, { "self_attn.k_proj.", "attn_k." }, { "self_attn.v_proj.", "attn_v." },
+		{ "self_attn.out_proj.", "attn_out." }, { "layer_norm1.", "ln1." }, { "layer_norm2.", "ln2." },
+		{ "mlp.fc1.", "ffn_up." }, { "mlp.fc2.", "ffn_down." },
+	};
+	const char *sub = r + nd + 1;
+	for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
+		size_t n = strlen(blk[i].hf);
+		if (!strncmp(sub, blk[i].hf, n) && (!strcmp(sub + n, "weight") || !strcmp(sub + n, "bias")))
+			return snprintf(out, cap, "v.blk.%u.%s%s", il, blk[i].gguf, sub + n), 1;
+	}
+	return 0;
+}
+
+static int open_hf_vision(struct mmproj *p, const char *dir)
+{
+	struct mmproj_priv *pr = p->priv;
+	size_t dl = strlen(dir);
+	char *path = malloc(dl + 40);
+	if (!path)
+		return err_set(ERR_NOMEM, "out of memory");
+	sprintf(path, "%s/config.json", dir);
+	int rc = hf_vision_config(path, &p->cfg);
+	if (!rc) {
+		sprintf(path, "%s/model.safetensors.index.json", dir);
+		if (access(path, F_OK))
+			sprintf(path, "%s/model.safetensors", dir);
+		rc = safetensors_set_open(path, &pr->st);
+	}
+	free(path);
+	if (rc)
+		return rc;
+	const struct safetensors_set *s = pr->st;
+	p->tensors = calloc(s->n_tensors ? s->n_tensors : 1, sizeof *p->tensors);
+	if (!p->tensors)
+		return err_set(ERR_NOMEM, "%s: out of memory", p->path);
+	for (size_t i = 0; i < s->n_tensors; i++) {
+		const struct safetensors_tensor *st = s->tensors[i];
+		char name[96];
+		if (!hf_vision_name(st->name, name, sizeof name))
+			continue;
+		if (find(p, name))
+			return err_set(ERR_INVAL, "%s: tensor %s: a second tensor maps to %s", p->path, st->name, name);
+		struct model_tensor *t = &p->tensors[p->n_tensors];
+		if (safetensors_dtype_to_tensor_type(st->dtype, &t->type))
+			return err_set(ERR_UNSUP, "%s: tensor %s: dtype %s not supported (F32, F16, BF16)", p->path,
+				       st->name, safetensors_dtype_str(st->dtype));
+		if (st->n_dims > 4)
+			return err_set(ERR_UNSUP, "%s: tensor %s: %u dimensions", p->path, st->name, st->n_dims);
+		snprintf(t->name, sizeof t->name, "%s", name);
+		t->n_dims = st->n_dims;
+		for (int d = 0; d < 4; d++)
+			t->ne[d] = d < (int)st->n_dims ? st->shape[st->n_dims - 1 - d] : 1;
+		t->nbytes = st->end - st->begin;
+		t->data = st->data;
+		/* Gemma's RMSNorm stores w for an effective 1+w (llama.cpp's
+		 * converter adds the one; here it is added on reading) */
+		t->norm_offset = !strcmp(name, "mm.soft_emb_norm.weight") ? 1.0f : 0.0f;
+		p->n_tensors++;
+	}
+	return bind_tensors(p, 0);
+}
+
 int mmproj_open(const char *path, struct mmproj **out)
 {
 	struct mmproj *p;
 	int rc = mmproj_new(path, &p);
 	if (rc)
 		return rc;
-	rc = gguf_open(path, &((struct mmproj_priv *)p->priv)->g);
-	if (!rc)
+	struct stat sb;
+	if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+		rc = open_hf_vision(p, path);
+	else if (!(rc = gguf_open(path, &((struct mmproj_priv *)p->priv)->g)))
 		rc = finish_open(p);
 	if (rc) {
 		mmproj_close(p);
@@ -372,6 +560,13 @@ char *mmproj_find_beside(const char *model_path)
 	const char *base = "";
 	size_t base_len = 0;
 	if (!stat(model_path, &st) && S_ISDIR(st.st_mode)) {
+		/* a Hugging Face checkpoint with a vision tower carries it itself */
+		struct vision_config vc;
+		char cfg[PATH_MAX];
+		if (snprintf(cfg, sizeof cfg, "%s/config.json", model_path) < (int)sizeof cfg &&
+		    hf_vision_config(cfg, &vc) == 0)
+			return strdup(model_path);
+		err_clear();
 		dir = strdup(model_path);
 	} else {
 		const char *slash = strrchr(model_path, '/');

@@ -64,7 +64,11 @@ struct mmproj {
 	void *priv;
 };
 
-/* mmap path and validate it. */
+/* mmap path and validate it: an mmproj GGUF, or a Hugging Face
+ * Gemma3ForConditionalGeneration checkpoint directory (config.json's
+ * vision_config and mm_tokens_per_image; the vision_tower.vision_model.* and
+ * multi_modal_projector.* tensors under their GGUF names, the soft-embedding
+ * norm read as 1+w). */
 int mmproj_open(const char *path, struct mmproj **out);
 /* Validate a buffer the caller keeps alive until mmproj_close (tests, fuzzing). */
 int mmproj_parse(const void *data, size_t size, const char *name, struct mmproj **out);
@@ -72,7 +76,8 @@ void mmproj_close(struct mmproj *p);
 /* The projector must write the text model's width. */
 int mmproj_check_text(const struct mmproj *p, const struct gemma3_config *text);
 /* The vision projector that goes with a model: `mmproj-*.gguf` in the model's
- * directory (the directory itself for a Hugging Face checkpoint), preferring
+ * directory (the directory itself for a Hugging Face checkpoint with a
+ * vision_config: it carries its tower), preferring
  * mmproj-<model base name>.gguf when several are there. malloc'd path, or
  * NULL when there is none (or out of memory). */
 char *mmproj_find_beside(const char *model_path);

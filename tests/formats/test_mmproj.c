@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -194,4 +196,127 @@ Test(mmproj, hostile_truncation_and_flips, .init = setup, .fini = teardown)
 	}
 	free(b);
 	free(orig);
+}
+
+/* ---- a Hugging Face checkpoint's vision tower ---- */
+
+#include "formats/safetensors_write.h"
+#include "ref/ref_vision.h"
+
+/* GGUF name -> Gemma3ForConditionalGeneration name */
+static void hf_name_of(const char *g, char *out, size_t cap)
+{
+	static const char *const T = "vision_tower.vision_model.";
+	static const struct { const char *g, *hf; } top[] = {
+		{ "v.patch_embd.weight", "embeddings.patch_embedding.weight" },
+		{ "v.patch_embd.bias", "embeddings.patch_embedding.bias" },
+		{ "v.position_embd.weight", "embeddings.position_embedding.weight" },
+		{ "v.post_ln.weight", "post_layernorm.weight" },
+		{ "v.post_ln.bias", "post_layernorm.bias" },
+	};
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+		if (!strcmp(g, top[i].g)) {
+			snprintf(out, cap, "%s%s", T, top[i].hf);
+			return;
+		}
+	if (!strcmp(g, "mm.input_projection.weight")) {
+		snprintf(out, cap, "multi_modal_projector.mm_input_projection_weight");
+		return;
+	}
+	if (!strcmp(g, "mm.soft_emb_norm.weight")) {
+		snprintf(out, cap, "multi_modal_projector.mm_soft_emb_norm.weight");
+		return;
+	}
+	unsigned il;
+	char what[32], wb[16];
+	cr_assert_eq(sscanf(g, "v.blk.%u.%31[^.].%15s", &il, what, wb), 3, "%s", g);
+	static const struct { const char *g, *hf; } blk[] = {
+		{ "attn_q", "self_attn.q_proj" }, { "attn_k", "self_attn.k_proj" }, { "attn_v", "self_attn.v_proj" },
+		{ "attn_out", "self_attn.out_proj" }, { "ln1", "layer_norm1" }, { "ln2", "layer_norm2" },
+		{ "ffn_up", "mlp.fc1" }, { "ffn_down", "mlp.fc2" },
+	};
+	for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+		if (!strcmp(what, blk[i].g)) {
+			snprintf(out, cap, "%sencoder.layers.%u.%s.%s", T, il, blk[i].hf, wb);
+			return;
+		}
+	cr_assert_fail("no HF name for %s", g);
+}
+
+Test(mmproj, hugging_face_checkpoint_same_tower, .init = setup, .fini = teardown)
+{
+	struct mmproj *g;
+	cr_assert_eq(mmproj_open(path, &g), 0, "%s", err_msg());
+	char hf[128], st[160], cfg[160];
+	snprintf(hf, sizeof hf, "%s/hf", dir);
+	cr_assert_eq(mkdir(hf, 0777), 0);
+	snprintf(st, sizeof st, "%s/model.safetensors", hf);
+	snprintf(cfg, sizeof cfg, "%s/config.json", hf);
+	FILE *f = fopen(cfg, "w");
+	cr_assert(f);
+	fprintf(f, "{\"architectures\":[\"Gemma3ForConditionalGeneration\"],\"mm_tokens_per_image\":16,"
+		   "\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":240,\"num_hidden_layers\":2,"
+		   "\"num_attention_heads\":4,\"image_size\":112,\"patch_size\":14,\"layer_norm_eps\":1e-06}}");
+	fclose(f);
+	struct safetensors_writer *w;
+	cr_assert_eq(safetensors_writer_create(st, &w), 0, "%s", err_msg());
+	for (size_t i = 0; i < g->n_tensors; i++) {
+		const struct model_tensor *t = &g->tensors[i];
+		char name[160];
+		hf_name_of(t->name, name, sizeof name);
+		uint64_t shape[4];
+		for (uint32_t d = 0; d < t->n_dims; d++)
+			shape[d] = t->ne[t->n_dims - 1 - d]; /* HF: outermost first */
+		cr_assert_eq(safetensors_writer_add_tensor(w, name, TENSOR_F32, t->n_dims, shape), 0, "%s", err_msg());
+	}
+	cr_assert_eq(safetensors_writer_begin_data(w), 0);
+	for (size_t i = 0; i < g->n_tensors; i++) {
+		const struct model_tensor *t = &g->tensors[i];
+		uint64_t n = model_tensor_nelems(t);
+		float *b = malloc(n * sizeof(float));
+		cr_assert_eq(model_tensor_rows_f32(t, 0, n / t->ne[0], b), 0);
+		if (!strcmp(t->name, "mm.soft_emb_norm.weight"))
+			for (uint64_t k = 0; k < n; k++)
+				b[k] -= 1.0f; /* HF stores w; the GGUF holds 1+w */
+		cr_assert_eq(safetensors_writer_write(w, b, n * sizeof(float)), 0);
+		free(b);
+	}
+	cr_assert_eq(safetensors_writer_finish(w), 0, "%s", err_msg());
+	safetensors_writer_destroy(w);
+
+	char *found = mmproj_find_beside(hf);
+	cr_assert_not_null(found, "an HF checkpoint with a vision_config carries its tower");
+	cr_expect_str_eq(found, hf);
+	free(found);
+	struct mmproj *h;
+	cr_assert_eq(mmproj_open(hf, &h), 0, "%s", err_msg());
+	cr_expect_eq(h->cfg.n_tokens, 16);
+	cr_expect_eq(h->cfg.merge, 2);
+	cr_expect_eq(h->cfg.proj_dim, 128);
+	struct ref_vision *rg, *rh;
+	cr_assert_eq(ref_vision_create(g, &rg), 0);
+	cr_assert_eq(ref_vision_create(h, &rh), 0, "%s", err_msg());
+	size_t npx = 3 * 112 * 112, nout = 16 * 128;
+	float *px = malloc(npx * sizeof(float)), *a = malloc(nout * sizeof(float)), *b = malloc(nout * sizeof(float));
+	for (size_t i = 0; i < npx; i++)
+		px[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+	cr_assert_eq(ref_vision_encode(rg, px, a), 0);
+	cr_assert_eq(ref_vision_encode(rh, px, b), 0);
+	double md = 0;
+	for (size_t i = 0; i < nout; i++)
+		md = fmax(md, fabs((double)a[i] - b[i]));
+	cr_expect(md < 1e-5, "GGUF and HF towers differ by %g", md);
+	free(px);
+	free(a);
+	free(b);
+	ref_vision_destroy(rg);
+	ref_vision_destroy(rh);
+	mmproj_close(h);
+	/* no vision_config: a text-only checkpoint has no tower */
+	f = fopen(cfg, "w");
+	fprintf(f, "{\"architectures\":[\"Gemma3ForCausalLM\"]}");
+	fclose(f);
+	cr_expect_null(mmproj_find_beside(hf));
+	cr_expect_eq(mmproj_open(hf, &h), ERR_NOTFOUND);
+	mmproj_close(g);
 }
