@@ -15,7 +15,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -I. -I$(BUILD) $(SAN) -MMD -MP
 LDFLAGS += $(SAN)
-LDLIBS  += -lvulkan -ljansson -lnng -lbsd -lmicrohttpd -lcurl -lcrypto -lncursesw -lm -lpthread
+LDLIBS  += -lvulkan -lpng -ljpeg -lwebp -ljansson -lnng -lbsd -lmicrohttpd -lcurl -lcrypto -lncursesw -lm -lpthread
 GLSLC   ?= glslc
 GLSLFLAGS = --target-env=vulkan1.2 -O -Werror -Ishaders
 
@@ -178,7 +178,7 @@ FUZZ_LIB_C  = $(filter common/% formats/% ipc/% loader/% hub/choose.c constrain/
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_C))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_C)
 	@mkdir -p $(dir $@)
-	clang-14 $(FUZZ_CFLAGS) -o $@ $^ -ljansson -lnng -lm
+	clang-14 $(FUZZ_CFLAGS) -o $@ $^ -lpng -ljpeg -lwebp -ljansson -lnng -lm
 
 clean:
 	rm -rf build bin

@@ -10,7 +10,7 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 	build-essential pkg-config clang-14 libclang-rt-14-dev \
 	glslc spirv-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools \
 	libcriterion-dev libnng-dev libbsd-dev libjansson-dev libmicrohttpd-dev \
-	libcurl4-openssl-dev libssl-dev \
+	libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev \
 	libncurses-dev libxrt-dev ca-certificates \
 	tmux chromium prometheus haproxy
 # Node.js/npm for test-only npm packages: keep a preinstalled one (Debian's

@@ -113,6 +113,10 @@ static int content_text(json_t *c, uint32_t i, char **out, struct oai_err *e)
 		json_t *p;
 		json_array_foreach(c, j, p) {
 			json_t *t = json_object_get(p, "text");
+			const char *ty = json_is_object(p) ? json_string_value(json_object_get(p, "type")) : NULL;
+			if (ty && !strcmp(ty, "image_url"))
+				return BAD(e, "messages", "messages[%u].content[%zu]: image inputs are not served yet "
+					   "(the vision tower exists, feeding it to the model does not: docs/vision.md)", i, j);
 			if (!json_is_object(p) || !json_is_string(json_object_get(p, "type")) ||
 			    strcmp(json_string_value(json_object_get(p, "type")), "text") ||
 			    !json_is_string(t))

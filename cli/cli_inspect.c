@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "formats/gguf.h"
 #include "formats/model.h"
+#include "formats/mmproj.h"
 #include "formats/quant.h"
 
 #define MAX_TYPE_ID 64
@@ -19,15 +20,67 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: unicorn inspect MODEL [--json]\n"
+		"usage: unicorn inspect MODEL [--json] [--mmproj FILE]\n"
 		"\n"
 		"Open and validate a model and print its format, architecture, hyperparameters,\n"
 		"local/global layer layout, every tensor (name, type, shape in GGUF order, bytes)\n"
-		"and totals.\n"
+		"and totals. A vision projector (mmproj-*.gguf beside the model, or --mmproj)\n"
+		"is validated against the model and its tower shown too; an mmproj file given\n"
+		"as MODEL is shown alone.\n"
 		"\n"
 		"  MODEL    GGUF file, Hugging Face model directory, or a .safetensors file in one\n"
 		"  --json   print one JSON object instead of text\n"
+		"  --mmproj FILE  the vision projector to show (default: found beside MODEL)\n"
 		"  --help   show this help\n");
+}
+
+static void print_vision(const struct mmproj *p)
+{
+	const struct vision_config *v = &p->cfg;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < p->n_tensors; i++)
+		bytes += p->tensors[i].nbytes;
+	printf("vision:       %s (projector gemma3)\n", p->path);
+	printf("  image_size             %u\n", v->image_size);
+	printf("  patch_size             %u\n", v->patch_size);
+	printf("  patches                %u x %u\n", v->patches_per_side, v->patches_per_side);
+	printf("  n_embd                 %u\n", v->n_embd);
+	printf("  n_ff                   %u\n", v->n_ff);
+	printf("  n_layer                %u\n", v->n_layer);
+	printf("  n_head                 %u\n", v->n_head);
+	printf("  layer_norm_eps         %g\n", (double)v->eps);
+	printf("  pooling                %u x %u\n", v->merge, v->merge);
+	printf("  tokens_per_image       %u\n", v->n_tokens);
+	printf("  projection_dim         %u\n", v->proj_dim);
+	printf("  image_mean             %g %g %g\n", (double)v->image_mean[0], (double)v->image_mean[1],
+	       (double)v->image_mean[2]);
+	printf("  image_std              %g %g %g\n", (double)v->image_std[0], (double)v->image_std[1],
+	       (double)v->image_std[2]);
+	printf("  tensors                %zu (%.2f MiB)\n", p->n_tensors, (double)bytes / (1024.0 * 1024.0));
+}
+
+static json_t *vision_json(const struct mmproj *p)
+{
+	const struct vision_config *v = &p->cfg;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < p->n_tensors; i++)
+		bytes += p->tensors[i].nbytes;
+	json_t *o = json_object();
+	json_object_set_new(o, "path", json_string(p->path));
+	json_object_set_new(o, "projector", json_string("gemma3"));
+	json_object_set_new(o, "image_size", json_integer(v->image_size));
+	json_object_set_new(o, "patch_size", json_integer(v->patch_size));
+	json_object_set_new(o, "n_embd", json_integer(v->n_embd));
+	json_object_set_new(o, "n_ff", json_integer(v->n_ff));
+	json_object_set_new(o, "n_layer", json_integer(v->n_layer));
+	json_object_set_new(o, "n_head", json_integer(v->n_head));
+	json_object_set_new(o, "layer_norm_eps", json_real(v->eps));
+	json_object_set_new(o, "pooling", json_integer(v->merge));
+	json_object_set_new(o, "tokens_per_image", json_integer(v->n_tokens));
+	json_object_set_new(o, "projection_dim", json_integer(v->proj_dim));
+	json_object_set_new(o, "tensors", json_integer((json_int_t)p->n_tensors));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+	return o;
 }
 
 static const char *type_name(uint32_t type)
@@ -254,7 +307,7 @@ static json_t *to_json(const struct model *m)
 
 int cli_inspect(int argc, char **argv)
 {
-	const char *path = NULL;
+	const char *path = NULL, *mmproj_path = NULL;
 	int as_json = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -262,6 +315,8 @@ int cli_inspect(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(argv[i], "--json")) {
 			as_json = 1;
+		} else if (!strcmp(argv[i], "--mmproj") && i + 1 < argc) {
+			mmproj_path = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "unicorn inspect: unknown option '%s'\n", argv[i]);
 			usage(stderr);
@@ -279,14 +334,45 @@ int cli_inspect(int argc, char **argv)
 		return 2;
 	}
 
+	struct mmproj *vp = NULL;
+	if (!mmproj_path && mmproj_is_clip(path)) {
+		/* An mmproj file on its own. */
+		if (mmproj_open(path, &vp) < 0) {
+			fprintf(stderr, "unicorn inspect: %s\n", err_msg());
+			return 1;
+		}
+		if (as_json) {
+			json_t *j = json_object();
+			json_object_set_new(j, "vision", vision_json(vp));
+			json_dumpf(j, stdout, JSON_INDENT(1));
+			fputc('\n', stdout);
+			json_decref(j);
+		} else {
+			print_vision(vp);
+		}
+		mmproj_close(vp);
+		return fflush(stdout) ? 1 : 0;
+	}
 	struct model *m;
 	if (model_open(path, &m) < 0) {
 		fprintf(stderr, "unicorn inspect: %s\n", err_msg());
 		return 1;
 	}
+	char *found = mmproj_path ? NULL : mmproj_find_beside(path);
+	const char *vpath = mmproj_path ? mmproj_path : found;
+	if (vpath && (mmproj_open(vpath, &vp) < 0 || mmproj_check_text(vp, &m->cfg) < 0)) {
+		fprintf(stderr, "unicorn inspect: %s\n", err_msg());
+		mmproj_close(vp);
+		model_close(m);
+		free(found);
+		return 1;
+	}
+	free(found);
 	int status = 0;
 	if (as_json) {
 		json_t *j = to_json(m);
+		if (j && vp)
+			json_object_set_new(j, "vision", vision_json(vp));
 		if (!j || json_dumpf(j, stdout, JSON_INDENT(1)) < 0) {
 			fprintf(stderr, "unicorn inspect: out of memory writing JSON\n");
 			status = 1;
@@ -296,7 +382,12 @@ int cli_inspect(int argc, char **argv)
 		json_decref(j);
 	} else {
 		print_text(m);
+		if (vp) {
+			printf("\n");
+			print_vision(vp);
+		}
 	}
+	mmproj_close(vp);
 	model_close(m);
 	if (fflush(stdout) != 0) {
 		fprintf(stderr, "unicorn inspect: writing output failed\n");

@@ -357,3 +357,23 @@ int hub_choose(const struct hub_files *f, const char *repo, const char *quant, s
 			c->files[c->n++] = f->names[i];
 	return 0;
 }
+
+const char *hub_choose_mmproj(const struct hub_files *f)
+{
+	static const char *const pref[] = { "f16", "bf16", "f32" };
+	const char *first = NULL;
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < f->n; i++) {
+			const char *b = base_name(f->names[i]);
+			if (strncasecmp(b, "mmproj", 6) || !ends_with_ci(b, ".gguf"))
+				continue;
+			if (!first || strcmp(f->names[i], first) < 0)
+				first = f->names[i];
+			char tag[16];
+			/* "-F16.gguf" / "-f16.gguf", but not "-bf16" for "f16" */
+			snprintf(tag, sizeof tag, "-%s.gguf", pref[k]);
+			if (ends_with_ci(b, tag))
+				return f->names[i];
+		}
+	return first;
+}

@@ -821,9 +821,14 @@ int hub_pull(const struct hub_opts *o, const struct hub_ref *r, char *path, size
 		hub_files_free(&f);
 		return rc;
 	}
-	if (c.kind == HUB_GGUF)
+	if (c.kind == HUB_GGUF) {
 		rc = pull_gguf(o, store, r, c.files[0], path, cap);
-	else
+		/* the vision projector goes beside the model, where unicorn-up finds it */
+		const char *mm = rc ? NULL : hub_choose_mmproj(&f);
+		char mpath[PATH_MAX];
+		if (mm && (rc = pull_gguf(o, store, r, mm, mpath, sizeof mpath)))
+			err_prefix(rc, "the model is in the store, its vision projector is not");
+	} else
 		rc = pull_checkpoint(o, store, r, &c, path, cap);
 	hub_choice_free(&c);
 	hub_files_free(&f);

@@ -65,6 +65,11 @@ struct hub_choice {
 int hub_choose(const struct hub_files *f, const char *repo, const char *quant, struct hub_choice *c);
 void hub_choice_free(struct hub_choice *c);
 
+/* The vision projector of a GGUF repo, pulled beside the model (docs/models.md):
+ * an mmproj*.gguf file, F16 preferred, then BF16, then F32, then the first
+ * by name; NULL when the repo has none. */
+const char *hub_choose_mmproj(const struct hub_files *f);
+
 /* The quant named in a GGUF file name ("gemma-3-1b-it-Q4_K_M.gguf" ->
  * "Q4_K_M", upper-cased), "" when none is recognised. */
 void hub_quant_of(const char *file, char *out, size_t cap);
@@ -95,7 +100,8 @@ int hub_list(const struct hub_opts *o, const char *repo, struct hub_files *out);
 int hub_download(const struct hub_opts *o, const char *repo, const char *file, const char *dest);
 
 /* The whole of `unicorn pull`: list, choose, download into the store. path
- * receives the model's path (a .gguf file or a checkpoint directory).
+ * receives the model's path (a .gguf file or a checkpoint directory). A GGUF
+ * repo's vision projector (hub_choose_mmproj) is pulled into the same folder.
  * Already present: nothing is downloaded (the entry becomes the most recent). */
 int hub_pull(const struct hub_opts *o, const struct hub_ref *r, char *path, size_t cap);
 

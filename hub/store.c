@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <pwd.h>
@@ -186,7 +187,8 @@ static int scan_repo(const char *store, const char *org, const char *name, struc
 			ck->size += (uint64_t)sb.st_size;
 			continue;
 		}
-		if (!ends_with(de->d_name, ".gguf"))
+		/* a vision projector (mmproj-*.gguf) goes with the models beside it */
+		if (!ends_with(de->d_name, ".gguf") || !strncasecmp(de->d_name, "mmproj", 6))
 			continue;
 		struct store_entry *s = entries_add(e);
 		if (!s) {
@@ -341,6 +343,19 @@ int store_latest(const char *store, struct store_entry *e)
 	return 0;
 }
 
+static void remove_projectors(const char *dir)
+{
+	char pat[PATH_MAX];
+	if (snprintf(pat, sizeof pat, "%s/mmproj*.gguf", dir) >= (int)sizeof pat)
+		return;
+	glob_t gl;
+	if (glob(pat, 0, NULL, &gl) == 0) {
+		for (size_t i = 0; i < gl.gl_pathc; i++)
+			(void)unlink(gl.gl_pathv[i]);
+		globfree(&gl);
+	}
+}
+
 int store_remove(const char *store, const char *name, char *removed, size_t cap)
 {
 	struct hub_ref r;
@@ -384,6 +399,8 @@ int store_remove(const char *store, const char *name, char *removed, size_t cap)
 		if (!rc) {
 			char dir[PATH_MAX];
 			snprintf(dir, sizeof dir, "%s/%s", store, r.repo);
+			if (!v[pick].is_dir && n == 1)
+				remove_projectors(dir); /* the repo's last model: its mmproj goes too */
 			store_prune(store, dir);
 		}
 	}

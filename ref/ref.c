@@ -267,9 +267,9 @@ static void kv_round(float *x, uint64_t n, uint32_t t)
 	}
 }
 
-/* Self-attention of layer l for the token at pos: reads r->xb (normed input),
- * appends k/v to the cache, writes r->att_out [n_head*head_dim]. */
-static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
+/* Layer l's q for the token at pos (into q) and its k/v appended to the
+ * cache, from r->xb (the normed input). */
+static void qkv(struct ref_model *r, uint32_t l, uint32_t pos, float *q)
 {
 	const struct gemma3_config *c = &r->cfg;
 	struct ref_layer *L = &r->layers[l];
@@ -279,7 +279,7 @@ static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
 	float *vc = L->v_cache + (uint64_t)pos * kvd;
 
 	// q, k, v projections
-	matvec(r->q, L->wq, r->xb, qd, E);
+	matvec(q, L->wq, r->xb, qd, E);
 	matvec(kc, L->wk, r->xb, kvd, E);
 	matvec(vc, L->wv, r->xb, kvd, E);
 
@@ -288,8 +288,8 @@ static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
 	double base = global ? c->rope_base_global : c->rope_base_local;
 	double p = global ? (double)pos / c->rope_scale_global : (double)pos;
 	for (uint32_t h = 0; h < c->n_head; h++) {
-		rmsnorm(r->q + (uint64_t)h * hd, r->q + (uint64_t)h * hd, L->q_norm, hd, c->eps);
-		rope(r->q + (uint64_t)h * hd, hd, p, base);
+		rmsnorm(q + (uint64_t)h * hd, q + (uint64_t)h * hd, L->q_norm, hd, c->eps);
+		rope(q + (uint64_t)h * hd, hd, p, base);
 	}
 	for (uint32_t h = 0; h < c->n_head_kv; h++) {
 		rmsnorm(kc + (uint64_t)h * hd, kc + (uint64_t)h * hd, L->k_norm, hd, c->eps);
@@ -297,36 +297,96 @@ static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
 	}
 	kv_round(kc, kvd, r->kv_type);
 	kv_round(vc, kvd, r->kv_type);
+}
 
-	// causal attention; on local layers key k is visible iff pos - k < sliding_window
+/* Attention of layer l for the query q at pos over keys up to hi (pos for
+ * causal attention; past pos inside a bidirectional image span): writes
+ * r->att_out [n_head*head_dim]. On local layers key k < pos is visible iff
+ * pos - k < sliding_window (keys after pos are always inside it). */
+static void attend(struct ref_model *r, uint32_t l, uint32_t pos, uint32_t hi, const float *q)
+{
+	const struct gemma3_config *c = &r->cfg;
+	struct ref_layer *L = &r->layers[l];
+	uint32_t hd = c->head_dim;
+	uint64_t kvd = (uint64_t)c->n_head_kv * hd;
+	bool global = c->layer_global[l];
 	uint32_t start = 0;
 	if (!global && c->sliding_window > 0 && pos >= c->sliding_window)
 		start = pos - c->sliding_window + 1;
 	double scale = 1.0 / sqrt((double)c->query_pre_attn_scalar);
 	uint32_t group = c->n_head / c->n_head_kv;
 	for (uint32_t h = 0; h < c->n_head; h++) {
-		const float *qh = r->q + (uint64_t)h * hd;
+		const float *qh = q + (uint64_t)h * hd;
 		uint64_t koff = (uint64_t)(h / group) * hd;
 		double mx = -INFINITY;
-		for (uint32_t t = start; t <= pos; t++) {
+		for (uint32_t t = start; t <= hi; t++) {
 			double s = dot(qh, L->k_cache + (uint64_t)t * kvd + koff, hd) * scale;
 			r->att[t] = s;
 			if (s > mx)
 				mx = s;
 		}
 		double sum = 0;
-		for (uint32_t t = start; t <= pos; t++) {
+		for (uint32_t t = start; t <= hi; t++) {
 			r->att[t] = exp(r->att[t] - mx);
 			sum += r->att[t];
 		}
 		float *oh = r->att_out + (uint64_t)h * hd;
 		for (uint32_t i = 0; i < hd; i++) {
 			double acc = 0;
-			for (uint32_t t = start; t <= pos; t++)
+			for (uint32_t t = start; t <= hi; t++)
 				acc += r->att[t] * L->v_cache[(uint64_t)t * kvd + koff + i];
 			oh[i] = (float)(acc / sum);
 		}
 	}
+}
+
+/* Self-attention of layer l for the token at pos: reads r->xb (normed input),
+ * appends k/v to the cache, writes r->att_out [n_head*head_dim]. */
+static void attention(struct ref_model *r, uint32_t l, uint32_t pos)
+{
+	qkv(r, l, pos, r->q);
+	attend(r, l, pos, pos, r->q);
+}
+
+/* The rest of layer l once r->att_out holds the attention: h += post_attn_norm(
+ * wo(att)), then the FFN block, on r->x. */
+static void after_attention(struct ref_model *r, uint32_t l)
+{
+	const struct gemma3_config *c = &r->cfg;
+	struct ref_layer *L = &r->layers[l];
+	uint64_t E = c->n_embd, F = c->n_ff, qd = (uint64_t)c->n_head * c->head_dim;
+	matvec(r->xb2, L->wo, r->att_out, E, qd);
+	rmsnorm(r->xb2, r->xb2, L->post_attn_norm, E, c->eps);
+	for (uint64_t i = 0; i < E; i++)
+		r->x[i] += r->xb2[i];
+
+	// FFN block: h += post_ffn_norm(down(gelu_tanh(gate(f)) * up(f))), f = ffn_norm(h)
+	rmsnorm(r->xb, r->x, L->ffn_norm, E, c->eps);
+	matvec(r->hb, L->ffn_gate, r->xb, F, E);
+	matvec(r->hb2, L->ffn_up, r->xb, F, E);
+	for (uint64_t i = 0; i < F; i++)
+		r->hb[i] = (float)(gelu_tanh(r->hb[i]) * r->hb2[i]);
+	matvec(r->xb2, L->ffn_down, r->hb, E, F);
+	rmsnorm(r->xb2, r->xb2, L->post_ffn_norm, E, c->eps);
+	for (uint64_t i = 0; i < E; i++)
+		r->x[i] += r->xb2[i];
+}
+
+/* final norm, tied output, optional softcap, mask ids the tokenizer cannot
+ * produce; r->x is normed in place */
+static void head(struct ref_model *r, float *logits)
+{
+	const struct gemma3_config *c = &r->cfg;
+	uint64_t E = c->n_embd;
+	rmsnorm(r->x, r->x, r->output_norm, E, c->eps);
+	for (uint32_t v = 0; v < c->n_vocab_text; v++) {
+		double z = dot(r->tok_embd + (uint64_t)v * E, r->x, E);
+		if (c->final_softcap > 0)
+			z = c->final_softcap * tanh(z / c->final_softcap);
+		logits[v] = (float)z;
+	}
+	for (uint32_t v = c->n_vocab_text; v < c->n_vocab; v++)
+		logits[v] = -INFINITY;
 }
 
 int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits)
@@ -341,7 +401,7 @@ int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits
 	int rc = kv_reserve(r, pos);
 	if (rc < 0)
 		return rc;
-	uint64_t E = c->n_embd, F = c->n_ff, qd = (uint64_t)c->n_head * c->head_dim;
+	uint64_t E = c->n_embd;
 
 	// embedding, scaled by sqrt(n_embd) in f32 (llama.cpp; HF rounds it to the weight dtype)
 	float escale = sqrtf((float)c->n_embd);
@@ -350,41 +410,70 @@ int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits
 		r->x[i] = erow[i] * escale;
 
 	for (uint32_t l = 0; l < c->n_layer; l++) {
-		struct ref_layer *L = &r->layers[l];
-
-		// attention block: h += post_attn_norm(wo(attn(attn_norm(h))))
-		rmsnorm(r->xb, r->x, L->attn_norm, E, c->eps);
+		// attention block: h += post_attn_norm(wo(attn(attn_norm(h)))), then the FFN
+		rmsnorm(r->xb, r->x, r->layers[l].attn_norm, E, c->eps);
 		attention(r, l, pos);
-		matvec(r->xb2, L->wo, r->att_out, E, qd);
-		rmsnorm(r->xb2, r->xb2, L->post_attn_norm, E, c->eps);
-		for (uint64_t i = 0; i < E; i++)
-			r->x[i] += r->xb2[i];
-
-		// FFN block: h += post_ffn_norm(down(gelu_tanh(gate(f)) * up(f))), f = ffn_norm(h)
-		rmsnorm(r->xb, r->x, L->ffn_norm, E, c->eps);
-		matvec(r->hb, L->ffn_gate, r->xb, F, E);
-		matvec(r->hb2, L->ffn_up, r->xb, F, E);
-		for (uint64_t i = 0; i < F; i++)
-			r->hb[i] = (float)(gelu_tanh(r->hb[i]) * r->hb2[i]);
-		matvec(r->xb2, L->ffn_down, r->hb, E, F);
-		rmsnorm(r->xb2, r->xb2, L->post_ffn_norm, E, c->eps);
-		for (uint64_t i = 0; i < E; i++)
-			r->x[i] += r->xb2[i];
+		after_attention(r, l);
 	}
 
 	r->n_past = pos + 1;
-	if (!logits)
-		return 0;
-	// final norm, tied output, optional softcap, mask ids the tokenizer cannot produce
-	rmsnorm(r->x, r->x, r->output_norm, E, c->eps);
-	for (uint32_t v = 0; v < c->n_vocab_text; v++) {
-		double z = dot(r->tok_embd + (uint64_t)v * E, r->x, E);
-		if (c->final_softcap > 0)
-			z = c->final_softcap * tanh(z / c->final_softcap);
-		logits[v] = (float)z;
+	if (logits)
+		head(r, logits);
+	return 0;
+}
+
+int ref_forward_span(struct ref_model *r, const uint32_t *tokens, const float *embd, uint32_t n, uint32_t pos0,
+		     bool bidirectional, float *logits)
+{
+	const struct gemma3_config *c = &r->cfg;
+	uint64_t E = c->n_embd, V = c->n_vocab, qd = (uint64_t)c->n_head * c->head_dim;
+	if (!n || (!tokens == !embd))
+		return err_set(ERR_INVAL, "ref: a span needs n > 0 and tokens or embeddings (one of them)");
+	if (pos0 > r->n_past)
+		return err_set(ERR_STATE, "ref: position %u skips ahead of %u positions run", pos0, r->n_past);
+	if ((uint64_t)pos0 + n > r->max_ctx)
+		return err_set(ERR_INVAL, "ref: positions %u + %u past context %u", pos0, n, r->max_ctx);
+	for (uint32_t t = 0; tokens && t < n; t++)
+		if (tokens[t] >= c->n_vocab)
+			return err_set(ERR_INVAL, "ref: token %u >= n_vocab %u", tokens[t], c->n_vocab);
+	int rc = kv_reserve(r, pos0 + n - 1);
+	if (rc < 0)
+		return rc;
+	if (E > SIZE_MAX / sizeof(float) / n || qd > SIZE_MAX / sizeof(float) / n)
+		return err_set(ERR_RANGE, "ref: span of %u overflows", n);
+	float *xs = malloc((size_t)n * E * sizeof(float)), *qs = malloc((size_t)n * qd * sizeof(float));
+	if (!xs || !qs) {
+		free(xs);
+		free(qs);
+		return err_set(ERR_NOMEM, "ref: out of memory for a span of %u", n);
 	}
-	for (uint32_t v = c->n_vocab_text; v < c->n_vocab; v++)
-		logits[v] = -INFINITY;
+	// text rows are scaled by sqrt(n_embd); embedding rows (an image's) go in as they are
+	float escale = sqrtf((float)c->n_embd);
+	for (uint32_t t = 0; t < n; t++)
+		for (uint64_t i = 0; i < E; i++)
+			xs[t * E + i] = tokens ? r->tok_embd[(uint64_t)tokens[t] * E + i] * escale : embd[t * E + i];
+	for (uint32_t l = 0; l < c->n_layer; l++) {
+		// every row's k/v first, so a bidirectional row sees the rows after it
+		for (uint32_t t = 0; t < n; t++) {
+			rmsnorm(r->xb, xs + t * E, r->layers[l].attn_norm, E, c->eps);
+			qkv(r, l, pos0 + t, qs + t * qd);
+		}
+		for (uint32_t t = 0; t < n; t++) {
+			memcpy(r->x, xs + t * E, E * sizeof(float));
+			attend(r, l, pos0 + t, bidirectional ? pos0 + n - 1 : pos0 + t, qs + t * qd);
+			after_attention(r, l);
+			memcpy(xs + t * E, r->x, E * sizeof(float));
+		}
+	}
+	r->n_past = pos0 + n;
+	for (uint32_t t = 0; logits && t < n; t++) {
+		memcpy(r->x, xs + t * E, E * sizeof(float));
+		head(r, logits + t * V);
+	}
+	// r->x: the last row's residual stream
+	memcpy(r->x, xs + (uint64_t)(n - 1) * E, E * sizeof(float));
+	free(xs);
+	free(qs);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #ifndef UNICORN_REF_H
 #define UNICORN_REF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,17 @@ void ref_destroy(struct ref_model *r);
  * of range, ERR_STATE for a gap in positions, ERR_NOMEM when the KV cache
  * cannot grow. */
 int ref_forward(struct ref_model *r, uint32_t token, uint32_t pos, float *logits);
+
+/* A span of n rows at positions pos0.. run layer by layer: text tokens
+ * (embedded and scaled by sqrt(n_embd) as ref_forward does) or embedding rows
+ * embd [n][n_embd] taken as they are (an image's, from the vision tower:
+ * Gemma 3 does not scale them). bidirectional: every row of the span sees
+ * every other (Gemma 3's attention among one image's tokens; the sliding
+ * window still limits how far back a row sees); else causal, the same
+ * numbers as ref_forward row by row. logits [n][n_vocab] or NULL. Positions
+ * before pos0 must have been run (pos0 <= n_past). */
+int ref_forward_span(struct ref_model *r, const uint32_t *tokens, const float *embd, uint32_t n, uint32_t pos0,
+		     bool bidirectional, float *logits);
 
 /* Teacher-forced prefill from position 0: row t of logits ([n][n_vocab]) holds
  * the logits after tokens[0..t]. */

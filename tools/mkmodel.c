@@ -444,5 +444,23 @@ int mkmodel_run(const struct mkmodel_opts *o)
 	else
 		snprintf(name, sizeof name, "synthetic-gemma3-%s", shape);
 	int threads = o->threads > 0 ? o->threads : mk_cpus();
-	return fmt == MKMODEL_HF ? mk_write_hf(o, &cfg, threads) : mk_write_gguf(o, &cfg, name, threads);
+	struct vision_config vc;
+	if (o->vision) {
+		if (fmt != MKMODEL_GGUF)
+			return err_set(ERR_UNSUP, "--vision: only with --format gguf (the tower goes in an mmproj GGUF)");
+		if ((rc = mkmodel_vision_config(shape, cfg.n_embd, &vc)))
+			return rc;
+	}
+	rc = fmt == MKMODEL_HF ? mk_write_hf(o, &cfg, threads) : mk_write_gguf(o, &cfg, name, threads);
+	if (rc || !o->vision)
+		return rc;
+	char *mp = mkmodel_mmproj_path(o->out);
+	if (!mp)
+		return err_set(ERR_NOMEM, "out of memory");
+	/* A different seed stream from the text model's tensors. */
+	rc = mkmodel_write_mmproj(mp, &vc, o->type, o->seed ^ 0x766973696f6eull, threads, o->quiet);
+	if (!rc && !o->quiet)
+		fprintf(stderr, "unicorn-mkmodel: vision tower %s (%u tokens per image)\n", mp, vc.n_tokens);
+	free(mp);
+	return rc;
 }

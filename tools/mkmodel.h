@@ -14,6 +14,7 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_write.h"
+#include "formats/mmproj.h"
 #include "formats/model.h"
 #include "tools/quant_preset.h"
 
@@ -130,9 +131,25 @@ struct mkmodel_opts {
 	const char *name;         /* general.name; default "synthetic-gemma3-<shape>" */
 	int threads;              /* 0 = number of CPUs (max 8) */
 	bool quiet;               /* no progress output */
+	bool vision;              /* also write mmproj-<name>.gguf beside a GGUF model */
 };
 
 int mkmodel_run(const struct mkmodel_opts *o);
+
+/* ---- the vision tower (mkmodel_vision.c) ---- */
+
+/* The vision shape that goes with a text shape: tiny* and demo get a tiny
+ * tower (112 px, 14 px patches, 64 wide, 2 layers, 16 tokens), 4b/12b/27b
+ * Gemma 3's SigLIP (896 px, 1152 wide, 27 layers, 256 tokens). text_embd is
+ * the projection's width. ERR_INVAL for 1b (no vision). */
+int mkmodel_vision_config(const char *shape, uint32_t text_embd, struct vision_config *c);
+/* dir/mmproj-<model base name without .gguf>.gguf; malloc'd, NULL when out of memory. */
+char *mkmodel_mmproj_path(const char *model_path);
+/* Write a random-weight mmproj GGUF in llama.cpp's gemma3 layout. Matrices
+ * are f32 when mat_type is f32, else f16 (the patch embedding, positions,
+ * norms and biases are f32, as llama.cpp's converter writes them). */
+int mkmodel_write_mmproj(const char *path, const struct vision_config *c, uint32_t mat_type, uint64_t seed,
+			 int threads, bool quiet);
 
 /* Stream one tensor: rows come from src as f32 (chunks of rows, called from
  * several threads at once on disjoint ranges), `add` is added to every value

@@ -13,7 +13,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: unicorn-mkmodel [--shape tiny|demo|tiny256|tinyh128|tinyctx|1b|4b|12b|27b] [--layers N]\n"
 		"                       [--type T] [--seed K] [--ctx N]\n"
-		"                       [--format gguf|hf] -o PATH\n"
+		"                       [--format gguf|hf] [--vision] -o PATH\n"
 		"\n"
 		"Writes a Gemma 3 text model with seeded random weights and the real\n"
 		"dimensions of the chosen shape (tiny = the golden test config). The same\n"
@@ -42,6 +42,11 @@ static void usage(FILE *f)
 		"  --vocab F        copy the vocabulary of this GGUF file\n"
 		"  --synthetic-vocab  use <tok_N> tokens, don't look for a vocabulary\n"
 		"  --name NAME      general.name (default synthetic-gemma3-SHAPE)\n"
+		"  --vision         also write a random-weight vision tower beside the model,\n"
+		"                   DIR/mmproj-NAME.gguf in llama.cpp's Gemma 3 layout: tiny\n"
+		"                   shapes get a tiny tower (112 px, 16 image tokens), 4b/12b/\n"
+		"                   27b Gemma 3's (896 px, 27 layers, 256 image tokens); f16\n"
+		"                   matrices unless --type f32 (GGUF only)\n"
 		"  --threads N      worker threads (default: all CPUs, max 8)\n"
 		"  -q, --quiet      no progress output\n"
 		"  -o PATH          output\n"
@@ -75,6 +80,9 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			o.quiet = true;
+			continue;
+		} else if (!strcmp(a, "--vision")) {
+			o.vision = true;
 			continue;
 		} else if (!strcmp(a, "--synthetic-vocab")) {
 			o.synthetic_vocab = true;

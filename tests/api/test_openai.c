@@ -410,3 +410,14 @@ Test(openai, finish_auth_loopback)
 	cr_assert(!oai_host_is_loopback("192.168.1.2"));
 	cr_assert(!oai_host_is_loopback("::"));
 }
+
+Test(openai, image_url_part_says_why)
+{
+	struct oai_req r;
+	struct oai_err e;
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"what\"},"
+				     "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]}]}",
+			   &r, &e), -1);
+	cr_expect_eq(e.status, 400);
+	cr_expect(strstr(e.message, "content[1]: image inputs are not served yet"), "%s", e.message);
+}

@@ -187,3 +187,40 @@ Test(inspect, preset_file_type_and_counts)
 	free(out);
 	unlink(path);
 }
+
+Test(inspect, vision_projector)
+{
+	const char *bin = getenv("UNICORN_BIN");
+	if (!bin)
+		cr_skip_test("UNICORN_BIN not set (run through make test)");
+	char dir[64], cmd[8192], args[512], *out;
+	snprintf(dir, sizeof dir, "/tmp/unicorn-inspect-vis-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --vision --layers 1 -q -o '%s/m.gguf' >/dev/null 2>&1", bin, dir);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	/* found beside the model */
+	snprintf(args, sizeof args, "'%s/m.gguf'", dir);
+	cr_assert_eq(run_inspect(args, 1, &out), 0, "%s", out);
+	cr_expect(strstr(out, "mmproj-m.gguf (projector gemma3)"), "%s", out);
+	cr_expect(strstr(out, "tokens_per_image       16"), "%s", out);
+	free(out);
+	snprintf(args, sizeof args, "'%s/m.gguf' --json", dir);
+	cr_assert_eq(run_inspect(args, 0, &out), 0);
+	cr_expect(strstr(out, "\"tokens_per_image\": 16"), "%s", out);
+	free(out);
+	/* the projector alone */
+	snprintf(args, sizeof args, "'%s/mmproj-m.gguf'", dir);
+	cr_assert_eq(run_inspect(args, 1, &out), 0, "%s", out);
+	cr_expect(strstr(out, "image_size             112"), "%s", out);
+	free(out);
+	/* a projector for another width: refused with the reason */
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --shape tiny256 --vision --layers 1 -q -o '%s/w.gguf' >/dev/null 2>&1",
+		 bin, dir);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	snprintf(args, sizeof args, "'%s/m.gguf' --mmproj '%s/mmproj-w.gguf'", dir, dir);
+	cr_assert_eq(run_inspect(args, 1, &out), 1, "%s", out);
+	cr_expect(strstr(out, "256-wide embeddings but the text model is 128 wide"), "%s", out);
+	free(out);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}

@@ -486,3 +486,49 @@ Test(hub, every_command_has_help)
 	cr_assert_eq(cli(&e, NULL, "rm"), 2, "%s", e.out);
 	env_stop(&e);
 }
+
+/* ---- the vision projector ---------------------------------------------- */
+
+Test(hub, choose_mmproj)
+{
+	struct hub_files f;
+	static const char *const a[] = { "m-Q4_K_M.gguf", "mmproj-BF16.gguf", "mmproj-F32.gguf", "mmproj-F16.gguf", NULL };
+	files_of(&f, a);
+	cr_assert_str_eq(hub_choose_mmproj(&f), "mmproj-F16.gguf");
+	hub_files_free(&f);
+	static const char *const b[] = { "m-Q4_K_M.gguf", "mmproj-model-bf16.gguf", "mmproj-z.gguf", NULL };
+	files_of(&f, b);
+	cr_assert_str_eq(hub_choose_mmproj(&f), "mmproj-model-bf16.gguf");
+	hub_files_free(&f);
+	static const char *const c[] = { "m-Q4_K_M.gguf", "mmproj-b.gguf", "mmproj-a.gguf", NULL };
+	files_of(&f, c);
+	cr_assert_str_eq(hub_choose_mmproj(&f), "mmproj-a.gguf");
+	hub_files_free(&f);
+	static const char *const none[] = { "m-Q4_K_M.gguf", "README.md", NULL };
+	files_of(&f, none);
+	cr_assert_null(hub_choose_mmproj(&f));
+	hub_files_free(&f);
+}
+
+Test(hub, pull_fetches_the_mmproj_beside, .timeout = 60)
+{
+	struct env e;
+	env_start(&e);
+	unsigned char *d = hs_bytes(MIB, 5);
+	struct hs_file *m = hs_add(&e.s, "acme/vis-GGUF", "vis-Q4_K_M.gguf", d, MIB);
+	struct hs_file *p = hs_add(&e.s, "acme/vis-GGUF", "mmproj-vis-f16.gguf", d + 10, 4000);
+	hs_add(&e.s, "acme/vis-GGUF", "mmproj-vis-f32.gguf", d, 9000);
+	free(d);
+	cr_assert_eq(cli(&e, NULL, "pull acme/vis-GGUF"), 0, "%s", e.out);
+	char path[256];
+	snprintf(path, sizeof path, "%s/acme/vis-GGUF/vis-Q4_K_M.gguf", e.store);
+	assert_file(path, m);
+	snprintf(path, sizeof path, "%s/acme/vis-GGUF/mmproj-vis-f16.gguf", e.store);
+	assert_file(path, p);
+	cr_assert_eq(hs_count(&e.s, "f32", NULL), 0, "one projector only:\n%s", hs_dump(&e.s));
+	cr_assert_eq(cli(&e, NULL, "list"), 0, "%s", e.out);
+	cr_assert_null(strstr(e.out, "mmproj"), "the projector is not a model: %s", e.out);
+	cr_assert_eq(cli(&e, NULL, "rm acme/vis-GGUF"), 0, "%s", e.out);
+	cr_assert_eq(store_count(e.store), 0, "rm of the last model takes its projector: %s", e.out);
+	env_stop(&e);
+}
