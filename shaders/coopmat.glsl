@@ -23,7 +23,6 @@
 spirv_instruction(CM_REQ, id = 4457) CMA cm_load_a(spirv_by_reference f16vec2 ptr, uint lay, uint stride);
 spirv_instruction(CM_REQ, id = 4457) CMB cm_load_b(spirv_by_reference f16vec2 ptr, uint lay, uint stride);
 spirv_instruction(CM_REQ, id = 4459) CMC cm_muladd(CMA a, CMB b, CMC c);
-spirv_instruction(CM_REQ, id = 4457) CMC cm_load_c(spirv_by_reference float ptr, uint lay, uint stride);
 spirv_instruction(CM_REQ, id = 4458) void cm_store_c(spirv_by_reference float ptr, CMC v, uint lay, uint stride);
 // OpCompositeConstruct (80) of one scalar: every element of the matrix
 spirv_instruction(CM_REQ, id = 80) CMC cm_fill_c(float v);

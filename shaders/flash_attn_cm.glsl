@@ -9,13 +9,12 @@
 // head share every key tile. It walks the keys in blocks of BC: each block's
 // keys (then values) go once into shared memory as f16, S = Q K^T (q already
 // scaled) runs on the matrix cores, and P V adds into O in accumulators.
-// One pass over the keys with an online softmax whose reference maximum
-// moves only when a block's scores pass it by more than FA_SLACK (so P <=
-// e^FA_SLACK); then the row's l and O scale by exp(old - new). A cooperative
-// matrix's elements have no known place in the subgroup, so O's rows are
-// scaled on their way through shared memory (store, scale, load), which the
-// slack makes rare (mostly a row's first blocks). l, the row's sum, adds the
-// same f16-rounded P that enters P V.
+// Two passes over the keys: the first finds each row's maximum score, the
+// second computes P = exp(S - max) with that final maximum, so O is never
+// rescaled (a cooperative matrix's elements have no known place in the
+// subgroup, so a per-row factor cannot be applied to an accumulator), at the
+// price of S computed twice. l, the row's sum, adds the same f16-rounded P
+// that enters P V.
 //
 // Few workgroups (1B: one KV head, 64 tiles of a 512-token chunk) split the
 // keys: workgroup z of Z takes the blocks b with b % Z == z (absolute block
@@ -83,9 +82,7 @@ shared f16vec2 KVs[BC * SA]; // the block's keys, then its values: [key][dim pai
 shared float Ss[BR * BC];    // scores [row][key]
 shared f16vec2 Ps[BR * PA];  // probabilities [row][key pair]
 shared float Cs[4u * 256u];  // per subgroup: one 16x16 tile on its way out
-shared float mrow[BR], lrow[BR], fac[BR]; // row: reference maximum, sum, O's factor this block
-shared uint rescale;                      // some row's factor is not 1 this block
-#define FA_SLACK 8.0
+shared float mrow[BR], lrow[BR];
 shared uint rpos[BR], rlo[BR], rbase[BR]; // row: position, first visible key, block table (NONE: no token)
 shared uint rowk[BC];                     // the block's cache rows (NONE: past the run's keys)
 
@@ -157,7 +154,6 @@ void main()
 		rbase[tid] = ok ? step[STEP_TBASE(t)] : NONE;
 		mrow[tid] = NEG_INF;
 		lrow[tid] = 0.0;
-		fac[tid] = 1.0;
 	}
 	for (uint i = tid; i < BR * (HD / 4u); i += 128u) {
 		uint r = i / (HD / 4u), d4 = i % (HD / 4u);
@@ -192,33 +188,33 @@ void main()
 		// cut into chunks gives the same logits as whole)
 		kmin -= kmin % BC;
 		kmin += ((sp + nz - kmin / BC % nz) % nz) * BC; // this split's first block
+		// pass 1: each row's largest visible score
 		for (uint kb = kmin; kb <= kmax; kb += nz * BC) {
 			block_rows(tid, kb, kmax, base);
-			if (tid == 0u)
-				rescale = 0u;
+			barrier();
+			load_block(tid, kvh, false);
+			barrier();
+			scores(sg);
+			barrier();
+			float mx = NEG_INF;
+			for (uint c = c0; c < c0 + BC / TPR; c++)
+				if (visible(r, rs, re, kb + c))
+					mx = max(mx, Ss[r * BC + c]);
+			mx = subgroupClusteredMax(mx, TPR);
+			if (tid % TPR == 0u)
+				mrow[r] = max(mrow[r], mx);
+			barrier();
+		}
+		// pass 2: P = exp(S - max), l += P, O += P V
+		for (uint kb = kmin; kb <= kmax; kb += nz * BC) {
+			block_rows(tid, kb, kmax, base);
 			barrier();
 			load_block(tid, kvh, false);
 			barrier();
 			scores(sg);
 			barrier();
 			load_block(tid, kvh, true);
-			// the row's reference maximum moves only when the block's scores
-			// pass it by more than FA_SLACK (P stays <= e^FA_SLACK, well
-			// inside f16); then l and O scale by exp(old - new)
-			float mx = NEG_INF;
-			for (uint c = c0; c < c0 + BC / TPR; c++)
-				if (visible(r, rs, re, kb + c))
-					mx = max(mx, Ss[r * BC + c]);
-			mx = subgroupClusteredMax(mx, TPR);
-			float m = mrow[r];
-			if (mx > m + FA_SLACK) {
-				if (tid % TPR == 0u && m != NEG_INF) {
-					fac[r] = exp(m - mx);
-					rescale = 1u;
-				}
-				m = mx;
-			}
-			float sum = 0.0;
+			float m = mrow[r], sum = 0.0;
 			for (uint c = c0; c < c0 + BC / TPR; c += 2u) {
 				float16_t p0 = float16_t(visible(r, rs, re, kb + c) ? exp(Ss[r * BC + c] - m) : 0.0);
 				float16_t p1 = float16_t(visible(r, rs, re, kb + c + 1u) ? exp(Ss[r * BC + c + 1u] - m) : 0.0);
@@ -226,29 +222,9 @@ void main()
 				sum += float(p0) + float(p1);
 			}
 			sum = subgroupClusteredAdd(sum, TPR);
-			if (tid % TPR == 0u) {
-				lrow[r] = (m != mrow[r] && mrow[r] != NEG_INF ? lrow[r] * fac[r] : lrow[r]) + sum;
-				mrow[r] = m;
-			}
+			if (tid % TPR == 0u)
+				lrow[r] += sum;
 			barrier();
-			if (rescale != 0u) {
-				// O's rows through the staging area: only rows whose
-				// maximum moved change (the others are multiplied by 1)
-#define RESCALE(i)                                                                   \
-				cm_store_c(Cs[sg * 256u], o[i], CM_ROW_MAJOR, 16u);          \
-				subgroupMemoryBarrierShared();                               \
-				subgroupBarrier();                                           \
-				for (uint e = lane; e < 256u; e += gl_SubgroupSize)          \
-					Cs[sg * 256u + e] *= fac[16u * rb + e / 16u];        \
-				subgroupMemoryBarrierShared();                               \
-				subgroupBarrier();                                           \
-				o[i] = cm_load_c(Cs[sg * 256u], CM_ROW_MAJOR, 16u);          \
-				subgroupBarrier();
-				FOR_NO(RESCALE)
-				barrier();
-				if (tid < BR)
-					fac[tid] = 1.0;
-			}
 			[[unroll]] for (uint kc = 0u; kc < BC / 16u; kc++) {
 				CMA pa = cm_load_a(Ps[16u * rb * PA + 8u * kc], CM_ROW_MAJOR, PA);
 #define PV(i) o[i] = cm_muladd(pa, cm_load_b(KVs[16u * kc * SA + (dbase + 16u * (i)) / 2u], CM_ROW_MAJOR, SA), o[i]);
