@@ -601,7 +601,7 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 	return 0;
 }
 
-/* status.json names the worker processes "gpu"/"npu" (as the coordinator's
+/* status.json names the worker processes "gpu"/"npu", or a pipeline's "gpu0"/"gpu1" (as the coordinator's
  * worker label does); other names are the loader, coordinator, ... */
 int metrics_cluster_load_status(struct metrics *m, const struct metrics_cluster *ids,
 				const char *path)
@@ -626,7 +626,8 @@ int metrics_cluster_load_status(struct metrics *m, const struct metrics_cluster 
 		int role = (int)json_integer_value(json_object_get(p, "role"));
 		if (role != 3 && role != 4) /* MSG_ROLE_NPU_WORKER, MSG_ROLE_GPU_WORKER */
 			continue;
-		const char *w = role == 4 ? "gpu" : "npu";
+		/* a pipeline's stages are gpu0, gpu1 (their names, as the coordinator labels them) */
+		const char *w = !strncmp(name, "gpu", 3) && name[3] ? name : role == 4 ? "gpu" : "npu";
 		json_t *v;
 		if (json_is_integer(v = json_object_get(p, "kv_bytes")))
 			metrics_set(m, ids->kv_bytes, w, (double)json_integer_value(v));

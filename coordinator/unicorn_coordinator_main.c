@@ -28,6 +28,7 @@
 #include "coordinator/sampler.h"
 #include "coordinator/kvcache.h"
 #include "coordinator/sched.h"
+#include "coordinator/stages.h"
 #include "tokenizer/tokenizer.h"
 #include "coordinator/trace.h"
 #include "ipc/attach.h"
@@ -70,6 +71,10 @@ struct wlink {
 struct coord {
 	const char *rundir;
 	bool split;
+	/* --placement pipeline: split's FLOW machinery with two stage workers of
+	 * whole layers on the two links (coordinator/stages.h) */
+	bool pipeline;
+	struct stages stages;
 	uint32_t max_seqs;
 	int step_timeout_ms;
 	int64_t request_timeout_ns; /* --request-timeout: longest a request may run; 0 = none */
@@ -168,7 +173,7 @@ static bool stopping(struct coord *c)
 static void fill_status(void *arg, struct msg_status *st)
 {
 	struct coord *c = arg;
-	msg_set_str(st->backend, sizeof st->backend, c->split ? "split" : "fused");
+	msg_set_str(st->backend, sizeof st->backend, c->pipeline ? "pipeline" : c->split ? "split" : "fused");
 	bool up = __atomic_load_n(&c->gpu.up, __ATOMIC_RELAXED) &&
 		  (!c->split || __atomic_load_n(&c->npu.up, __ATOMIC_RELAXED));
 	msg_set_str(st->device, sizeof st->device, up ? "coordinator" : COORD_DEGRADED);
@@ -1380,7 +1385,8 @@ static void trace_flow(struct coord *c, const struct msg_flow *f)
 		struct trace_span sp = {
 			.t_start_ns = (int64_t)f->t_origin_ns + (int64_t)f->op_us[2 * i] * 1000,
 			.msg_type = i == 0 ? MSG_EMBED : head ? MSG_HEAD : MSG_STAGE,
-			.worker = (uint8_t)(attn ? c->npu.idx : c->gpu.idx),
+			.worker = (uint8_t)(c->pipeline ? coord_stages_op_stage(&c->stages, f->n_layer, i)
+					: attn ? c->npu.idx : c->gpu.idx),
 			.stage = (uint8_t)(i == 0 || head ? 0 : attn ? MSG_STAGE_ATTN : MSG_STAGE_FFN),
 			.layer = (uint16_t)(i == 0 || head ? 0 : (i - 1) / 2),
 			.slot = (uint16_t)f->e[0].slot,
@@ -1412,6 +1418,11 @@ static void obs_flow(struct coord *c, const struct msg_flow *f)
 		struct wlink *w = side == MSG_FLOW_ATTN ? &c->npu : &c->gpu;
 		int64_t wall = (int64_t)f->wall_us[side] * 1000;
 		uint32_t ops = side == MSG_FLOW_ATTN ? f->n_layer : 1 + f->n_layer + (f->flags & MSG_FLOW_HEAD ? 1 : 0);
+		if (c->pipeline) { /* stage 0 reports as the FFN side, stage 1 as the attention side */
+			uint32_t so[2];
+			coord_stages_ops(&c->stages, f->n_layer, f->flags & MSG_FLOW_HEAD, so);
+			ops = so[side == MSG_FLOW_ATTN ? 1 : 0];
+		}
 		w->busy_ns += wall + hop_ns[side == MSG_FLOW_ATTN ? 1 : 0];
 		w->work_ns += (int64_t)f->gpu_ns[side];
 		w->wall_ns += wall;
@@ -1867,7 +1878,7 @@ static void report_busy(struct coord *c)
 		return;
 	double wall = (double)c->step_wall_ns;
 	fprintf(stderr, "coordinator: %s: %llu rounds, %.3f ms/round (decode %.3f ms over %llu)",
-		c->split ? "split" : "fused", (unsigned long long)c->n_steps,
+		c->pipeline ? "pipeline" : c->split ? "split" : "fused", (unsigned long long)c->n_steps,
 		wall / 1e6 / (double)c->n_steps,
 		c->n_decode_steps ? (double)c->decode_wall_ns / 1e6 / (double)c->n_decode_steps : 0.0,
 		(unsigned long long)c->n_decode_steps);
@@ -1969,7 +1980,8 @@ static void kv_info_write(const struct coord *c, const struct kv_layout *l)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
+	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused|pipeline]\n"
+		"                           [--layers A-B,C-D]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
 		"                           [--batch-tokens N] [--micro-batches N]\n"
@@ -1989,6 +2001,9 @@ static void usage(FILE *f)
 		"a FLOW between the workers (1..%d, default %d; unicorn-up passes 1 when both\n"
 		"workers share one GPU, whose two contexts take turns: nothing to overlap).\n"
 		"UNICORN_SPLIT_MBS=N overrides it (A/B).\n"
+		"--placement pipeline: two stage workers of whole layers (gpu0 on gpu.ipc, gpu1 on\n"
+		"npu.ipc) pass each micro-batch's FLOW between them; --layers gives their ranges\n"
+		"(default: balanced by weight bytes, as the workers compute them).\n"
 		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
 		"the mat-mat kernel (default %d; 0 = never).\n",
 		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT);
@@ -2010,7 +2025,7 @@ static int opt_count(const char *name, const char *arg, uint32_t max, uint32_t *
 int main(int argc, char **argv)
 {
 	static struct coord c;
-	const char *model = NULL, *placement = "fused";
+	const char *model = NULL, *placement = "fused", *layers = NULL;
 	c.max_seqs = 4;
 	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
 	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
@@ -2033,6 +2048,7 @@ int main(int argc, char **argv)
 		{ "kv-type", required_argument, 0, 'k' },
 		{ "batch-tokens", required_argument, 0, 'B' },
 		{ "micro-batches", required_argument, 0, 'M' },
+		{ "layers", required_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -2079,16 +2095,18 @@ int main(int argc, char **argv)
 			if (opt_count("--micro-batches", optarg, SPLIT_MAX_MBS, &c.split_mbs))
 				return 2;
 			break;
+		case 'L': layers = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!c.rundir || !model || (strcmp(placement, "split") && strcmp(placement, "fused")) ||
+	if (!c.rundir || !model || (strcmp(placement, "split") && strcmp(placement, "fused") && strcmp(placement, "pipeline")) ||
 	    c.max_seqs < 1 || c.max_seqs > MSG_MAX_SLOTS || c.step_timeout_ms < 100) {
 		usage(stderr);
 		return 2;
 	}
-	c.split = !strcmp(placement, "split");
+	c.pipeline = !strcmp(placement, "pipeline");
+	c.split = !strcmp(placement, "split") || c.pipeline;
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
@@ -2122,6 +2140,10 @@ int main(int argc, char **argv)
 	if (stopping(&c))
 		return 0;
 	c.n_layer = c.att->model->cfg.n_layer;
+	if (c.pipeline && coord_stages_plan(c.att->model, layers, 2, &c.stages)) {
+		fprintf(stderr, "coordinator: %s\n", err_msg());
+		return 2;
+	}
 	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
 	c.n_ctx = kv_context(&c.att->model->cfg, c.ctx_cap);
 	if (!c.kv_budget) {
@@ -2153,7 +2175,13 @@ int main(int argc, char **argv)
 	const char *mbs = getenv("UNICORN_SPLIT_MBS");
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
-	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1");
+	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
+			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
+	if (c.pipeline) {
+		char lr[64];
+		stages_format(&c.stages, lr, sizeof lr);
+		fprintf(stderr, "coordinator: pipeline: stages gpu0 and gpu1 run layers %s\n", lr);
+	}
 	if (c.split)
 		fprintf(stderr, "coordinator: split: decoding sequences in %u micro-batch%s\n", c.split_mbs,
 			c.split_mbs == 1 ? "" : "es");
@@ -2161,17 +2189,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;
 	}
-	c.gpu.name = "gpu";
+	c.gpu.name = c.pipeline ? "gpu0" : "gpu";
 	c.gpu.role = MSG_ROLE_GPU_WORKER;
 	c.gpu.idx = 0;
 	c.gpu.dl = DP_GPU;
-	c.npu.name = "npu";
+	c.npu.name = c.pipeline ? "gpu1" : "npu";
 	c.npu.role = MSG_ROLE_NPU_WORKER;
 	c.npu.idx = 1;
 	c.npu.dl = DP_NPU;
 	/* Observability is best effort: without memory for it the cluster still
 	 * serves (the endpoints answer 503). */
-	static const char *const wnames[] = { "gpu", "npu" };
+	static const char *const wnames_split[] = { "gpu", "npu" }, *const wnames_pipe[] = { "gpu0", "gpu1" };
+	const char *const *wnames = c.pipeline ? wnames_pipe : wnames_split;
 	c.t_boot = intake_now_ns();
 	if (metrics_create(&c.met) || metrics_cluster_define(c.met, &c.mid) ||
 	    trace_create(0, wnames, c.split ? 2 : 1, &c.tr)) {
@@ -2196,6 +2225,11 @@ int main(int argc, char **argv)
 	} else {
 		c.dp_on = true;
 		dp_set_coord_ident(&c.dp, c.att->ident);
+	}
+	if (c.pipeline && !c.dp_on) {
+		fprintf(stderr, "coordinator: --placement pipeline needs the data plane (its stages pass FLOWs "
+			"through its rings); unset UNICORN_NO_DATAPLANE\n");
+		return 2;
 	}
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(&c, i);
@@ -2248,7 +2282,7 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
-		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
+		c.max_seqs, c.gpu.pid, c.pipeline ? ", stage gpu1 up" : c.split ? ", npu worker up" : "");
 
 	uint64_t reported = 0, steps_before = (uint64_t)-1;
 	int64_t t_active = intake_now_ns(); /* when a request was last known */

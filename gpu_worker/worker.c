@@ -20,6 +20,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
+#include "ipc/stages.h"
 #include "gpu_worker/selfcheck.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
@@ -70,6 +71,10 @@ struct worker {
 	bool profile;
 	uint32_t test_delay_ms;      /* UNICORN_TEST_STEP_DELAY_MS: a test knob (below) */
 	uint64_t prof_ops, prof_wall_ns, prof_gpu_ns, prof_submit_ns, prof_wait_ns, prof_hop_ns;
+	/* pipeline placement: this stage runs layers [l0, l1), embeds when l0 is
+	 * 0 and runs the head when l1 is the model's last (ipc/stages.h) */
+	bool pipe;
+	uint32_t l0, l1;
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
 };
@@ -93,6 +98,20 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 }
 
 static enum dp_link my_link(const struct worker *w);
+
+/* Whether a FLOW's current op is this worker's: split by role, a pipeline
+ * stage by its layer range. */
+static bool flow_mine(const struct worker *w, const struct msg_flow *f)
+{
+	if (!w->pipe)
+		return serves(w, MSG_STAGE_BATCH, f->op);
+	switch (f->op) {
+	case MSG_OP_EMBED: return w->l0 == 0;
+	case MSG_OP_HEAD: return w->l1 == w->n_layer;
+	case MSG_OP_ATTN: case MSG_OP_FFN: return f->layer >= w->l0 && f->layer < w->l1;
+	default: return false;
+	}
+}
 
 static void set_awake_bell(struct worker *w, struct ring_bell *b)
 {
@@ -229,6 +248,20 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
 	w->max_ctx = kv_context(c, o->ctx);
+	if (o->n_stages) {
+		struct stages st;
+		rc = o->layers ? stages_parse(o->layers, c->n_layer, &st) : stages_balance(m, o->n_stages, &st);
+		if (!rc && (st.n != o->n_stages || o->stage >= st.n))
+			rc = err_set(ERR_INVAL, "--layers names %u stages; this is stage %u of %u", st.n, o->stage,
+				     o->n_stages);
+		if (rc) {
+			rc = err_prefix(ERR_UNSUP, "worker"); /* fatal: a restart would not change it */
+			goto fail;
+		}
+		w->pipe = true;
+		w->l0 = st.first[o->stage];
+		w->l1 = st.first[o->stage + 1];
+	}
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
 	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);
@@ -295,7 +328,10 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		goto fail;
 	}
 	msg_set_str(w->backend, sizeof w->backend, o->backend ? o->backend : "vulkan");
-	msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
+	if (w->pipe) /* unicorn status shows each stage's range beside its device */
+		snprintf(w->device, sizeof w->device, "layers %u-%u on %.96s", w->l0, w->l1 - 1, engine_vk(w->e)->info.name);
+	else
+		msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
 	for (size_t i = 0; i < m->n_tensors; i++)
 		w->weights_bytes += m->tensors[i].nbytes;
 	w->kv_bytes = w->kv.bytes;
@@ -1254,14 +1290,16 @@ static int worker_flow(struct worker *w, struct msg *m)
 	}
 	if (w->test_delay_ms)
 		usleep(w->test_delay_ms * 1000u);
-	while (f->op != MSG_OP_END && serves(w, MSG_STAGE_BATCH, f->op)) {
+	while (f->op != MSG_OP_END && flow_mine(w, f)) {
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
 		uint32_t token = 0, k = 0;
 		err_clear();
 		int rc = flow_op(w, f, &token, &k);
-		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
+		/* a pipeline's stage 0 reports as the FFN side, stage 1 as the other */
+		int side = w->pipe ? (my_link(w) == DP_GPU ? MSG_FLOW_FFN : MSG_FLOW_ATTN)
+				   : f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
 		uint64_t dt = count_busy(w, t0, g0, true), t1 = mono_ns();
 		f->gpu_ns[side] += dt;
 		f->wall_us[side] = sat_u32(f->wall_us[side] + (t1 - t0) / 1000);
@@ -1401,6 +1439,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 	worker_t0 = mono_ns();
 	const char *prog = role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker";
 	struct worker_opts o = { .role = role };
+	uint32_t n_ranges = 0;
 	static const struct option lopts[] = {
 		{ "rundir", required_argument, 0, 'r' },
 		{ "vk-device", required_argument, 0, 'd' },
@@ -1411,6 +1450,9 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "kv-budget", required_argument, 0, 'k' },
 		{ "ctx", required_argument, 0, 'c' },
 		{ "kv-type", required_argument, 0, 't' },
+		{ "stage", required_argument, 0, 'S' },
+		{ "layers", required_argument, 0, 'L' },
+		{ "device-mem", required_argument, 0, 'D' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -1460,6 +1502,30 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'S': {
+			char *end;
+			unsigned long k = strtoul(optarg, &end, 10), n = *end == '/' ? strtoul(end + 1, &end, 10) : 0;
+			if (role != MSG_ROLE_GPU_WORKER || *end || n < 1 || n > STAGES_MAX || k >= n) {
+				fprintf(stderr, "%s: --stage K/N: want 0 <= K < N <= %d (gpu worker only)\n", prog, STAGES_MAX);
+				return 2;
+			}
+			o.stage = (uint32_t)k;
+			o.n_stages = (uint32_t)n;
+			break;
+		}
+		case 'L':
+			if (stages_parse_count(optarg, &n_ranges)) {
+				fprintf(stderr, "%s: %s\n", prog, err_msg());
+				return 2;
+			}
+			o.layers = optarg;
+			break;
+		case 'D':
+			if (kv_parse_bytes(optarg, &o.device_mem) || !o.device_mem) {
+				fprintf(stderr, "%s: --device-mem: want a byte count (K, M, G suffixes)\n", prog);
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -1469,7 +1535,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
 				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
-				"[--kv-type f16|q8_0|f32]%s\n", prog,
+				"[--kv-type f16|q8_0|f32] [--stage K/N [--layers A-B,...]] [--device-mem BYTES]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}
@@ -1478,6 +1544,14 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		fprintf(stderr, "%s: --rundir DIR is required\n", prog);
 		return 2;
 	}
+	if (o.layers && (!o.n_stages || n_ranges != o.n_stages)) {
+		fprintf(stderr, "%s: --layers names %u range(s): it needs --stage K/%u\n", prog, n_ranges, n_ranges);
+		return 2;
+	}
+	/* a pipeline's stage 1 takes the data plane's second link (the split
+	 * placement's attention worker's): npu.ipc, ctl-npu.ipc, selfcheck-npu */
+	if (o.n_stages && o.stage == 1)
+		role = o.role = MSG_ROLE_NPU_WORKER;
 	struct sigaction sa = { .sa_handler = worker_on_term };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

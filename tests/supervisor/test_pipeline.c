@@ -1,0 +1,119 @@
+/* pipeline: --placement pipeline on the tiny golden model, two stages of
+ * whole layers (gpu0: layers 0-2 and the embedding, gpu1: 3-5 and the head)
+ * on lavapipe's one device:
+ *   - under 4 concurrent greedy HTTP streams, the text of fused placement,
+ *     token for token;
+ *   - each stage SIGKILLed under those streams (gpu1, then gpu0): every
+ *     stream still gives the uninterrupted text, its worst gap between two
+ *     chunks within the uninterrupted run's + 3 s;
+ *   - unicorn status shows each stage's layer range.
+ * Needs UNICORN_BIN (make test). Takes the cluster tests' lock. */
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/proc.h"
+#include "tests/streams.h"
+
+#define MAX_TOKENS 40
+
+/* pick for streams_run: the stage worker that has run longest (the two are
+ * both unicorn-gpu-worker; after a kill the restarted one is the newest, so
+ * two kills hit both stages). */
+static pid_t oldest_stage(const struct proc_cluster *c, const void *arg)
+{
+	(void)arg;
+	pid_t kids[16], best = 0;
+	unsigned long long best_start = ~0ull;
+	int n = proc_children(c->sup, kids, 16);
+	for (int i = 0; i < n; i++) {
+		char path[64], buf[1024];
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)kids[i]);
+		FILE *f = fopen(path, "r");
+		size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[k] = 0;
+		if (!strstr(buf, "unicorn-gpu-worker"))
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)kids[i]);
+		f = fopen(path, "r");
+		k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[k] = 0;
+		const char *p = strrchr(buf, ')'); /* field 22: start time, after the comm */
+		unsigned long long start = 0;
+		for (int fld = 2; p && fld < 22; fld++)
+			p = strchr(p + 1, ' ');
+		if (p)
+			start = strtoull(p + 1, NULL, 10);
+		if (start < best_start) {
+			best_start = start;
+			best = kids[i];
+		}
+	}
+	return best;
+}
+
+static void texts(struct stream *s, char **out)
+{
+	for (int i = 0; i < STREAMS_N; i++) {
+		cr_assert(answer_complete(&s[i], true), "stream %d incomplete:\n%s", i, s[i].body);
+		out[i] = stream_text(&s[i]);
+		free(s[i].body);
+	}
+}
+
+Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
+{
+	struct stream s[STREAMS_N];
+	char *fused[STREAMS_N], *pipe[STREAMS_N], *hit[STREAMS_N];
+	struct proc_cluster c;
+	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "fused", NULL });
+	streams_run(&c, s, NULL, NULL, true, MAX_TOKENS, NULL);
+	texts(s, fused);
+	proc_cluster_stop(&c);
+
+	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "pipeline", NULL });
+	cr_assert(proc_log_has(c.log, "pipeline: stages gpu0 and gpu1 run layers 0-2,3-5"), "log %s", c.log);
+	char cmd[512], out[8192];
+	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", proc_bin_dir(), c.name);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0);
+	cr_assert(strstr(out, "layers 0-2 on") && strstr(out, "layers 3-5 on") && strstr(out, "gpu1"),
+		  "unicorn status shows no stages:\n%s", out);
+	streams_run(&c, s, NULL, NULL, true, MAX_TOKENS, NULL);
+	double worst_base = 0;
+	for (int i = 0; i < STREAMS_N; i++)
+		worst_base = s[i].worst_gap > worst_base ? s[i].worst_gap : worst_base;
+	texts(s, pipe);
+	for (int i = 0; i < STREAMS_N; i++) {
+		cr_assert_gt(strlen(fused[i]), 0);
+		cr_assert_str_eq(pipe[i], fused[i], "stream %d: pipeline and fused differ", i);
+	}
+	for (int kill_no = 0; kill_no < 2; kill_no++) {
+		streams_run(&c, s, oldest_stage, NULL, true, MAX_TOKENS, NULL);
+		double worst = 0;
+		for (int i = 0; i < STREAMS_N; i++)
+			worst = s[i].worst_gap > worst ? s[i].worst_gap : worst;
+		texts(s, hit);
+		for (int i = 0; i < STREAMS_N; i++) {
+			cr_assert_str_eq(hit[i], fused[i], "stream %d: text changed by killing stage gpu%d", i, 1 - kill_no);
+			free(hit[i]);
+		}
+		fprintf(stderr, "pipeline: stage gpu%d killed under %d HTTP streams: worst gap %.3f s (uninterrupted "
+			"%.3f s)\n", 1 - kill_no, STREAMS_N, worst, worst_base);
+		cr_assert_leq(worst, worst_base + 3.0, "worst gap %.2f s after killing gpu%d (uninterrupted %.2f s)",
+			      worst, 1 - kill_no, worst_base);
+	}
+	cr_assert(proc_log_has(c.log, "[unicorn-up] gpu1") && proc_log_has(c.log, "[gpu0]"), "log %s", c.log);
+	for (int i = 0; i < STREAMS_N; i++) {
+		free(fused[i]);
+		free(pipe[i]);
+	}
+	proc_cluster_stop(&c);
+}
