@@ -2,6 +2,8 @@
 #include "coordinator/stages.h"
 
 #include "common/err.h"
+#include "coordinator/trace.h"
+#include "ipc/msg.h"
 
 int coord_stages_plan(const struct model *m, const char *layers, uint32_t n, struct stages *out)
 {
@@ -11,17 +13,50 @@ int coord_stages_plan(const struct model *m, const char *layers, uint32_t n, str
 	return rc ? err_prefix(rc, "pipeline") : 0;
 }
 
-uint32_t coord_stages_op_stage(const struct stages *s, uint32_t n_layer, uint32_t i)
+void coord_stages_trace(struct trace *tr, const struct stages *s, const struct msg_flow *f)
 {
-	if (i == 0)
-		return 0;
-	if (i >= 1 + 2 * n_layer)
-		return s->n - 1;
-	uint32_t layer = (i - 1) / 2;
-	uint32_t k = 0;
-	while (k + 1 < s->n && layer >= s->first[k + 1])
-		k++;
-	return k;
+	/* walk the ops in the order the stages ran them: EMBED, then per layer
+	 * ATTN (covering the rest of its stage's range when merged) and FFN */
+	bool per_layer = f->n_ops > 2 + s->n + 1;
+	uint32_t layer = 0, i = 0;
+	bool embed = true;
+	for (; tr && i < f->n_ops; i++) {
+		uint32_t stage = 0, lo = 0, nl = 0;
+		uint16_t type = MSG_EMBED;
+		uint8_t kind = 0;
+		if (embed) {
+			embed = false;
+		} else if (layer < f->n_layer) {
+			while (stage + 1 < s->n && layer >= s->first[stage + 1])
+				stage++;
+			lo = layer;
+			type = MSG_STAGE;
+			kind = MSG_STAGE_LAYERS;
+			if (per_layer) { /* ATTN l, FFN l: two ops per layer */
+				kind = i % 2 ? MSG_STAGE_ATTN : MSG_STAGE_FFN;
+				nl = kind == MSG_STAGE_FFN;
+			} else {
+				nl = s->first[stage + 1] - layer;
+			}
+			layer += nl;
+		} else {
+			stage = s->n - 1;
+			type = MSG_HEAD;
+		}
+		struct trace_span sp = {
+			.t_start_ns = (int64_t)f->t_origin_ns + (int64_t)f->op_us[2 * i] * 1000,
+			.msg_type = type,
+			.worker = (uint8_t)stage,
+			.stage = kind,
+			.layer = (uint16_t)lo,
+			.slot = (uint16_t)f->e[0].slot,
+			.n = f->flags & MSG_FLOW_CHUNK ? f->n_tok : f->n,
+			.pos0 = f->e[0].pos,
+		};
+		sp.t_end_ns = sp.t_start_ns + (int64_t)f->op_us[2 * i + 1] * 1000;
+		sp.work_ns = sp.t_end_ns - sp.t_start_ns;
+		trace_record(tr, &sp);
+	}
 }
 
 void coord_stages_ops(const struct stages *s, uint32_t n_layer, bool head, uint32_t ops[2])

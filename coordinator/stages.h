@@ -15,9 +15,12 @@
 /* The ranges the workers use: --layers when given, else balanced by weight
  * bytes (the same function over the same manifest). */
 int coord_stages_plan(const struct model *m, const char *layers, uint32_t n, struct stages *out);
-/* The stage (0 or 1) that runs op i of a FLOW (0 EMBED, 1 + 2l ATTN l,
- * 2 + 2l FFN l, 1 + 2 n_layer HEAD). */
-uint32_t coord_stages_op_stage(const struct stages *s, uint32_t n_layer, uint32_t i);
+/* A pipeline FLOW's trace spans: each stage records EMBED (stage 0), its
+ * whole layers as one op, HEAD (the last); with UNICORN_PIPE_PER_LAYER=1
+ * every attention and FFN op alone. */
+struct trace;
+struct msg_flow;
+void coord_stages_trace(struct trace *tr, const struct stages *s, const struct msg_flow *f);
 /* Ops each stage ran in one FLOW of n_layer layers (head: it sampled). */
 void coord_stages_ops(const struct stages *s, uint32_t n_layer, bool head, uint32_t ops[2]);
 

@@ -1380,13 +1380,16 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
  * per layer, then HEAD. */
 static void trace_flow(struct coord *c, const struct msg_flow *f)
 {
+	if (c->pipeline) {
+		coord_stages_trace(c->tr, &c->stages, f);
+		return;
+	}
 	for (uint32_t i = 0; c->tr && i < f->n_ops; i++) {
 		bool head = i == 2 * f->n_layer + 1, attn = i > 0 && !head && i % 2 == 1;
 		struct trace_span sp = {
 			.t_start_ns = (int64_t)f->t_origin_ns + (int64_t)f->op_us[2 * i] * 1000,
 			.msg_type = i == 0 ? MSG_EMBED : head ? MSG_HEAD : MSG_STAGE,
-			.worker = (uint8_t)(c->pipeline ? coord_stages_op_stage(&c->stages, f->n_layer, i)
-					: attn ? c->npu.idx : c->gpu.idx),
+			.worker = (uint8_t)(attn ? c->npu.idx : c->gpu.idx),
 			.stage = (uint8_t)(i == 0 || head ? 0 : attn ? MSG_STAGE_ATTN : MSG_STAGE_FFN),
 			.layer = (uint16_t)(i == 0 || head ? 0 : (i - 1) / 2),
 			.slot = (uint16_t)f->e[0].slot,

@@ -266,6 +266,8 @@ struct engine {
 	VkCommandBuffer tabcb;
 	VkCommandBuffer *stage_cbs;    /* [short][layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
 	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
+	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
+	uint32_t stager_l0, stager_n;
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -1283,6 +1285,8 @@ void engine_destroy(struct engine *e)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
 		for (size_t i = 0; e->stageb_cbs && i < stageb_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stageb_cbs[i]);
+		for (size_t i = 0; e->stager_cbs && i < 4 * ((size_t)e->batch_max + 1); i++)
+			vk_cmd_free(e->vk, e->stager_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
 			for (int i = 0; i < 3; i++)
@@ -1334,6 +1338,7 @@ void engine_destroy(struct engine *e)
 		free(e->cbs[m]);
 	free(e->stage_cbs);
 	free(e->stageb_cbs);
+	free(e->stager_cbs);
 	free(e->L);
 	free(e->imp);
 	free(e);
@@ -2480,12 +2485,82 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	return hio_run(e, *slot, n, in, out);
 }
 
+/* The range calls' layers [layer, layer + n_layers) (fn: for errors). */
+static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers, const char *fn)
+{
+	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
+		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
+			       e->cfg.n_layer);
+	return 0;
+}
+
+int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n, const uint32_t *seqs,
+		       const uint32_t *pos, bool wide, const float *in, float *out)
+{
+	int rc = range_check(e, layer, n_layers, "stage_range");
+	if (rc)
+		return rc;
+	if (!seqs || !pos)
+		return err_set(ERR_INVAL, "engine: stage_range: seqs and pos are required");
+	if (n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: stage_range: %u rows (1..%u)", n, e->batch_max);
+	rc = batch_write(e, n, NULL, seqs, pos, 0);
+	if (rc)
+		return rc;
+	size_t len = 4 * ((size_t)e->batch_max + 1);
+	if (!e->stager_cbs && !(e->stager_cbs = calloc(len, sizeof *e->stager_cbs)))
+		return err_set(ERR_NOMEM, "engine: out of memory");
+	if (e->stager_l0 != layer || e->stager_n != n_layers) { /* a pipeline stage keeps one range */
+		for (size_t i = 0; i < len; i++) {
+			vk_cmd_free(e->vk, e->stager_cbs[i]);
+			e->stager_cbs[i] = VK_NULL_HANDLE;
+		}
+		e->stager_l0 = layer;
+		e->stager_n = n_layers;
+	}
+	/* recorded once per (short steps, kind, rows): each layer's attention
+	 * and FFN exactly as engine_stage_batch records them one at a time, so
+	 * the rows equal that many single-stage calls bit for bit */
+	size_t sh = e->fuse && e->step_short ? 1 : 0;
+	VkCommandBuffer *slot = &e->stager_cbs[(sh * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n];
+	if (!*slot) {
+		rc = vk_cmd_alloc(e->vk, slot);
+		if (!rc) {
+			e->rec_batch = e->rec_distinct = true;
+			e->rec_wide = wide;
+			rc = rec_stage_io(e, *slot, false, layer, n_layers, ENGINE_STAGE_BOTH, n);
+			e->rec_batch = e->rec_distinct = e->rec_wide = false;
+		}
+		if (rc) {
+			vk_cmd_free(e->vk, *slot);
+			*slot = VK_NULL_HANDLE;
+			return rc;
+		}
+	}
+	return hio_run(e, *slot, n, in, out);
+}
+
+static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+			       const struct engine_chunk *ch, const float *in, float *out);
+
+int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n,
+			      const struct engine_chunk *ch, const float *in, float *out)
+{
+	int rc = range_check(e, layer, n_layers, "stage_chunks_range");
+	return rc ? rc : stage_chunks_layers(e, layer, n_layers, ENGINE_STAGE_BOTH, n, ch, in, out);
+}
+
 int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
 			const struct engine_chunk *ch, const float *in, float *out)
 {
 	int rc = stage_check(e, layer, stage, "stage_chunks");
-	if (rc)
-		return rc;
+	return rc ? rc : stage_chunks_layers(e, layer, 1, stage, n, ch, in, out);
+}
+
+static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+			       const struct engine_chunk *ch, const float *in, float *out)
+{
+	int rc;
 	for (uint32_t i = 0; ch && i < n; i++)
 		if (ch[i].head)
 			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
@@ -2498,7 +2573,7 @@ int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stag
 	/* engine_forward_chunks' wide kind: rows of several sequences, each row
 	 * alike whatever the others */
 	e->rec_batch = e->rec_wide = true;
-	rc = rec_stage_io(e, cb, true, layer, 1, stage, rows);
+	rc = rec_stage_io(e, cb, true, layer, n_layers, stage, rows);
 	e->rec_batch = e->rec_wide = false;
 	return rc ? rc : hio_run(e, cb, rows, in, out);
 }

@@ -75,6 +75,8 @@ struct worker {
 	 * 0 and runs the head when l1 is the model's last (ipc/stages.h) */
 	bool pipe;
 	uint32_t l0, l1;
+	bool per_layer;         /* UNICORN_PIPE_PER_LAYER=1: a stage runs each op alone (A/B) */
+	uint32_t range_n;       /* > 1 while a FLOW's ATTN op runs that many whole layers at once */
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
 };
@@ -259,6 +261,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 			goto fail;
 		}
 		w->pipe = true;
+		w->per_layer = getenv("UNICORN_PIPE_PER_LAYER") && !strcmp(getenv("UNICORN_PIPE_PER_LAYER"), "1");
 		w->l0 = st.first[o->stage];
 		w->l1 = st.first[o->stage + 1];
 	}
@@ -854,8 +857,10 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 		break;
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN:
-		rc = engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN, m->n,
-					seq, pos, wide, NULL, NULL);
+		rc = w->range_n > 1 && m->op == MSG_OP_ATTN
+			     ? engine_stage_range(w->e, m->layer, w->range_n, m->n, seq, pos, wide, NULL, NULL)
+			     : engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN,
+						  m->n, seq, pos, wide, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
@@ -1135,6 +1140,10 @@ static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const stru
 	case MSG_OP_FFN: {
 		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
 				       n, e->pos };
+		if (w->range_n > 1 && f->op == MSG_OP_ATTN) { /* a pipeline stage: its whole layers */
+			m.stage = MSG_STAGE_LAYERS;
+			m.n_layers = w->range_n;
+		}
 		return do_stage(w, &m);
 	}
 	default: {
@@ -1150,7 +1159,8 @@ static int chunk_stage_run(struct worker *w, const struct msg_flow *f, const str
 			   const uint32_t *slot_row0, uint32_t n)
 {
 	enum engine_stage st = f->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN;
-	int rc = engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
+	int rc = w->range_n > 1 && f->op == MSG_OP_ATTN ? engine_stage_chunks_range(w->e, f->layer, w->range_n, n, ch, NULL, NULL)
+							: engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
 	const float *rows = engine_stage_rows(w->e);
 	size_t row = (size_t)w->n_embd;
 	for (uint32_t i = 0, r = 0; !rc && i < n; r += ch[i].n, i++) {
@@ -1255,8 +1265,24 @@ static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *t
 	return 0;
 }
 
-/* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH. */
-static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+static int flow_op_one(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k);
+
+/* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH.
+ * A pipeline stage runs its layers from the op's on as one op (the ATTN op
+ * of the first: attention and FFN of each, one submission; *layers: how
+ * many; 1 otherwise). */
+static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k, uint32_t *layers)
+{
+	*layers = 1;
+	if (w->pipe && f->op == MSG_OP_ATTN && !w->per_layer)
+		*layers = w->l1 - f->layer;
+	w->range_n = *layers;
+	int rc = flow_op_one(w, f, token, k);
+	w->range_n = 0;
+	return rc;
+}
+
+static int flow_op_one(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
 {
 	if (f->flags & MSG_FLOW_CHUNK)
 		return flow_chunk_op(w, f, token, k);
@@ -1294,9 +1320,9 @@ static int worker_flow(struct worker *w, struct msg *m)
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
-		uint32_t token = 0, k = 0;
+		uint32_t token = 0, k = 0, layers = 1;
 		err_clear();
-		int rc = flow_op(w, f, &token, &k);
+		int rc = flow_op(w, f, &token, &k, &layers);
 		/* a pipeline's stage 0 reports as the FFN side, stage 1 as the other */
 		int side = w->pipe ? (my_link(w) == DP_GPU ? MSG_FLOW_FFN : MSG_FLOW_ATTN)
 				   : f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
@@ -1319,6 +1345,10 @@ static int worker_flow(struct worker *w, struct msg *m)
 		}
 		if (f->op == MSG_OP_HEAD)
 			f->token = token;
+		if (layers > 1) { /* the FFN of the range's last layer ran too */
+			f->op = MSG_OP_FFN;
+			f->layer += layers - 1;
+		}
 		uint32_t layer;
 		f->op = flow_next(f, &layer);
 		f->layer = layer;
