@@ -268,6 +268,7 @@ struct engine {
 	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
 	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
 	uint32_t stager_l0, stager_n;
+	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -534,6 +535,31 @@ static size_t stage_cbs_len(const struct engine *e)
 static size_t stageb_cbs_len(const struct engine *e)
 {
 	return (size_t)e->cfg.n_layer * 2 * 2 * 2 * (e->batch_max + 1);
+}
+
+/* Whether layer il has its matrices and KV here (a pipeline stage's engine
+ * holds only its range). */
+static bool own_layer(const struct engine *e, uint32_t il)
+{
+	return il >= e->l_lo && il < e->l_hi;
+}
+
+/* Whole-model calls need every layer (fn: for errors). */
+static int whole_check(const struct engine *e, const char *fn)
+{
+	if (e->l_lo == 0 && e->l_hi == e->cfg.n_layer)
+		return 0;
+	return err_set(ERR_STATE, "engine: %s: this engine holds only layers [%u, %u) of %u (a pipeline stage)", fn,
+		       e->l_lo, e->l_hi, e->cfg.n_layer);
+}
+
+/* Stage calls on layers [layer, layer + n) need them here. */
+static int own_check(const struct engine *e, uint32_t layer, uint32_t n, const char *fn)
+{
+	if (layer >= e->l_lo && layer + n <= e->l_hi)
+		return 0;
+	return err_set(ERR_STATE, "engine: %s: layers [%u, %u) are not this engine's [%u, %u)", fn, layer, layer + n,
+		       e->l_lo, e->l_hi);
 }
 
 static int mksetv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *const *bufs, int n)
@@ -932,6 +958,10 @@ static int weights_upload(struct engine *e, const struct model *m)
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		const struct model_layer *ml = &m->layers[il];
 		struct elayer *l = &e->L[il];
+		if (!own_layer(e, il)) { /* another stage's: only its norms (small; a neighbour's set names them) */
+			if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
+			continue;
+		}
 		const struct model_tensor *qkv[3] = { ml->wq, ml->wk, ml->wv };
 		bool qkv_adj = (const char *)ml->wk->data == (const char *)ml->wq->data + ml->wq->nbytes &&
 			       (const char *)ml->wv->data == (const char *)ml->wk->data + ml->wk->nbytes;
@@ -990,6 +1020,8 @@ static int sets_create(struct engine *e)
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
+		if (!own_layer(e, il))
+			continue;
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, e->xq);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
@@ -1110,6 +1142,12 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
+	e->l_lo = o->layer_first;
+	e->l_hi = o->layer_end ? o->layer_end : c->n_layer;
+	if (e->l_lo >= e->l_hi || e->l_hi > c->n_layer) {
+		rc = err_set(ERR_INVAL, "engine: options: layers [%u, %u) of a model of %u", e->l_lo, e->l_hi, c->n_layer);
+		goto fail;
+	}
 	if (e->max_batch > 4096 || e->max_rows > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24) || e->max_seqs > 256 ||
 	    (uint64_t)e->max_seqs * e->max_ctx > (1u << 24)) {
 		rc = err_set(ERR_INVAL, "engine: options: max_batch and max_rows <= 4096, n_split <= 256, max_ctx <= 2^24, "
@@ -1214,7 +1252,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
 		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
-	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi && !rc; il++) {
 		uint64_t kv_bytes = c->layer_global[il] ? kv_g : kv_l;
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
 		if (!rc)
@@ -1441,7 +1479,7 @@ int engine_seq_reset(struct engine *e, uint32_t seq)
 
 int engine_reset(struct engine *e)
 {
-	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi; il++) {
 		int rc = vk_fill_zero(e->vk, e->L[il].kc);
 		if (!rc)
 			rc = vk_fill_zero(e->vk, e->L[il].vc);
@@ -2079,6 +2117,8 @@ static int batch_mode(enum engine_batch_mode mode, uint32_t *k, int *m, const ch
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
+	if (whole_check(e, "batch"))
+		return ERR_STATE;
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
 	int m;
@@ -2158,6 +2198,8 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
+	if (whole_check(e, "chunks"))
+		return ERR_STATE;
 	int base;
 	int rc = batch_mode(mode, &k, &base, "chunks");
 	if (rc)
@@ -2191,6 +2233,8 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 /* One step of at most max_batch tokens: replay (recording on first use). */
 static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
 {
+	if (whole_check(e, "forward"))
+		return ERR_STATE;
 	int rc = step_write(e, tokens, n, pos0, k);
 	return rc ? rc : replay(e, mode, n);
 }
@@ -2407,6 +2451,8 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
 		return err_set(ERR_INVAL, "engine: stage_io: layers [%u, %u) outside the model's %u", layer,
 			       layer + n_layers, e->cfg.n_layer);
+	if (own_check(e, layer, n_layers, "stage_io"))
+		return ERR_STATE;
 	int rc = step_write(e, NULL, n, pos0, 0);
 	if (rc)
 		return rc;
@@ -2441,7 +2487,7 @@ static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage
 		return err_set(ERR_INVAL, "engine: %s: stage %d (attention or FFN)", fn, (int)stage);
 	if (layer >= e->cfg.n_layer)
 		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
-	return 0;
+	return own_check(e, layer, 1, fn);
 }
 
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
@@ -2491,7 +2537,7 @@ static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers
 	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
 		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
 			       e->cfg.n_layer);
-	return 0;
+	return own_check(e, layer, n_layers, fn);
 }
 
 int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n, const uint32_t *seqs,
@@ -2703,6 +2749,8 @@ static int profile_run(struct engine *e, uint32_t n, uint32_t n_out, int mode, s
 
 static int profile_check(const struct engine *e, const void *tokens, struct engine_prof *out)
 {
+	if (whole_check(e, "profile"))
+		return ERR_STATE;
 	memset(out, 0, sizeof *out);
 	if (!e->vk->timestamps)
 		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);

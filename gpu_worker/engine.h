@@ -50,6 +50,11 @@ struct engine_opts {
 	 * pipelines): a worker's heartbeat while it starts; NULL = none */
 	void (*progress)(void *arg);
 	void *progress_arg;
+	/* a pipeline stage's engine: only layers [layer_first, layer_end) get
+	 * their matrices and KV pools (the others only their attention norm);
+	 * whole-model calls (forward, batch, chunks, profile) then fail with
+	 * ERR_STATE and stage calls accept only these layers. 0, 0: every layer */
+	uint32_t layer_first, layer_end;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of

@@ -22,6 +22,10 @@
 #define SELFCHECK_FILE RUNDIR_SELFCHECK /* + "gpu" or "npu" */
 
 int selfcheck_run(struct engine *e, uint32_t n_vocab, uint64_t *digest);
+/* A pipeline stage's check (its engine holds only layers [l0, l1)): fixed
+ * hidden rows of n_embd through the attention and FFN of its layers, the
+ * output rows digested (the record file is the stage's role's). */
+int selfcheck_run_layers(struct engine *e, uint32_t l0, uint32_t l1, uint32_t n_embd, uint64_t *digest);
 /* *first: this start recorded the digest (no earlier one to compare with). */
 int selfcheck_verify(const char *rundir, const char *role, uint64_t digest, bool *first);
 

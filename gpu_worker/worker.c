@@ -163,7 +163,8 @@ static int worker_selfcheck(struct worker *w)
 	const char *role = w->o.role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
 	uint64_t d = 0;
 	bool first = false;
-	int rc = selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
+	int rc = w->pipe ? selfcheck_run_layers(w->e, w->l0, w->l1, w->att->model->cfg.n_embd, &d)
+			 : selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
 	if (!rc)
 		rc = selfcheck_verify(w->o.rundir, role, d, &first);
 	if (rc)
@@ -295,7 +296,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
 				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
-				  .progress_arg = o->progress_arg };
+				  .progress_arg = o->progress_arg, .layer_first = w->pipe ? w->l0 : 0,
+				  .layer_end = w->pipe ? w->l1 : 0 };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -338,6 +340,12 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	for (size_t i = 0; i < m->n_tensors; i++)
 		w->weights_bytes += m->tensors[i].nbytes;
 	w->kv_bytes = w->kv.bytes;
+	if (w->pipe) { /* a stage holds its layers' matrices and KV (and the embedding, norms) */
+		for (uint32_t l = 0; l < w->n_layer; l++)
+			if (l < w->l0 || l >= w->l1)
+				w->weights_bytes -= stages_layer_bytes(m, l);
+		w->kv_bytes = stages_kv_bytes(&w->kv, c, w->l0, w->l1);
+	}
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
 	dl += imp; /* weights used in place still count as placed */

@@ -99,6 +99,18 @@ int stages_balance(const struct model *m, uint32_t n, struct stages *out)
 	return 0;
 }
 
+uint64_t stages_kv_bytes(const struct kv_layout *kv, const struct gemma3_config *c, uint32_t l0, uint32_t l1)
+{
+	uint64_t b = 0;
+	for (uint32_t l = l0; l < l1 && l < c->n_layer; l++) {
+		if (c->layer_global[l] && kv->n_global)
+			b += (uint64_t)kv->n_gblocks * (kv->gblock_bytes / kv->n_global);
+		else if (!c->layer_global[l] && kv->n_local)
+			b += (uint64_t)kv->n_lblocks * (kv->lblock_bytes / kv->n_local);
+	}
+	return b;
+}
+
 void stages_format(const struct stages *s, char *buf, uint32_t cap)
 {
 	uint32_t at = 0;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "formats/model.h"
+#include "ipc/kvlayout.h"
 
 #define STAGES_MAX 2 /* the data plane has two worker links (ipc/dataplane.h) */
 
@@ -30,6 +31,9 @@ int stages_parse_count(const char *s, uint32_t *n);
 int stages_balance(const struct model *m, uint32_t n, struct stages *out);
 /* Weight bytes of layer l's tensors ("blk.L.*"). */
 uint64_t stages_layer_bytes(const struct model *m, uint32_t l);
+/* KV cache bytes of layers [l0, l1) under layout kv (the pools' blocks hold
+ * every layer of their kind; a stage keeps only its layers' share). */
+uint64_t stages_kv_bytes(const struct kv_layout *kv, const struct gemma3_config *c, uint32_t l0, uint32_t l1);
 /* "0-12,13-25" into buf. */
 void stages_format(const struct stages *s, char *buf, uint32_t cap);
 
