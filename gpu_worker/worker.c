@@ -188,18 +188,46 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	struct kvb_plan kp = { 0 };
 	bool autob = budget == 0, fresh = false;
 	int rc;
+	/* what this worker places: a pipeline stage its layers' matrices (and the
+	 * embedding and norms) and its layers' share of every KV block */
+	uint64_t own_w = 0;
+	const struct model *m = w->att->model;
+	for (size_t i = 0; i < m->n_tensors; i++)
+		own_w += m->tensors[i].nbytes;
+	for (uint32_t l = 0; w->pipe && l < c->n_layer; l++)
+		if (l < w->l0 || l >= w->l1)
+			own_w -= stages_layer_bytes(m, l);
+	struct kv_layout one;
+	if (kv_layout_plan(c, w->max_ctx, 1, 0, o->kv_type, &one))
+		return err_prefix(ERR_UNSUP, "worker");
+	uint64_t one_own = w->pipe ? stages_kv_bytes(&one, c, w->l0, w->l1) : one.bytes;
 	if (autob && kv_budget_file_read(o->rundir, role, w->att->ident, &budget) != 0) {
 		if ((rc = kvb_auto(o->vk_device, w->att->model, MSG_MAX_ROWS, w->max_batch, &kp)))
 			return rc;
+		if (o->device_mem && kp.free > o->device_mem) { /* the cap is the user's headroom */
+			kp.free = o->device_mem;
+			kp.headroom = 0;
+		}
+		kp.weights = own_w;
+		uint64_t need = kp.weights + kp.scratch + kp.headroom;
+		kp.budget = kp.free > need ? kp.free - need : 0;
+		/* a stage's bytes hold only its layers' share of each block: the
+		 * cluster's budget (all layers) is that much larger */
+		if (w->pipe && one_own)
+			kp.budget = (uint64_t)((double)kp.budget * (double)one.bytes / (double)one_own);
 		budget = kp.budget;
 		fresh = true;
 		/* the other worker of a split cluster chose first: the same bytes when they fit */
 		if (kv_budget_file_read(o->rundir, other, w->att->ident, &theirs) == 0 && theirs <= budget)
 			budget = theirs;
 	}
-	struct kv_layout one;
-	if (kv_layout_plan(c, w->max_ctx, 1, 0, o->kv_type, &one))
-		return err_prefix(ERR_UNSUP, "worker");
+	if (fresh && budget < one.bytes && o->device_mem)
+		return err_set(ERR_UNSUP, "worker: %s%u-%u need %.1f MiB on the device with one sequence's KV cache (weights "
+			       "%.1f MiB, KV %.1f MiB, scratch %.1f MiB), over --device-mem %.1f MiB: run it across more "
+			       "devices (--placement pipeline --devices D,D), or lower --ctx", w->pipe ? "layers " : "the whole model, layers ",
+			       w->pipe ? w->l0 : 0, w->pipe ? w->l1 - 1 : c->n_layer - 1,
+			       (own_w + one_own + kp.scratch) / 1048576.0, own_w / 1048576.0, one_own / 1048576.0,
+			       kp.scratch / 1048576.0, o->device_mem / 1048576.0);
 	if (fresh && budget < one.bytes)
 		return err_set(ERR_UNSUP, "worker: KV cache: %s has %.1f MiB free; after the weights (%.1f MiB), "
 			       "scratch (%.1f MiB) and headroom (%.1f MiB) %.1f MiB are left, and one sequence of %u "
@@ -216,6 +244,24 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	}
 	if (fresh && kvb_fit_pools(c, kp.max_pool, w->max_seqs, &budget, &w->kv))
 		return err_prefix(ERR_UNSUP, "worker");
+	if (o->device_mem) { /* --device-mem: refuse what does not fit, before allocating any of it */
+		uint64_t kv = w->pipe ? stages_kv_bytes(&w->kv, c, w->l0, w->l1) : w->kv.bytes;
+		uint64_t sc = kvb_scratch(c, MSG_MAX_ROWS, w->max_batch), need = own_w + kv + sc;
+		char what[48];
+		if (w->pipe)
+			snprintf(what, sizeof what, "layers %u-%u", w->l0, w->l1 - 1);
+		else
+			snprintf(what, sizeof what, "the whole model (%u layers)", c->n_layer);
+		if (need > o->device_mem)
+			return err_set(ERR_UNSUP, "worker: %s need %.1f MiB on the device (weights %.1f MiB, KV cache %.1f "
+				       "MiB, scratch %.1f MiB), over --device-mem %.1f MiB: run it across more devices "
+				       "(--placement pipeline --devices D,D), or lower --kv-budget / --ctx / --max-seqs",
+				       what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0, sc / 1048576.0,
+				       o->device_mem / 1048576.0);
+		fprintf(stderr, "worker: --device-mem %.1f MiB: %s take %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)\n",
+			o->device_mem / 1048576.0, what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0,
+			sc / 1048576.0);
+	}
 	if (autob && kv_budget_file_write(o->rundir, role, w->att->ident, budget))
 		return err_prefix(ERR_IO, "worker");
 	if (fresh)

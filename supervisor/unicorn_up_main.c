@@ -654,6 +654,7 @@ int main(int argc, char **argv)
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
+		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
 		sp.ready_file = f_npu;
 		rc = sup_add(s, &sp);
 	}

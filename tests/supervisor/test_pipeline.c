@@ -117,3 +117,46 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
 	}
 	proc_cluster_stop(&c);
 }
+
+/* --device-mem: a model (tiny256 shape, 48 f32 layers: 32.8 MiB of
+ * embedding, 86 MiB of layers) whose weights, one sequence's KV cache and the
+ * engine's scratch do not fit a 190 MiB cap refuses to start fused, naming
+ * the bytes it needs and the way out; the same cap holds each half of it, so
+ * `--devices 0,0` (two stages) serves it. */
+Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	char model[64] = "/tmp/unicorn-pipemem-XXXXXX";
+	int fd = mkstemp(model);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	char cmd[1024], out[16384];
+	snprintf(cmd, sizeof cmd, "'%s/unicorn-mkmodel' --shape tiny256 --type f32 --layers 48 --synthetic-vocab -o '%s'",
+		 bin, model);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	/* fused under the cap: unicorn-up stops with the worker's reason */
+	int lock = proc_cluster_lock();
+	char tmp[64] = "/tmp/unicorn-pipemem-run-XXXXXX";
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s timeout 60 '%s/unicorn-up' --model '%s' --name memcap --no-http "
+		 "--device-mem 190M", tmp, bin, model);
+	int st = proc_sh(cmd, out, sizeof out);
+	close(lock);
+	rmdir(tmp);
+	cr_assert_eq(st, 2, "fused under --device-mem 190M: exit %d, want 2:\n%s", st, out);
+	cr_assert(strstr(out, "over --device-mem 190.0 MiB") && strstr(out, "--placement pipeline"),
+		  "no clear refusal:\n%s", out);
+	/* two stages under the same cap */
+	struct proc_cluster c;
+	proc_cluster_start(&c, "pipemem", (const char *const[]){ "--model", model, "--devices", "0,0", "--device-mem",
+								  "190M", "--no-http", NULL });
+	cr_assert(proc_log_has(c.log, "placement pipeline"), "--devices 0,0 did not choose pipeline (log %s)", c.log);
+	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 0-23 take"), "log %s", c.log);
+	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 24-47 take"), "log %s", c.log);
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4 --raw hello", bin, c.name);
+	st = proc_sh(cmd, out, sizeof out);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert(strstr(out, "<tok_"), "no tokens: %s", out);
+	proc_cluster_stop(&c);
+	unlink(model);
+}
