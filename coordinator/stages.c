@@ -1,6 +1,8 @@
 /* stages: see stages.h. */
 #include "coordinator/stages.h"
 
+#include <time.h>
+
 #include "common/err.h"
 #include "coordinator/trace.h"
 #include "ipc/msg.h"
@@ -67,4 +69,42 @@ void coord_stages_ops(const struct stages *s, uint32_t n_layer, bool head, uint3
 	ops[0] += 1;
 	ops[s->n > 1 ? 1 : 0] += head ? 1 : 0;
 	(void)n_layer;
+}
+
+#define CHAIN_MAX_MBS 16
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+int coord_stages_chain(const struct stages_chain_ops *ops, void *ctx, uint32_t n_mb, const bool *active,
+		       uint32_t max_steps, int64_t budget_ns)
+{
+	if (n_mb > CHAIN_MAX_MBS)
+		return err_set(ERR_INVAL, "pipeline: %u micro-batches (at most %d)", n_mb, CHAIN_MAX_MBS);
+	uint32_t seq[CHAIN_MAX_MBS] = { 0 }, steps[CHAIN_MAX_MBS] = { 0 }, left = 0;
+	int64_t t_end = now_ns() + budget_ns;
+	int rc = 0;
+	for (uint32_t w = 0; w < n_mb && !rc; w++)
+		if (active[w] && !(rc = ops->post(ctx, w, &seq[w])))
+			left++;
+	while (left && !rc) {
+		uint32_t w = 0;
+		if ((rc = ops->wait_one(ctx, seq, n_mb, &w)))
+			break;
+		left--;
+		bool more = false;
+		if ((rc = ops->finish(ctx, w, &more)))
+			break;
+		if (!more || ++steps[w] >= max_steps || now_ns() > t_end)
+			continue;
+		ops->between(ctx);
+		if ((rc = ops->post(ctx, w, &seq[w])))
+			break;
+		left++;
+	}
+	return rc;
 }

@@ -24,4 +24,21 @@ void coord_stages_trace(struct trace *tr, const struct stages *s, const struct m
 /* Ops each stage ran in one FLOW of n_layer layers (head: it sampled). */
 void coord_stages_ops(const struct stages *s, uint32_t n_layer, bool head, uint32_t ops[2]);
 
+/* Chained decode steps (pipeline placement): post every active micro-batch's
+ * step; whenever one comes back, finish it (its tokens) and, when it can go
+ * on, post its next step at once, while the others are still on the stages.
+ * So no stage waits for the slowest micro-batch of a round: with two
+ * micro-batches on two stages both devices stay busy, where lockstep rounds
+ * leave each idle a third of the time. A micro-batch stops after max_steps
+ * steps, or when finish says it cannot go on, or once the chain has run
+ * budget_ns; the call returns when none is in flight. */
+struct stages_chain_ops {
+	int (*post)(void *ctx, uint32_t w, uint32_t *seq);                     /* its FLOW's seq */
+	int (*wait_one)(void *ctx, uint32_t *seq, uint32_t n, uint32_t *which); /* one came back */
+	int (*finish)(void *ctx, uint32_t w, bool *more);
+	void (*between)(void *ctx);                                            /* clients, heartbeat */
+};
+int coord_stages_chain(const struct stages_chain_ops *ops, void *ctx, uint32_t n_mb, const bool *active,
+		       uint32_t max_steps, int64_t budget_ns);
+
 #endif

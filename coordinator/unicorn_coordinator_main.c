@@ -115,6 +115,7 @@ struct coord {
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
+	bool no_chain;         /* UNICORN_PIPE_CHAIN=0: pipeline decode steps in lockstep rounds (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -1104,8 +1105,14 @@ struct split_mb {
  * Rounds always use two. */
 #define SPLIT_MAX_MBS 8
 #define SPLIT_MBS_DEFAULT 2
+/* Pipeline placement chains each micro-batch's decode steps (coordinator/
+ * stages.h): at most this many, and no new chained step after this long,
+ * before the main loop's next round (admissions, timeouts, prompt chunks) */
+#define PIPE_CHAIN_STEPS 64
+#define PIPE_CHAIN_NS 500000000ll
 
 struct split_batch {
+	struct coord *c;                /* pipeline chains: the callbacks' coordinator */
 	struct intake_req **rs;
 	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
@@ -1458,10 +1465,12 @@ static int flow_post_gpu(struct coord *c, uint32_t *seq)
 	return 0;
 }
 
-/* Sleep until every FLOW posted as seq[i] (0: none) came back; its END in
- * ends[i] (ends may be NULL). A failed op, a worker process that is gone (checked every 50
- * ms) or no progress within the step timeout end the wait with an error. */
-static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends)
+/* Sleep until every FLOW posted as seq[i] (0: none) came back (which !=
+ * NULL: until one did, *which = its i; the others' ENDs stay in the rings);
+ * its END in ends[i] (ends may be NULL). A failed op, a worker process that
+ * is gone (checked every 50 ms) or no progress within the step timeout end
+ * the wait with an error. */
+static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends, uint32_t *which)
 {
 	struct wlink *lk[2] = { &c->gpu, &c->npu };
 	uint32_t left = 0;
@@ -1494,6 +1503,10 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
 				seq[i] = 0;
 				left--;
 				progressed = true;
+				if (which) {
+					*which = i;
+					return 0;
+				}
 			}
 		}
 		heartbeat(c);
@@ -1517,35 +1530,131 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
  * layers and the head, worker to worker through their peer rings
  * (docs/protocol.md "Flows"): the coordinator is on no per-layer path; it
  * posts the micro-batches and sleeps until each comes back. */
+/* Post micro-batch w's step as one FLOW to the gpu worker; its origin seq in *seq. */
+static int flow_post_mb(struct coord *c, struct split_batch *sb, uint32_t w, uint32_t *seq)
+{
+	const struct split_mb *mb = &sb->mb[w];
+	msg_init(&c->m, MSG_FLOW);
+	struct msg_flow *f = &c->m.u.flow;
+	f->op = MSG_OP_EMBED;
+	f->n_layer = c->n_layer;
+	f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
+	f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
+	f->k = mb->head ? mb->k : 1;
+	f->n = mb->count;
+	for (uint32_t i = 0; i < mb->count; i++) {
+		struct intake_req *q = sb->rs[mb->first + i];
+		uint32_t p = sb->ch[mb->first + i].pos0;
+		f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+	}
+	if (mb->wide)
+	c->n_wide_mb++;
+	return flow_post_gpu(c, seq);
+}
+
+/* Pipeline placement: micro-batch w's step came back. Its sequences
+ * advance and sample; those that can decode on at once (live, a one-token
+ * chunk of the micro-batch's kind next, its KV blocks at hand without
+ * preempting anyone) stay in it, the others sit out until the next round.
+ * *more: some stayed. */
+static int pipe_finish(void *ctx, uint32_t w, bool *more)
+{
+	struct split_batch *sb = ctx;
+	struct coord *c = sb->c;
+	struct split_mb *mb = &sb->mb[w];
+	struct msg_done d = { 0 };
+	*more = false;
+	int rc = 0;
+	uint32_t kept = 0;
+	for (uint32_t i = mb->first; i < mb->first + mb->count && !rc; i++) {
+		struct intake_req *r = sb->rs[i];
+		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
+			break;
+		if (sb->samples[i] && !r->seq.replaying && r->state == INTAKE_LIVE)
+			rc = take_from_head(c, r, &d, mb->k);
+		struct sched_chunk ch;
+		if (rc || r->state != INTAKE_LIVE || !r->has_slot || r->kv_paused || r->seq.replaying ||
+		    !sched_seq_next(&r->seq, &ch) || ch.n != 1 || kvc_reserve(&c->kv, r->slot, ch.pos0 + 1))
+			continue;
+		if (c->kv.slot[r->slot].dirty) {
+			uint32_t *tab;
+			if (attach_kv_table(c->att, r->slot, &tab) || kvc_table(&c->kv, r->slot, tab, ATTACH_KV_TABLE))
+				continue;
+		}
+		ch.flags = mb->wide ? SCHED_CHUNK_WIDE : 0;
+		uint32_t at = mb->first + kept++;
+		sb->rs[at] = r;
+		sb->ch[at] = ch;
+		sb->samples[at] = sched_seq_chunk_samples(&r->seq, &ch);
+	}
+	if (rc)
+		return rc;
+	mb->count = kept;
+	mb->head = false;
+	mb->mode = MSG_HEAD_ARGMAX;
+	mb->k = 1;
+	for (uint32_t i = mb->first; i < mb->first + kept; i++) {
+		uint32_t k = 1;
+		mb->head = mb->head || sb->samples[i];
+		if (sb->samples[i] && head_mode(sb->rs[i], &k) == MSG_HEAD_TOPK) {
+			mb->mode = MSG_HEAD_TOPK;
+			mb->k = k;
+		}
+	}
+	*more = kept > 0 && c->sched.q_len == 0; /* a waiting request gets its slot at the next round */
+	return 0;
+}
+
+static int pipe_post(void *ctx, uint32_t w, uint32_t *seq)
+{
+	struct split_batch *sb = ctx;
+	return flow_post_mb(sb->c, sb, w, seq);
+}
+
+static int pipe_wait(void *ctx, uint32_t *seq, uint32_t n, uint32_t *which)
+{
+	struct split_batch *sb = ctx;
+	return flow_wait(sb->c, seq, n, NULL, which);
+}
+
+/* between two chained steps: the clients get their tokens, the watchdog a beat */
+static void pipe_between(void *ctx)
+{
+	struct split_batch *sb = ctx;
+	intake_serve(sb->c->in, 0);
+	heartbeat(sb->c);
+}
+
 static int step_split_pass(struct coord *c, struct split_batch *sb)
 {
 	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
-	for (uint32_t w = 0; w < sb->n_mb; w++) {
-		const struct split_mb *mb = &sb->mb[w];
-		if (!mb->count)
-			continue;
-		msg_init(&c->m, MSG_FLOW);
-		struct msg_flow *f = &c->m.u.flow;
-		f->op = MSG_OP_EMBED;
-		f->n_layer = c->n_layer;
-		f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
-		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
-		f->k = mb->head ? mb->k : 1;
-		f->n = mb->count;
-		for (uint32_t i = 0; i < mb->count; i++) {
-			struct intake_req *q = sb->rs[mb->first + i];
-			uint32_t p = sb->ch[mb->first + i].pos0;
-			f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+	if (c->pipeline && !c->no_chain) {
+		static const struct stages_chain_ops ops = { pipe_post, pipe_wait, pipe_finish, pipe_between };
+		bool active[SPLIT_MAX_MBS];
+		for (uint32_t w = 0; w < sb->n_mb; w++)
+			active[w] = sb->mb[w].count > 0;
+		for (uint32_t i = 0; i < sb->n; i++) /* a replayed step is never chained: it runs as recorded */
+			if (sb->rs[i]->seq.replaying)
+				for (uint32_t w = 0; w < sb->n_mb; w++)
+					active[w] = active[w] && w != sb->mb_of[i];
+		bool all = true;
+		for (uint32_t w = 0; w < sb->n_mb; w++)
+			all = all && (active[w] || !sb->mb[w].count);
+		if (all) {
+			sb->c = c;
+			return coord_stages_chain(&ops, sb, sb->n_mb, active, PIPE_CHAIN_STEPS, PIPE_CHAIN_NS);
 		}
-		int rc = flow_post_gpu(c, &seq[w]);
+	}
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
+		if (!sb->mb[w].count)
+			continue;
+		int rc = flow_post_mb(c, sb, w, &seq[w]);
 		if (rc)
 			return rc;
 		if (w > 0)
 			c->n_pipelined++;
-		if (mb->wide)
-			c->n_wide_mb++;
 	}
-	int rc = flow_wait(c, seq, sb->n_mb, NULL);
+	int rc = flow_wait(c, seq, sb->n_mb, NULL, NULL);
 	if (rc)
 		return rc;
 	/* every sampled token comes from its slot's head area (take_from_head
@@ -1611,7 +1720,7 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 		n_flow++;
 	}
 	*used = i;
-	int rc = flow_wait(c, seq, n_flow, NULL);
+	int rc = flow_wait(c, seq, n_flow, NULL, NULL);
 	/* every sampled token comes from its slot's head area (take_from_head
 	 * fills in token and k), so the template answer carries nothing */
 	struct msg_done d = { 0 };
@@ -2178,6 +2287,7 @@ int main(int argc, char **argv)
 	const char *mbs = getenv("UNICORN_SPLIT_MBS");
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
+	c.no_chain = getenv("UNICORN_PIPE_CHAIN") && !strcmp(getenv("UNICORN_PIPE_CHAIN"), "0");
 	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
 			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
 	if (c.pipeline) {
@@ -2217,6 +2327,10 @@ int main(int argc, char **argv)
 		c.status_json[0] = 0;
 	if (c.met)
 		obs_tick(&c);
+	for (uint32_t k = 0; c.met && c.pipeline && k < c.stages.n; k++) {
+		metrics_set(c.met, c.mid.stage_first, wnames[k], c.stages.first[k]);
+		metrics_set(c.met, c.mid.stage_last, wnames[k], c.stages.first[k + 1] - 1);
+	}
 	if (obs_server_start(c.rundir, c.met, c.tr, &c.obs))
 		fprintf(stderr, "coordinator: %s (no metrics for the API process)\n", err_msg());
 	/* the data plane exists before the first HELLO: a worker maps it when
