@@ -106,6 +106,7 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	uint64_t n_chained;    /* pipeline: decode steps posted while another micro-batch was on a stage */
 	uint64_t n_wide_mb;    /* split micro-batches run wide (mat-mat kernels) */
 	uint64_t n_chunk_flows, n_chunk_seqs; /* split prompt-chunk FLOWs, and the chunks they carried */
 	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
@@ -1608,6 +1609,7 @@ static int pipe_finish(void *ctx, uint32_t w, bool *more)
 static int pipe_post(void *ctx, uint32_t w, uint32_t *seq)
 {
 	struct split_batch *sb = ctx;
+	sb->c->n_chained++;
 	return flow_post_mb(sb->c, sb, w, seq);
 }
 
@@ -2003,6 +2005,8 @@ static void report_busy(struct coord *c)
 			(double)(w->busy_ns - w->wall_ns) / 1e3 / (double)w->steps,
 			(double)(w->wall_ns - w->work_ns) / 1e3 / (double)w->steps);
 	}
+	if (c->pipeline)
+		fprintf(stderr, ", %llu chained decode steps", (unsigned long long)c->n_chained);
 	if (c->split)
 		fprintf(stderr, ", %llu overlapped pairs, %llu wide micro-batches, %llu prompt chunks in %llu chunk FLOWs",
 			(unsigned long long)c->n_pipelined, (unsigned long long)c->n_wide_mb,

@@ -269,6 +269,7 @@ struct engine {
 	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
 	uint32_t stager_l0, stager_n;
 	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
+	bool attn_only;                /* engine_opts.attn_only: no FFN matrices */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -547,6 +548,8 @@ static bool own_layer(const struct engine *e, uint32_t il)
 /* Whole-model calls need every layer (fn: for errors). */
 static int whole_check(const struct engine *e, const char *fn)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
 	if (e->l_lo == 0 && e->l_hi == e->cfg.n_layer)
 		return 0;
 	return err_set(ERR_STATE, "engine: %s: this engine holds only layers [%u, %u) of %u (a pipeline stage)", fn,
@@ -949,10 +952,10 @@ static int weights_upload(struct engine *e, const struct model *m)
 {
 	const struct gemma3_config *c = &e->cfg;
 	const struct model_tensor *te[1] = { m->tok_embd };
-	int rc = ew_upload(e, te, 1, &e->embd);
+	int rc = e->attn_only ? 0 : ew_upload(e, te, 1, &e->embd); /* the attention worker neither embeds nor heads */
 	if (rc)
 		return rc;
-	if (e->embd.ncols != c->n_embd || e->embd.nrows != c->n_vocab)
+	if (!e->attn_only && (e->embd.ncols != c->n_embd || e->embd.nrows != c->n_vocab))
 		return err_set(ERR_INVAL, "engine: token_embd.weight: shape does not match the config");
 	rc = norm_upload(e, m->output_norm, c->n_embd, &e->output_norm);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
@@ -976,7 +979,9 @@ static int weights_upload(struct engine *e, const struct model *m)
 				rc = ew_upload(e, &qkv[i], 1, &l->qkv[i]);
 		}
 		const struct model_tensor *gu[2] = { ml->ffn_gate, ml->ffn_up };
-		if (!rc && ml->ffn_gate->type == ml->ffn_up->type) {
+		if (e->attn_only) {
+			/* split placement's attention worker: no FFN matrices */
+		} else if (!rc && ml->ffn_gate->type == ml->ffn_up->type) {
 			l->n_gu = 1;
 			rc = ew_upload(e, gu, 2, &l->gu[0]);
 		} else if (!rc) {
@@ -985,7 +990,7 @@ static int weights_upload(struct engine *e, const struct model *m)
 				rc = ew_upload(e, &gu[i], 1, &l->gu[i]);
 		}
 		if (!rc) rc = ew_upload(e, &ml->wo, 1, &l->wo);
-		if (!rc) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
+		if (!rc && !e->attn_only) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
 		if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
 		if (!rc) rc = norm_upload(e, ml->q_norm, c->head_dim, &l->q_norm);
 		if (!rc) rc = norm_upload(e, ml->k_norm, c->head_dim, &l->k_norm);
@@ -1000,8 +1005,9 @@ static int weights_upload(struct engine *e, const struct model *m)
 			qkv_rows += l->qkv[i].nrows;
 		uint32_t gu_rows = l->gu[0].nrows + (l->n_gu == 2 ? l->gu[1].nrows : 0);
 		if (qkv_rows != e->qkv_stride || l->qkv[0].ncols != c->n_embd || l->wo.ncols != e->n_q ||
-		    l->wo.nrows != c->n_embd || gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
-		    l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)
+		    l->wo.nrows != c->n_embd ||
+		    (!e->attn_only && (gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
+				       l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)))
 			return err_set(ERR_INVAL, "engine: layer %u: weight shapes do not match the config", il);
 	}
 	return rc;
@@ -1011,11 +1017,12 @@ static int sets_create(struct engine *e)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
-	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
+	int rc = e->attn_only ? 0 : mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, e->xq);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, e->xq);
-	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
-	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
+	if (!rc && !e->attn_only) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
+	if (!rc && !e->attn_only)
+		rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
@@ -1038,6 +1045,8 @@ static int sets_create(struct engine *e)
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
+		if (e->attn_only)
+			continue;
 		/* the GLU: rmsnorm's x16 copy at 8, and the _x16q kernel's copy and mailbox at 6, 7 */
 		struct vk_buf *gb[8] = { e->xb, e->ff, d, d, d, e->ffq, e->fmb, e->xq };
 		if (!rc && l->n_gu == 1)
@@ -1142,6 +1151,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
+	e->attn_only = o->attn_only;
 	e->l_lo = o->layer_first;
 	e->l_hi = o->layer_end ? o->layer_end : c->n_layer;
 	if (e->l_lo >= e->l_hi || e->l_hi > c->n_layer) {
@@ -2353,6 +2363,8 @@ static int once_submit(struct engine *e)
 
 int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: embed: this engine holds only the attention's weights");
 	int rc = step_write(e, tokens, n, 0, 0);
 	if (!rc)
 		rc = once_begin(e);
@@ -2453,6 +2465,8 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 			       layer + n_layers, e->cfg.n_layer);
 	if (own_check(e, layer, n_layers, "stage_io"))
 		return ERR_STATE;
+	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
+		return err_set(ERR_STATE, "engine: stage_io: this engine holds only the attention's weights");
 	int rc = step_write(e, NULL, n, pos0, 0);
 	if (rc)
 		return rc;
@@ -2487,6 +2501,8 @@ static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage
 		return err_set(ERR_INVAL, "engine: %s: stage %d (attention or FFN)", fn, (int)stage);
 	if (layer >= e->cfg.n_layer)
 		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
+	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
 	return own_check(e, layer, 1, fn);
 }
 
@@ -2537,6 +2553,8 @@ static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers
 	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
 		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
 			       e->cfg.n_layer);
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
 	return own_check(e, layer, n_layers, fn);
 }
 
@@ -2632,6 +2650,8 @@ float *engine_stage_rows(struct engine *e)
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: head_batch: this engine holds only the attention's weights");
 	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
 		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax or top-k)", (int)mode);
 	if (mode == ENGINE_BATCH_ARGMAX)
@@ -2682,6 +2702,8 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 
 int engine_head(struct engine *e, uint32_t n, float *logits)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: head: this engine holds only the attention's weights");
 	int rc = step_write(e, NULL, n, 0, 0);
 	if (!rc)
 		rc = once_begin(e);

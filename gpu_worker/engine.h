@@ -55,6 +55,9 @@ struct engine_opts {
 	 * whole-model calls (forward, batch, chunks, profile) then fail with
 	 * ERR_STATE and stage calls accept only these layers. 0, 0: every layer */
 	uint32_t layer_first, layer_end;
+	/* split placement's attention worker: no FFN matrices (only attention
+	 * stage calls then; the rest fail with ERR_STATE) */
+	bool attn_only;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of

@@ -46,7 +46,8 @@ int selfcheck_run(struct engine *e, uint32_t n_vocab, uint64_t *digest)
 	return rc ? err_prefix(rc, "self-check") : 0;
 }
 
-int selfcheck_run_layers(struct engine *e, uint32_t l0, uint32_t l1, uint32_t n_embd, uint64_t *digest)
+int selfcheck_run_layers(struct engine *e, enum engine_stage stage, uint32_t l0, uint32_t l1, uint32_t n_embd,
+			 uint64_t *digest)
 {
 	*digest = 0;
 	if (l1 <= l0 || n_embd == 0)
@@ -67,12 +68,12 @@ int selfcheck_run_layers(struct engine *e, uint32_t l0, uint32_t l1, uint32_t n_
 	if (!rc)
 		rc = engine_seq_blocks(e, 0, tab, len);
 	if (!rc)
-		rc = engine_stage_io(e, l0, l1 - l0, ENGINE_STAGE_BOTH, SELFCHECK_N, 0, rows, rows);
+		rc = engine_stage_io(e, l0, l1 - l0, stage, SELFCHECK_N, 0, rows, rows);
 	int rc2 = engine_seq_reset(e, 0);
 	if (!rc)
 		rc = rc2;
 	if (!rc)
-		*digest = digest64(0x5e1fc4ecull ^ ((uint64_t)l0 << 32 | l1), rows, (size_t)SELFCHECK_N * n_embd * sizeof *rows);
+		*digest = digest64(0x5e1fc4ecull ^ ((uint64_t)l0 << 32 | l1) ^ ((uint64_t)stage << 48), rows, (size_t)SELFCHECK_N * n_embd * sizeof *rows);
 	free(tab);
 	free(rows);
 	return rc ? err_prefix(rc, "self-check") : 0;

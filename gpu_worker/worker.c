@@ -75,6 +75,7 @@ struct worker {
 	 * 0 and runs the head when l1 is the model's last (ipc/stages.h) */
 	bool pipe;
 	uint32_t l0, l1;
+	bool attn_only;         /* split's attention worker: its engine holds no FFN matrices */
 	bool per_layer;         /* UNICORN_PIPE_PER_LAYER=1: a stage runs each op alone (A/B) */
 	uint32_t range_n;       /* > 1 while a FLOW's ATTN op runs that many whole layers at once */
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
@@ -163,8 +164,10 @@ static int worker_selfcheck(struct worker *w)
 	const char *role = w->o.role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
 	uint64_t d = 0;
 	bool first = false;
-	int rc = w->pipe ? selfcheck_run_layers(w->e, w->l0, w->l1, w->att->model->cfg.n_embd, &d)
-			 : selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
+	const struct gemma3_config *c = &w->att->model->cfg;
+	int rc = w->pipe	 ? selfcheck_run_layers(w->e, ENGINE_STAGE_BOTH, w->l0, w->l1, c->n_embd, &d)
+		 : w->attn_only ? selfcheck_run_layers(w->e, ENGINE_STAGE_ATTN, 0, c->n_layer, c->n_embd, &d)
+				 : selfcheck_run(w->e, c->n_vocab, &d);
 	if (!rc)
 		rc = selfcheck_verify(w->o.rundir, role, d, &first);
 	if (rc)
@@ -330,6 +333,9 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				o->progress(o->progress_arg);
 		}
 	}
+	/* the attention worker (split placement; never a pipeline stage) runs
+	 * attention stages only: the FFN matrices stay out of its device */
+	w->attn_only = o->role == MSG_ROLE_NPU_WORKER && !w->pipe;
 	w->kv_identity = w->kv.n_gblocks >= w->max_seqs * w->kv.max_blocks && w->kv.n_lblocks >= w->max_seqs * w->kv.ring;
 	/* the engine may use the read-only weight mappings in place: they stay
 	 * mapped until attach_close, which worker_destroy runs after
@@ -343,7 +349,7 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
 				  .progress_arg = o->progress_arg, .layer_first = w->pipe ? w->l0 : 0,
-				  .layer_end = w->pipe ? w->l1 : 0 };
+				  .layer_end = w->pipe ? w->l1 : 0, .attn_only = w->attn_only };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -392,6 +398,12 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				w->weights_bytes -= stages_layer_bytes(m, l);
 		w->kv_bytes = stages_kv_bytes(&w->kv, c, w->l0, w->l1);
 	}
+	for (uint32_t l = 0; w->attn_only && l < w->n_layer; l++) {
+		const struct model_layer *ml = &m->layers[l];
+		w->weights_bytes -= ml->ffn_gate->nbytes + ml->ffn_up->nbytes + ml->ffn_down->nbytes;
+	}
+	if (w->attn_only)
+		w->weights_bytes -= m->tok_embd->nbytes;
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
 	dl += imp; /* weights used in place still count as placed */
