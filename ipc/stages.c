@@ -84,12 +84,15 @@ int stages_balance(const struct model *m, uint32_t n, struct stages *out)
 		pre[l + 1] = pre[l] + stages_layer_bytes(m, l);
 	memset(out, 0, sizeof *out);
 	out->n = n;
+	/* the last stage's head reads the whole embedding matrix every step
+	 * (the logits), as a layer reads its weights: it counts as its bytes */
+	uint64_t head = m->tok_embd ? m->tok_embd->nbytes : 0;
 	/* stage k starts at the layer boundary nearest to k/n of the bytes, with
 	 * at least one layer in every stage */
 	for (uint32_t k = 1; k < n; k++) {
 		uint32_t best = out->first[k - 1] + 1;
 		for (uint32_t l = best; l <= L - (n - k); l++) {
-			double want = (double)pre[L] * k / n;
+			double want = (double)(pre[L] + head) * k / n;
 			if (__builtin_fabs((double)pre[l] - want) < __builtin_fabs((double)pre[best] - want))
 				best = l;
 		}

@@ -3,7 +3,8 @@
  * whole layers; stage 0 also embeds, the last stage runs the final norm and
  * the head. The ranges come from --layers ("0-12,13-25": inclusive, in order,
  * covering every layer) or are balanced by weight bytes over the model's
- * layer tensors (every process computes the same split from the same
+ * layer tensors, the last stage's head counted as the embedding matrix it
+ * reads every step; every process computes the same split from the same
  * manifest, so nothing about it travels in messages). */
 #ifndef UNICORN_STAGES_H
 #define UNICORN_STAGES_H
@@ -26,8 +27,9 @@ int stages_parse(const char *s, uint32_t n_layer, struct stages *out);
 /* Check only the syntax and the count of "A-B,..." (no model at hand yet):
  * the number of ranges in *n. */
 int stages_parse_count(const char *s, uint32_t *n);
-/* n stages of about equal weight bytes (the layer tensors "blk.L.*"); each
- * gets at least one layer. ERR_INVAL when n > n_layer or n > STAGES_MAX. */
+/* n stages of about equal weight bytes read per step (the layer tensors
+ * "blk.L.*", and for the last stage the embedding matrix its head reads);
+ * each gets at least one layer. ERR_INVAL when n > n_layer or n > STAGES_MAX. */
 int stages_balance(const struct model *m, uint32_t n, struct stages *out);
 /* Weight bytes of layer l's tensors ("blk.L.*"). */
 uint64_t stages_layer_bytes(const struct model *m, uint32_t l);

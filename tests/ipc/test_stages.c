@@ -1,7 +1,9 @@
 /* stages: pipeline layer ranges parsed from --layers (inclusive, contiguous
- * from 0, covering the model) and balanced by weight bytes (the golden tiny
- * model's 6 equal layers cut in half; a model whose first layers weigh more
- * cut where the bytes balance); a stage's share of the KV cache. */
+ * from 0, covering the model) and balanced by the weight bytes each stage
+ * reads per step (the golden tiny model, whose embedding outweighs its 6
+ * layers: the last stage, which runs the head, keeps one layer; without the
+ * head's bytes its equal layers cut in half, and a heavier first layer moves
+ * the cut); a stage's share of the KV cache. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +51,17 @@ Test(stages, balance_cuts_by_weight_bytes)
 	struct stages s;
 	cr_assert_eq(stages_balance(m, 2, &s), 0, "%s", err_msg());
 	cr_assert_eq(s.n, 2);
-	cr_assert_eq(s.first[1], 3, "6 equal layers cut at %u", s.first[1]);
+	cr_assert_eq(s.first[1], 5, "the head's embedding outweighs the layers: cut at %u", s.first[1]);
 	cr_assert_eq(s.first[2], m->cfg.n_layer);
+	struct model_tensor *embd = NULL;
+	for (size_t i = 0; i < m->n_tensors; i++)
+		if (!strcmp(m->tensors[i].name, "token_embd.weight"))
+			embd = &m->tensors[i];
+	cr_assert_not_null(embd);
+	uint64_t embd_bytes = embd->nbytes;
+	embd->nbytes = 0; /* layers alone */
+	cr_assert_eq(stages_balance(m, 2, &s), 0, "%s", err_msg());
+	cr_assert_eq(s.first[1], 3, "6 equal layers cut at %u", s.first[1]);
 	cr_assert_eq(stages_balance(m, 1, &s), 0);
 	cr_assert_eq(s.first[1], m->cfg.n_layer);
 	cr_assert_neq(stages_balance(m, 3, &s), 0, "more stages than STAGES_MAX");
@@ -63,6 +74,7 @@ Test(stages, balance_cuts_by_weight_bytes)
 			m->tensors[i].nbytes *= 5;
 	cr_assert_eq(stages_balance(m, 2, &s), 0);
 	cr_assert_eq(s.first[1], 1, "cut at %u", s.first[1]);
+	embd->nbytes = embd_bytes;
 	/* a stage's KV share: global and local layers in their pools' proportions */
 	struct kv_layout kv;
 	cr_assert_eq(kv_layout_plan(&m->cfg, 4096, 4, 0, KV_TYPE_F16, &kv), 0, "%s", err_msg());

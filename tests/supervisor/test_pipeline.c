@@ -1,12 +1,16 @@
 /* pipeline: --placement pipeline on the tiny golden model, two stages of
- * whole layers (gpu0: layers 0-2 and the embedding, gpu1: 3-5 and the head)
- * on lavapipe's one device:
+ * whole layers (gpu0: layers 0-4 and the embedding, gpu1: layer 5 and the
+ * head, whose embedding matrix outweighs the tiny layers) on lavapipe's one
+ * device:
  *   - under 4 concurrent greedy HTTP streams, the text of fused placement,
  *     token for token;
  *   - each stage SIGKILLed under those streams (gpu1, then gpu0): every
  *     stream still gives the uninterrupted text, its worst gap between two
  *     chunks within the uninterrupted run's + 3 s;
- *   - unicorn status shows each stage's layer range.
+ *   - unicorn status shows each stage's layer range;
+ *   - with decode rows on the mat-mat kernels (UNICORN_BATCH_MM_MIN=2: wide
+ *     micro-batches, engine_stage_range's wide recordings), the text of fused
+ *     placement's wide rounds.
  * Needs UNICORN_BIN (make test). Takes the cluster tests' lock. */
 #include <criterion/criterion.h>
 
@@ -80,11 +84,11 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
 	proc_cluster_stop(&c);
 
 	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "pipeline", NULL });
-	cr_assert(proc_log_has(c.log, "pipeline: stages gpu0 and gpu1 run layers 0-2,3-5"), "log %s", c.log);
+	cr_assert(proc_log_has(c.log, "pipeline: stages gpu0 and gpu1 run layers 0-4,5-5"), "log %s", c.log);
 	char cmd[512], out[8192];
 	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", proc_bin_dir(), c.name);
 	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0);
-	cr_assert(strstr(out, "layers 0-2 on") && strstr(out, "layers 3-5 on") && strstr(out, "gpu1"),
+	cr_assert(strstr(out, "layers 0-4 on") && strstr(out, "layers 5-5 on") && strstr(out, "gpu1"),
 		  "unicorn status shows no stages:\n%s", out);
 	streams_run(&c, s, NULL, NULL, true, MAX_TOKENS, NULL);
 	double worst_base = 0;
@@ -111,18 +115,35 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
 			      worst, 1 - kill_no, worst_base);
 	}
 	cr_assert(proc_log_has(c.log, "[unicorn-up] gpu1") && proc_log_has(c.log, "[gpu0]"), "log %s", c.log);
+	proc_cluster_stop(&c);
 	for (int i = 0; i < STREAMS_N; i++) {
 		free(fused[i]);
 		free(pipe[i]);
 	}
+
+	setenv("UNICORN_BATCH_MM_MIN", "2", 1);
+	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "fused", NULL });
+	streams_run(&c, s, NULL, NULL, true, MAX_TOKENS, NULL);
+	texts(s, fused);
 	proc_cluster_stop(&c);
+	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "pipeline", NULL });
+	streams_run(&c, s, NULL, NULL, true, MAX_TOKENS, NULL);
+	texts(s, pipe);
+	proc_cluster_stop(&c);
+	unsetenv("UNICORN_BATCH_MM_MIN");
+	for (int i = 0; i < STREAMS_N; i++) {
+		cr_assert_str_eq(pipe[i], fused[i], "stream %d: wide pipeline and wide fused differ", i);
+		free(fused[i]);
+		free(pipe[i]);
+	}
 }
 
 /* --device-mem: a model (tiny256 shape, 48 f32 layers: 32.8 MiB of
  * embedding, 86 MiB of layers) whose weights, one sequence's KV cache and the
  * engine's scratch do not fit a 190 MiB cap refuses to start fused, naming
  * the bytes it needs and the way out; the same cap holds each half of it, so
- * `--devices 0,0` (two stages) serves it. */
+ * `--devices 0,0` with `--layers 0-23,24-47` (two stages of equal memory:
+ * both hold the embedding) serves it. */
 Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
 {
 	const char *bin = proc_bin_dir_or_skip();
@@ -149,7 +170,7 @@ Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
 	/* two stages under the same cap */
 	struct proc_cluster c;
 	proc_cluster_start(&c, "pipemem", (const char *const[]){ "--model", model, "--devices", "0,0", "--device-mem",
-								  "190M", "--no-http", NULL });
+								  "190M", "--layers", "0-23,24-47", NULL });
 	cr_assert(proc_log_has(c.log, "placement pipeline"), "--devices 0,0 did not choose pipeline (log %s)", c.log);
 	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 0-23 take"), "log %s", c.log);
 	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 24-47 take"), "log %s", c.log);
