@@ -25,7 +25,7 @@
 #   PIPE_STREAMS [1,16,64]     concurrency levels
 #   PIPE_TOKENS [128]          max_tokens per stream
 #   PIPE_DEVICES [0,1]         the pipeline's devices; fused runs on the first
-#   PIPE_CTX [8192]            --ctx (a shorter context: the KV cache is planned and
+#   PIPE_CTX [4096]            --ctx (a shorter context: the KV cache is planned and
 #                              zeroed faster; 64 streams x 128 tokens need far less)
 #   PIPE_BUDGET_S [560]        stop starting new work after this many seconds (the
 #                              device call's limit is 600): what ran is still reported
@@ -51,7 +51,7 @@ STREAMS=${PIPE_STREAMS:-1,16,64}
 N=${PIPE_TOKENS:-128}
 DEVICES=${PIPE_DEVICES:-0,1}
 FUSED_DEV=${DEVICES%%,*}
-CTX=${PIPE_CTX:-8192}
+CTX=${PIPE_CTX:-4096}
 T_END=$(($(date +%s) + ${PIPE_BUDGET_S:-560}))
 URL=http://127.0.0.1:$PORT
 status=0
