@@ -226,11 +226,13 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	}
 	if (fresh && budget < one.bytes && o->device_mem)
 		return err_set(ERR_UNSUP, "worker: %s%u-%u need %.1f MiB on the device with one sequence's KV cache (weights "
-			       "%.1f MiB, KV %.1f MiB, scratch %.1f MiB), over --device-mem %.1f MiB: run it across more "
-			       "devices (--placement pipeline --devices D,D), or lower --ctx", w->pipe ? "layers " : "the whole model, layers ",
+			       "%.1f MiB, KV %.1f MiB, scratch %.1f MiB), over --device-mem %.1f MiB: %s, or lower --ctx",
+			       w->pipe ? "layers " : "the whole model, layers ",
 			       w->pipe ? w->l0 : 0, w->pipe ? w->l1 - 1 : c->n_layer - 1,
 			       (own_w + one_own + kp.scratch) / 1048576.0, own_w / 1048576.0, one_own / 1048576.0,
-			       kp.scratch / 1048576.0, o->device_mem / 1048576.0);
+			       kp.scratch / 1048576.0, o->device_mem / 1048576.0,
+			       w->pipe ? "give this stage fewer layers (--layers)"
+				       : "run it across more devices (--placement pipeline --devices D,D)");
 	if (fresh && budget < one.bytes)
 		return err_set(ERR_UNSUP, "worker: KV cache: %s has %.1f MiB free; after the weights (%.1f MiB), "
 			       "scratch (%.1f MiB) and headroom (%.1f MiB) %.1f MiB are left, and one sequence of %u "
@@ -247,6 +249,22 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	}
 	if (fresh && kvb_fit_pools(c, kp.max_pool, w->max_seqs, &budget, &w->kv))
 		return err_prefix(ERR_UNSUP, "worker");
+	/* auto under --device-mem: a stage's share of the planned pools follows
+	 * the plan's global/local split, not the one-sequence ratio the budget
+	 * was scaled by; shrink until weights + KV + scratch fit the cap */
+	for (int i = 0; fresh && o->device_mem && i < 8; i++) {
+		uint64_t kv = w->pipe ? stages_kv_bytes(&w->kv, c, w->l0, w->l1) : w->kv.bytes;
+		uint64_t fixed = own_w + kvb_scratch(c, MSG_MAX_ROWS, w->max_batch);
+		if (fixed + kv <= o->device_mem || fixed >= o->device_mem || !kv)
+			break;
+		uint64_t nb = (uint64_t)((double)budget * (double)(o->device_mem - fixed) / (double)kv * 0.999);
+		struct kv_layout smaller;
+		if (nb < one.bytes || kv_layout_plan(c, w->max_ctx, w->max_seqs, nb, o->kv_type, &smaller) ||
+		    kvb_fit_pools(c, kp.max_pool, w->max_seqs, &nb, &smaller))
+			break; /* the check below says what does not fit */
+		w->kv = smaller;
+		budget = nb;
+	}
 	if (o->device_mem) { /* --device-mem: refuse what does not fit, before allocating any of it */
 		uint64_t kv = w->pipe ? stages_kv_bytes(&w->kv, c, w->l0, w->l1) : w->kv.bytes;
 		uint64_t sc = kvb_scratch(c, MSG_MAX_ROWS, w->max_batch), need = own_w + kv + sc;
@@ -257,10 +275,11 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 			snprintf(what, sizeof what, "the whole model (%u layers)", c->n_layer);
 		if (need > o->device_mem)
 			return err_set(ERR_UNSUP, "worker: %s need %.1f MiB on the device (weights %.1f MiB, KV cache %.1f "
-				       "MiB, scratch %.1f MiB), over --device-mem %.1f MiB: run it across more devices "
-				       "(--placement pipeline --devices D,D), or lower --kv-budget / --ctx / --max-seqs",
-				       what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0, sc / 1048576.0,
-				       o->device_mem / 1048576.0);
+				       "MiB, scratch %.1f MiB), over --device-mem %.1f MiB: %s, or lower --kv-budget / --ctx / "
+				       "--max-seqs", what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0, sc / 1048576.0,
+				       o->device_mem / 1048576.0,
+				       w->pipe ? "give this stage fewer layers (--layers)"
+					       : "run it across more devices (--placement pipeline --devices D,D)");
 		fprintf(stderr, "worker: --device-mem %.1f MiB: %s take %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)\n",
 			o->device_mem / 1048576.0, what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0,
 			sc / 1048576.0);
