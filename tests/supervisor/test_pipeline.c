@@ -64,6 +64,18 @@ static pid_t oldest_stage(const struct proc_cluster *c, const void *arg)
 	return best;
 }
 
+/* Whether the cluster's log has what within 5 s (unicorn-up copies its
+ * children's lines into it as they come, so a line may follow the ready files). */
+static bool log_soon(const char *log, const char *what)
+{
+	for (int i = 0; i < 50; i++) {
+		if (proc_log_has(log, what))
+			return true;
+		usleep(100 * 1000);
+	}
+	return false;
+}
+
 static void texts(struct stream *s, char **out)
 {
 	for (int i = 0; i < STREAMS_N; i++) {
@@ -84,7 +96,7 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
 	proc_cluster_stop(&c);
 
 	proc_cluster_start(&c, "pipe", (const char *const[]){ "--placement", "pipeline", NULL });
-	cr_assert(proc_log_has(c.log, "pipeline: stages gpu0 and gpu1 run layers 0-4,5-5"), "log %s", c.log);
+	cr_assert(log_soon(c.log, "pipeline: stages gpu0 and gpu1 run layers 0-4,5-5"), "log %s", c.log);
 	char cmd[512], out[8192];
 	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", proc_bin_dir(), c.name);
 	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0);
@@ -114,7 +126,7 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
 		cr_assert_leq(worst, worst_base + 3.0, "worst gap %.2f s after killing gpu%d (uninterrupted %.2f s)",
 			      worst, 1 - kill_no, worst_base);
 	}
-	cr_assert(proc_log_has(c.log, "[unicorn-up] gpu1") && proc_log_has(c.log, "[gpu0]"), "log %s", c.log);
+	cr_assert(log_soon(c.log, "[unicorn-up] gpu1") && log_soon(c.log, "[gpu0]"), "log %s", c.log);
 	proc_cluster_stop(&c);
 	for (int i = 0; i < STREAMS_N; i++) {
 		free(fused[i]);
@@ -171,9 +183,9 @@ Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
 	struct proc_cluster c;
 	proc_cluster_start(&c, "pipemem", (const char *const[]){ "--model", model, "--devices", "0,0", "--device-mem",
 								  "190M", "--layers", "0-23,24-47", NULL });
-	cr_assert(proc_log_has(c.log, "placement pipeline"), "--devices 0,0 did not choose pipeline (log %s)", c.log);
-	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 0-23 take"), "log %s", c.log);
-	cr_assert(proc_log_has(c.log, "--device-mem 190.0 MiB: layers 24-47 take"), "log %s", c.log);
+	cr_assert(log_soon(c.log, "placement pipeline"), "--devices 0,0 did not choose pipeline (log %s)", c.log);
+	cr_assert(log_soon(c.log, "--device-mem 190.0 MiB: layers 0-23 take"), "log %s", c.log);
+	cr_assert(log_soon(c.log, "--device-mem 190.0 MiB: layers 24-47 take"), "log %s", c.log);
 	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 4 --raw hello", bin, c.name);
 	st = proc_sh(cmd, out, sizeof out);
 	cr_assert_eq(st, 0, "%s", out);
