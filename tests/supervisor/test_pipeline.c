@@ -156,10 +156,25 @@ Test(pipeline, equals_fused_and_survives_stage_kills, .timeout = 300)
  * the bytes it needs and the way out; the same cap holds each half of it, so
  * `--devices 0,0` with `--layers 0-23,24-47` (two stages of equal memory:
  * both hold the embedding) serves it. */
-Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
+static char mem_model[64], mem_run[64];
+
+/* the model file and the refused run's directory go whatever the outcome */
+static void mem_cleanup(void)
+{
+	if (mem_model[0])
+		unlink(mem_model);
+	if (mem_run[0]) {
+		char cmd[128], out[256];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", mem_run);
+		proc_sh(cmd, out, sizeof out);
+	}
+}
+
+Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180, .fini = mem_cleanup)
 {
 	const char *bin = proc_bin_dir_or_skip();
-	char model[64] = "/tmp/unicorn-pipemem-XXXXXX";
+	char *model = mem_model;
+	snprintf(mem_model, sizeof mem_model, "/tmp/unicorn-pipemem-XXXXXX");
 	int fd = mkstemp(model);
 	cr_assert_geq(fd, 0);
 	close(fd);
@@ -169,13 +184,13 @@ Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
 	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
 	/* fused under the cap: unicorn-up stops with the worker's reason */
 	int lock = proc_cluster_lock();
-	char tmp[64] = "/tmp/unicorn-pipemem-run-XXXXXX";
+	char *tmp = mem_run;
+	snprintf(mem_run, sizeof mem_run, "/tmp/unicorn-pipemem-run-XXXXXX");
 	cr_assert_not_null(mkdtemp(tmp));
 	snprintf(cmd, sizeof cmd, "XDG_RUNTIME_DIR=%s timeout 60 '%s/unicorn-up' --model '%s' --name memcap --no-http "
 		 "--device-mem 190M", tmp, bin, model);
 	int st = proc_sh(cmd, out, sizeof out);
 	close(lock);
-	rmdir(tmp);
 	cr_assert_eq(st, 2, "fused under --device-mem 190M: exit %d, want 2:\n%s", st, out);
 	cr_assert(strstr(out, "over --device-mem 190.0 MiB") && strstr(out, "--placement pipeline"),
 		  "no clear refusal:\n%s", out);
@@ -191,5 +206,4 @@ Test(pipeline, device_mem_cap_runs_across_two_stages, .timeout = 180)
 	cr_assert_eq(st, 0, "%s", out);
 	cr_assert(strstr(out, "<tok_"), "no tokens: %s", out);
 	proc_cluster_stop(&c);
-	unlink(model);
 }
