@@ -149,8 +149,8 @@ int cli_status(int argc, char **argv)
 		if ((int)l > dw)
 			dw = l > 200 ? 200 : (int)l;
 	}
-	printf("%-12s %8s %8s %4s  %-7s %-*s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
-	       "RST", "BACKEND", dw, "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
+	printf("%-12s %8s %8s %4s %5s  %-8s %-*s %10s %10s %10s  %-7s %-9s\n", "ROLE", "PID", "UPTIME",
+	       "RST", "BUSY", "BACKEND", dw, "DEVICE", "WEIGHTS", "KV", "SCRATCH", "SHARING", "IMPORT");
 	json_array_foreach(procs, i, p) {
 		char w[32], kv[32], sc[32], t[32];
 		bytes(p, "weights_bytes", w, sizeof w);
@@ -160,8 +160,15 @@ int cli_status(int argc, char **argv)
 		progress_fmt_time(t, sizeof t, json_number_value(json_object_get(p, "uptime_s")));
 		char pidbuf[16];
 		snprintf(pidbuf, sizeof pidbuf, ppid ? "%lld" : "down", (long long)ppid);
-		printf("%-12s %8s %8s %4lld  %-7.7s %-*.*s %10s %10s %10s  %-7s %-9s\n", str(p, "name"),
-		       pidbuf, ppid ? t : "-", (long long)json_integer_value(json_object_get(p, "restarts")),
+		/* BUSY: the share of its uptime a process spent on steps (workers:
+		 * their device's time; a pipeline's stages side by side) */
+		char busy[16] = "-";
+		double up_s = json_number_value(json_object_get(p, "uptime_s"));
+		json_t *bj = json_object_get(p, "busy_s");
+		if (ppid && json_is_number(bj) && up_s > 0 && json_number_value(bj) > 0)
+			snprintf(busy, sizeof busy, "%.0f%%", 100.0 * json_number_value(bj) / up_s);
+		printf("%-12s %8s %8s %4lld %5s  %-8.8s %-*.*s %10s %10s %10s  %-7s %-9s\n", str(p, "name"),
+		       pidbuf, ppid ? t : "-", (long long)json_integer_value(json_object_get(p, "restarts")), busy,
 		       str(p, "backend"), dw, dw, str(p, "device"), w, kv, sc, str(p, "share_path"),
 		       str(p, "import"));
 	}

@@ -546,6 +546,10 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 		{ &ids->status_busy, "unicorn_worker_reported_busy_seconds_total", METRICS_COUNTER,
 		  "worker", "Busy time the worker reports in its STATUS (resets when it restarts).",
 		  NULL, 0 },
+		{ &ids->stage_first, "unicorn_stage_first_layer", METRICS_GAUGE, "worker",
+		  "Pipeline placement: the first layer a stage worker runs.", NULL, 0 },
+		{ &ids->stage_last, "unicorn_stage_last_layer", METRICS_GAUGE, "worker",
+		  "Pipeline placement: the last layer a stage worker runs.", NULL, 0 },
 		{ &ids->ttft, "unicorn_time_to_first_token_seconds", METRICS_HISTOGRAM, NULL,
 		  "From a request's arrival to its first generated token.", TTFT_BUCKETS,
 		  NB(TTFT_BUCKETS) },
@@ -601,7 +605,7 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 	return 0;
 }
 
-/* status.json names the worker processes "gpu"/"npu" (as the coordinator's
+/* status.json names the worker processes "gpu"/"npu", or a pipeline's "gpu0"/"gpu1" (as the coordinator's
  * worker label does); other names are the loader, coordinator, ... */
 int metrics_cluster_load_status(struct metrics *m, const struct metrics_cluster *ids,
 				const char *path)
@@ -626,7 +630,8 @@ int metrics_cluster_load_status(struct metrics *m, const struct metrics_cluster 
 		int role = (int)json_integer_value(json_object_get(p, "role"));
 		if (role != 3 && role != 4) /* MSG_ROLE_NPU_WORKER, MSG_ROLE_GPU_WORKER */
 			continue;
-		const char *w = role == 4 ? "gpu" : "npu";
+		/* a pipeline's stages are gpu0, gpu1 (their names, as the coordinator labels them) */
+		const char *w = !strncmp(name, "gpu", 3) && name[3] ? name : role == 4 ? "gpu" : "npu";
 		json_t *v;
 		if (json_is_integer(v = json_object_get(p, "kv_bytes")))
 			metrics_set(m, ids->kv_bytes, w, (double)json_integer_value(v));

@@ -28,6 +28,7 @@
 #include "coordinator/sampler.h"
 #include "coordinator/kvcache.h"
 #include "coordinator/sched.h"
+#include "coordinator/stages.h"
 #include "tokenizer/tokenizer.h"
 #include "coordinator/trace.h"
 #include "ipc/attach.h"
@@ -70,6 +71,10 @@ struct wlink {
 struct coord {
 	const char *rundir;
 	bool split;
+	/* --placement pipeline: split's FLOW machinery with two stage workers of
+	 * whole layers on the two links (coordinator/stages.h) */
+	bool pipeline;
+	struct stages stages;
 	uint32_t max_seqs;
 	int step_timeout_ms;
 	int64_t request_timeout_ns; /* --request-timeout: longest a request may run; 0 = none */
@@ -101,6 +106,7 @@ struct coord {
 	uint64_t n_steps, n_decode_steps;
 	int64_t decode_wall_ns;
 	uint64_t n_pipelined;
+	uint64_t n_chained;    /* pipeline: decode steps posted while another micro-batch was on a stage */
 	uint64_t n_wide_mb;    /* split micro-batches run wide (mat-mat kernels) */
 	uint64_t n_chunk_flows, n_chunk_seqs; /* split prompt-chunk FLOWs, and the chunks they carried */
 	/* split dataflow: the ops' latency (post to DONE, EMA) and the spin
@@ -110,6 +116,7 @@ struct coord {
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
+	bool no_chain;         /* UNICORN_PIPE_CHAIN=0: pipeline decode steps in lockstep rounds (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
 	struct metrics_cluster mid;
@@ -168,7 +175,7 @@ static bool stopping(struct coord *c)
 static void fill_status(void *arg, struct msg_status *st)
 {
 	struct coord *c = arg;
-	msg_set_str(st->backend, sizeof st->backend, c->split ? "split" : "fused");
+	msg_set_str(st->backend, sizeof st->backend, c->pipeline ? "pipeline" : c->split ? "split" : "fused");
 	bool up = __atomic_load_n(&c->gpu.up, __ATOMIC_RELAXED) &&
 		  (!c->split || __atomic_load_n(&c->npu.up, __ATOMIC_RELAXED));
 	msg_set_str(st->device, sizeof st->device, up ? "coordinator" : COORD_DEGRADED);
@@ -1099,8 +1106,14 @@ struct split_mb {
  * Rounds always use two. */
 #define SPLIT_MAX_MBS 8
 #define SPLIT_MBS_DEFAULT 2
+/* Pipeline placement chains each micro-batch's decode steps (coordinator/
+ * stages.h): at most this many, and no new chained step after this long,
+ * before the main loop's next round (admissions, timeouts, prompt chunks) */
+#define PIPE_CHAIN_STEPS 64
+#define PIPE_CHAIN_NS 500000000ll
 
 struct split_batch {
+	struct coord *c;                /* pipeline chains: the callbacks' coordinator */
 	struct intake_req **rs;
 	uint32_t n;
 	struct sched_chunk ch[SCHED_MAX_SEQS];
@@ -1375,6 +1388,10 @@ static int step_split_flow(struct coord *c, struct split_batch *sb)
  * per layer, then HEAD. */
 static void trace_flow(struct coord *c, const struct msg_flow *f)
 {
+	if (c->pipeline) {
+		coord_stages_trace(c->tr, &c->stages, f);
+		return;
+	}
 	for (uint32_t i = 0; c->tr && i < f->n_ops; i++) {
 		bool head = i == 2 * f->n_layer + 1, attn = i > 0 && !head && i % 2 == 1;
 		struct trace_span sp = {
@@ -1412,6 +1429,11 @@ static void obs_flow(struct coord *c, const struct msg_flow *f)
 		struct wlink *w = side == MSG_FLOW_ATTN ? &c->npu : &c->gpu;
 		int64_t wall = (int64_t)f->wall_us[side] * 1000;
 		uint32_t ops = side == MSG_FLOW_ATTN ? f->n_layer : 1 + f->n_layer + (f->flags & MSG_FLOW_HEAD ? 1 : 0);
+		if (c->pipeline) { /* stage 0 reports as the FFN side, stage 1 as the attention side */
+			uint32_t so[2];
+			coord_stages_ops(&c->stages, f->n_layer, f->flags & MSG_FLOW_HEAD, so);
+			ops = so[side == MSG_FLOW_ATTN ? 1 : 0];
+		}
 		w->busy_ns += wall + hop_ns[side == MSG_FLOW_ATTN ? 1 : 0];
 		w->work_ns += (int64_t)f->gpu_ns[side];
 		w->wall_ns += wall;
@@ -1444,10 +1466,12 @@ static int flow_post_gpu(struct coord *c, uint32_t *seq)
 	return 0;
 }
 
-/* Sleep until every FLOW posted as seq[i] (0: none) came back; its END in
- * ends[i] (ends may be NULL). A failed op, a worker process that is gone (checked every 50
- * ms) or no progress within the step timeout end the wait with an error. */
-static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends)
+/* Sleep until every FLOW posted as seq[i] (0: none) came back (which !=
+ * NULL: until one did, *which = its i; the others' ENDs stay in the rings);
+ * its END in ends[i] (ends may be NULL). A failed op, a worker process that
+ * is gone (checked every 50 ms) or no progress within the step timeout end
+ * the wait with an error. */
+static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow *ends, uint32_t *which)
 {
 	struct wlink *lk[2] = { &c->gpu, &c->npu };
 	uint32_t left = 0;
@@ -1480,6 +1504,10 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
 				seq[i] = 0;
 				left--;
 				progressed = true;
+				if (which) {
+					*which = i;
+					return 0;
+				}
 			}
 		}
 		heartbeat(c);
@@ -1503,35 +1531,132 @@ static int flow_wait(struct coord *c, uint32_t *seq, uint32_t n, struct msg_flow
  * layers and the head, worker to worker through their peer rings
  * (docs/protocol.md "Flows"): the coordinator is on no per-layer path; it
  * posts the micro-batches and sleeps until each comes back. */
+/* Post micro-batch w's step as one FLOW to the gpu worker; its origin seq in *seq. */
+static int flow_post_mb(struct coord *c, struct split_batch *sb, uint32_t w, uint32_t *seq)
+{
+	const struct split_mb *mb = &sb->mb[w];
+	msg_init(&c->m, MSG_FLOW);
+	struct msg_flow *f = &c->m.u.flow;
+	f->op = MSG_OP_EMBED;
+	f->n_layer = c->n_layer;
+	f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
+	f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
+	f->k = mb->head ? mb->k : 1;
+	f->n = mb->count;
+	for (uint32_t i = 0; i < mb->count; i++) {
+		struct intake_req *q = sb->rs[mb->first + i];
+		uint32_t p = sb->ch[mb->first + i].pos0;
+		f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+	}
+	if (mb->wide)
+	c->n_wide_mb++;
+	return flow_post_gpu(c, seq);
+}
+
+/* Pipeline placement: micro-batch w's step came back. Its sequences
+ * advance and sample; those that can decode on at once (live, a one-token
+ * chunk of the micro-batch's kind next, its KV blocks at hand without
+ * preempting anyone) stay in it, the others sit out until the next round.
+ * *more: some stayed. */
+static int pipe_finish(void *ctx, uint32_t w, bool *more)
+{
+	struct split_batch *sb = ctx;
+	struct coord *c = sb->c;
+	struct split_mb *mb = &sb->mb[w];
+	struct msg_done d = { 0 };
+	*more = false;
+	int rc = 0;
+	uint32_t kept = 0;
+	for (uint32_t i = mb->first; i < mb->first + mb->count && !rc; i++) {
+		struct intake_req *r = sb->rs[i];
+		if ((rc = sched_seq_advance(&r->seq, &sb->ch[i])))
+			break;
+		if (sb->samples[i] && !r->seq.replaying && r->state == INTAKE_LIVE)
+			rc = take_from_head(c, r, &d, mb->k);
+		struct sched_chunk ch;
+		if (rc || r->state != INTAKE_LIVE || !r->has_slot || r->kv_paused || r->seq.replaying ||
+		    !sched_seq_next(&r->seq, &ch) || ch.n != 1 || kvc_reserve(&c->kv, r->slot, ch.pos0 + 1))
+			continue;
+		if (c->kv.slot[r->slot].dirty) {
+			uint32_t *tab;
+			if (attach_kv_table(c->att, r->slot, &tab) || kvc_table(&c->kv, r->slot, tab, ATTACH_KV_TABLE))
+				continue;
+		}
+		ch.flags = mb->wide ? SCHED_CHUNK_WIDE : 0;
+		uint32_t at = mb->first + kept++;
+		sb->rs[at] = r;
+		sb->ch[at] = ch;
+		sb->samples[at] = sched_seq_chunk_samples(&r->seq, &ch);
+	}
+	if (rc)
+		return rc;
+	mb->count = kept;
+	mb->head = false;
+	mb->mode = MSG_HEAD_ARGMAX;
+	mb->k = 1;
+	for (uint32_t i = mb->first; i < mb->first + kept; i++) {
+		uint32_t k = 1;
+		mb->head = mb->head || sb->samples[i];
+		if (sb->samples[i] && head_mode(sb->rs[i], &k) == MSG_HEAD_TOPK) {
+			mb->mode = MSG_HEAD_TOPK;
+			mb->k = k;
+		}
+	}
+	*more = kept > 0 && c->sched.q_len == 0; /* a waiting request gets its slot at the next round */
+	return 0;
+}
+
+static int pipe_post(void *ctx, uint32_t w, uint32_t *seq)
+{
+	struct split_batch *sb = ctx;
+	sb->c->n_chained++;
+	return flow_post_mb(sb->c, sb, w, seq);
+}
+
+static int pipe_wait(void *ctx, uint32_t *seq, uint32_t n, uint32_t *which)
+{
+	struct split_batch *sb = ctx;
+	return flow_wait(sb->c, seq, n, NULL, which);
+}
+
+/* between two chained steps: the clients get their tokens, the watchdog a beat */
+static void pipe_between(void *ctx)
+{
+	struct split_batch *sb = ctx;
+	intake_serve(sb->c->in, 0);
+	heartbeat(sb->c);
+}
+
 static int step_split_pass(struct coord *c, struct split_batch *sb)
 {
 	uint32_t seq[SPLIT_MAX_MBS] = { 0 };
-	for (uint32_t w = 0; w < sb->n_mb; w++) {
-		const struct split_mb *mb = &sb->mb[w];
-		if (!mb->count)
-			continue;
-		msg_init(&c->m, MSG_FLOW);
-		struct msg_flow *f = &c->m.u.flow;
-		f->op = MSG_OP_EMBED;
-		f->n_layer = c->n_layer;
-		f->flags = (mb->head ? MSG_FLOW_HEAD : 0) | (mb->wide ? MSG_FLOW_WIDE : 0);
-		f->mode = mb->head ? mb->mode : MSG_HEAD_ARGMAX;
-		f->k = mb->head ? mb->k : 1;
-		f->n = mb->count;
-		for (uint32_t i = 0; i < mb->count; i++) {
-			struct intake_req *q = sb->rs[mb->first + i];
-			uint32_t p = sb->ch[mb->first + i].pos0;
-			f->e[i] = (struct msg_run_batch_entry){ q->slot, q->slot, p, q->seq.tokens[p] };
+	if (c->pipeline && !c->no_chain) {
+		static const struct stages_chain_ops ops = { pipe_post, pipe_wait, pipe_finish, pipe_between };
+		bool active[SPLIT_MAX_MBS];
+		for (uint32_t w = 0; w < sb->n_mb; w++)
+			active[w] = sb->mb[w].count > 0;
+		for (uint32_t i = 0; i < sb->n; i++) /* a replayed step is never chained: it runs as recorded */
+			if (sb->rs[i]->seq.replaying)
+				for (uint32_t w = 0; w < sb->n_mb; w++)
+					active[w] = active[w] && w != sb->mb_of[i];
+		bool all = true;
+		for (uint32_t w = 0; w < sb->n_mb; w++)
+			all = all && (active[w] || !sb->mb[w].count);
+		if (all) {
+			sb->c = c;
+			return coord_stages_chain(&ops, sb, sb->n_mb, active, PIPE_CHAIN_STEPS, PIPE_CHAIN_NS);
 		}
-		int rc = flow_post_gpu(c, &seq[w]);
+	}
+	for (uint32_t w = 0; w < sb->n_mb; w++) {
+		if (!sb->mb[w].count)
+			continue;
+		int rc = flow_post_mb(c, sb, w, &seq[w]);
 		if (rc)
 			return rc;
 		if (w > 0)
 			c->n_pipelined++;
-		if (mb->wide)
-			c->n_wide_mb++;
 	}
-	int rc = flow_wait(c, seq, sb->n_mb, NULL);
+	int rc = flow_wait(c, seq, sb->n_mb, NULL, NULL);
 	if (rc)
 		return rc;
 	/* every sampled token comes from its slot's head area (take_from_head
@@ -1597,7 +1722,7 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 		n_flow++;
 	}
 	*used = i;
-	int rc = flow_wait(c, seq, n_flow, NULL);
+	int rc = flow_wait(c, seq, n_flow, NULL, NULL);
 	/* every sampled token comes from its slot's head area (take_from_head
 	 * fills in token and k), so the template answer carries nothing */
 	struct msg_done d = { 0 };
@@ -1867,7 +1992,7 @@ static void report_busy(struct coord *c)
 		return;
 	double wall = (double)c->step_wall_ns;
 	fprintf(stderr, "coordinator: %s: %llu rounds, %.3f ms/round (decode %.3f ms over %llu)",
-		c->split ? "split" : "fused", (unsigned long long)c->n_steps,
+		c->pipeline ? "pipeline" : c->split ? "split" : "fused", (unsigned long long)c->n_steps,
 		wall / 1e6 / (double)c->n_steps,
 		c->n_decode_steps ? (double)c->decode_wall_ns / 1e6 / (double)c->n_decode_steps : 0.0,
 		(unsigned long long)c->n_decode_steps);
@@ -1880,6 +2005,8 @@ static void report_busy(struct coord *c)
 			(double)(w->busy_ns - w->wall_ns) / 1e3 / (double)w->steps,
 			(double)(w->wall_ns - w->work_ns) / 1e3 / (double)w->steps);
 	}
+	if (c->pipeline)
+		fprintf(stderr, ", %llu chained decode steps", (unsigned long long)c->n_chained);
 	if (c->split)
 		fprintf(stderr, ", %llu overlapped pairs, %llu wide micro-batches, %llu prompt chunks in %llu chunk FLOWs",
 			(unsigned long long)c->n_pipelined, (unsigned long long)c->n_wide_mb,
@@ -1969,7 +2096,8 @@ static void kv_info_write(const struct coord *c, const struct kv_layout *l)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused]\n"
+	fprintf(f, "usage: unicorn-coordinator --rundir DIR --model PATH [--placement split|fused|pipeline]\n"
+		"                           [--layers A-B,C-D]\n"
 		"                           [--max-seqs N] [--step-timeout-ms MS]\n"
 		"                           [--request-timeout S] [--kv-budget BYTES|auto]\n"
 		"                           [--batch-tokens N] [--micro-batches N]\n"
@@ -1989,6 +2117,9 @@ static void usage(FILE *f)
 		"a FLOW between the workers (1..%d, default %d; unicorn-up passes 1 when both\n"
 		"workers share one GPU, whose two contexts take turns: nothing to overlap).\n"
 		"UNICORN_SPLIT_MBS=N overrides it (A/B).\n"
+		"--placement pipeline: two stage workers of whole layers (gpu0 on gpu.ipc, gpu1 on\n"
+		"npu.ipc) pass each micro-batch's FLOW between them; --layers gives their ranges\n"
+		"(default: balanced by weight bytes, as the workers compute them).\n"
 		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
 		"the mat-mat kernel (default %d; 0 = never).\n",
 		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT);
@@ -2010,7 +2141,7 @@ static int opt_count(const char *name, const char *arg, uint32_t max, uint32_t *
 int main(int argc, char **argv)
 {
 	static struct coord c;
-	const char *model = NULL, *placement = "fused";
+	const char *model = NULL, *placement = "fused", *layers = NULL;
 	c.max_seqs = 4;
 	c.step_timeout_ms = STEP_TIMEOUT_MS_DEFAULT;
 	c.request_timeout_ns = (int64_t)REQUEST_TIMEOUT_S_DEFAULT * 1000000000;
@@ -2033,6 +2164,7 @@ int main(int argc, char **argv)
 		{ "kv-type", required_argument, 0, 'k' },
 		{ "batch-tokens", required_argument, 0, 'B' },
 		{ "micro-batches", required_argument, 0, 'M' },
+		{ "layers", required_argument, 0, 'L' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -2079,16 +2211,18 @@ int main(int argc, char **argv)
 			if (opt_count("--micro-batches", optarg, SPLIT_MAX_MBS, &c.split_mbs))
 				return 2;
 			break;
+		case 'L': layers = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!c.rundir || !model || (strcmp(placement, "split") && strcmp(placement, "fused")) ||
+	if (!c.rundir || !model || (strcmp(placement, "split") && strcmp(placement, "fused") && strcmp(placement, "pipeline")) ||
 	    c.max_seqs < 1 || c.max_seqs > MSG_MAX_SLOTS || c.step_timeout_ms < 100) {
 		usage(stderr);
 		return 2;
 	}
-	c.split = !strcmp(placement, "split");
+	c.pipeline = !strcmp(placement, "pipeline");
+	c.split = !strcmp(placement, "split") || c.pipeline;
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
@@ -2122,6 +2256,10 @@ int main(int argc, char **argv)
 	if (stopping(&c))
 		return 0;
 	c.n_layer = c.att->model->cfg.n_layer;
+	if (c.pipeline && coord_stages_plan(c.att->model, layers, 2, &c.stages)) {
+		fprintf(stderr, "coordinator: %s\n", err_msg());
+		return 2;
+	}
 	/* the workers' context and KV pools, from the same inputs (kvlayout.h) */
 	c.n_ctx = kv_context(&c.att->model->cfg, c.ctx_cap);
 	if (!c.kv_budget) {
@@ -2153,7 +2291,14 @@ int main(int argc, char **argv)
 	const char *mbs = getenv("UNICORN_SPLIT_MBS");
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
-	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1");
+	c.no_chain = getenv("UNICORN_PIPE_CHAIN") && !strcmp(getenv("UNICORN_PIPE_CHAIN"), "0");
+	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
+			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
+	if (c.pipeline) {
+		char lr[64];
+		stages_format(&c.stages, lr, sizeof lr);
+		fprintf(stderr, "coordinator: pipeline: stages gpu0 and gpu1 run layers %s\n", lr);
+	}
 	if (c.split)
 		fprintf(stderr, "coordinator: split: decoding sequences in %u micro-batch%s\n", c.split_mbs,
 			c.split_mbs == 1 ? "" : "es");
@@ -2161,17 +2306,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "coordinator: %s\n", err_msg());
 		return 2;
 	}
-	c.gpu.name = "gpu";
+	c.gpu.name = c.pipeline ? "gpu0" : "gpu";
 	c.gpu.role = MSG_ROLE_GPU_WORKER;
 	c.gpu.idx = 0;
 	c.gpu.dl = DP_GPU;
-	c.npu.name = "npu";
+	c.npu.name = c.pipeline ? "gpu1" : "npu";
 	c.npu.role = MSG_ROLE_NPU_WORKER;
 	c.npu.idx = 1;
 	c.npu.dl = DP_NPU;
 	/* Observability is best effort: without memory for it the cluster still
 	 * serves (the endpoints answer 503). */
-	static const char *const wnames[] = { "gpu", "npu" };
+	static const char *const wnames_split[] = { "gpu", "npu" }, *const wnames_pipe[] = { "gpu0", "gpu1" };
+	const char *const *wnames = c.pipeline ? wnames_pipe : wnames_split;
 	c.t_boot = intake_now_ns();
 	if (metrics_create(&c.met) || metrics_cluster_define(c.met, &c.mid) ||
 	    trace_create(0, wnames, c.split ? 2 : 1, &c.tr)) {
@@ -2185,6 +2331,10 @@ int main(int argc, char **argv)
 		c.status_json[0] = 0;
 	if (c.met)
 		obs_tick(&c);
+	for (uint32_t k = 0; c.met && c.pipeline && k < c.stages.n; k++) {
+		metrics_set(c.met, c.mid.stage_first, wnames[k], c.stages.first[k]);
+		metrics_set(c.met, c.mid.stage_last, wnames[k], c.stages.first[k + 1] - 1);
+	}
 	if (obs_server_start(c.rundir, c.met, c.tr, &c.obs))
 		fprintf(stderr, "coordinator: %s (no metrics for the API process)\n", err_msg());
 	/* the data plane exists before the first HELLO: a worker maps it when
@@ -2196,6 +2346,11 @@ int main(int argc, char **argv)
 	} else {
 		c.dp_on = true;
 		dp_set_coord_ident(&c.dp, c.att->ident);
+	}
+	if (c.pipeline && !c.dp_on) {
+		fprintf(stderr, "coordinator: --placement pipeline needs the data plane (its stages pass FLOWs "
+			"through its rings); unset UNICORN_NO_DATAPLANE\n");
+		return 2;
 	}
 	for (int i = 0; i < 2; i++) {
 		struct wlink *w = links(&c, i);
@@ -2248,7 +2403,7 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 	fprintf(stderr, "coordinator: ready (%s placement, %u slots, gpu pid %u%s)\n", placement,
-		c.max_seqs, c.gpu.pid, c.split ? ", npu worker up" : "");
+		c.max_seqs, c.gpu.pid, c.pipeline ? ", stage gpu1 up" : c.split ? ", npu worker up" : "");
 
 	uint64_t reported = 0, steps_before = (uint64_t)-1;
 	int64_t t_active = intake_now_ns(); /* when a request was last known */

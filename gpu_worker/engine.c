@@ -268,6 +268,10 @@ struct engine {
 	VkCommandBuffer tabcb;
 	VkCommandBuffer *stage_cbs;    /* [short][layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
 	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
+	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
+	uint32_t stager_l0, stager_n;
+	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
+	bool attn_only;                /* engine_opts.attn_only: no FFN matrices */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -534,6 +538,33 @@ static size_t stage_cbs_len(const struct engine *e)
 static size_t stageb_cbs_len(const struct engine *e)
 {
 	return (size_t)e->cfg.n_layer * 2 * 2 * 2 * (e->batch_max + 1);
+}
+
+/* Whether layer il has its matrices and KV here (a pipeline stage's engine
+ * holds only its range). */
+static bool own_layer(const struct engine *e, uint32_t il)
+{
+	return il >= e->l_lo && il < e->l_hi;
+}
+
+/* Whole-model calls need every layer (fn: for errors). */
+static int whole_check(const struct engine *e, const char *fn)
+{
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	if (e->l_lo == 0 && e->l_hi == e->cfg.n_layer)
+		return 0;
+	return err_set(ERR_STATE, "engine: %s: this engine holds only layers [%u, %u) of %u (a pipeline stage)", fn,
+		       e->l_lo, e->l_hi, e->cfg.n_layer);
+}
+
+/* Stage calls on layers [layer, layer + n) need them here. */
+static int own_check(const struct engine *e, uint32_t layer, uint32_t n, const char *fn)
+{
+	if (layer >= e->l_lo && layer + n <= e->l_hi)
+		return 0;
+	return err_set(ERR_STATE, "engine: %s: layers [%u, %u) are not this engine's [%u, %u)", fn, layer, layer + n,
+		       e->l_lo, e->l_hi);
 }
 
 static int mksetv(struct engine *e, const struct vk_pipe *p, VkDescriptorSet *s, struct vk_buf *const *bufs, int n)
@@ -949,15 +980,19 @@ static int weights_upload(struct engine *e, const struct model *m)
 {
 	const struct gemma3_config *c = &e->cfg;
 	const struct model_tensor *te[1] = { m->tok_embd };
-	int rc = ew_upload(e, te, 1, &e->embd);
+	int rc = e->attn_only ? 0 : ew_upload(e, te, 1, &e->embd); /* the attention worker neither embeds nor heads */
 	if (rc)
 		return rc;
-	if (e->embd.ncols != c->n_embd || e->embd.nrows != c->n_vocab)
+	if (!e->attn_only && (e->embd.ncols != c->n_embd || e->embd.nrows != c->n_vocab))
 		return err_set(ERR_INVAL, "engine: token_embd.weight: shape does not match the config");
 	rc = norm_upload(e, m->output_norm, c->n_embd, &e->output_norm);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		const struct model_layer *ml = &m->layers[il];
 		struct elayer *l = &e->L[il];
+		if (!own_layer(e, il)) { /* another stage's: only its norms (small; a neighbour's set names them) */
+			if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
+			continue;
+		}
 		const struct model_tensor *qkv[3] = { ml->wq, ml->wk, ml->wv };
 		bool qkv_adj = (const char *)ml->wk->data == (const char *)ml->wq->data + ml->wq->nbytes &&
 			       (const char *)ml->wv->data == (const char *)ml->wk->data + ml->wk->nbytes;
@@ -972,7 +1007,9 @@ static int weights_upload(struct engine *e, const struct model *m)
 				rc = ew_upload(e, &qkv[i], 1, &l->qkv[i]);
 		}
 		const struct model_tensor *gu[2] = { ml->ffn_gate, ml->ffn_up };
-		if (!rc && ml->ffn_gate->type == ml->ffn_up->type) {
+		if (e->attn_only) {
+			/* split placement's attention worker: no FFN matrices */
+		} else if (!rc && ml->ffn_gate->type == ml->ffn_up->type) {
 			l->n_gu = 1;
 			rc = ew_upload(e, gu, 2, &l->gu[0]);
 		} else if (!rc) {
@@ -981,7 +1018,7 @@ static int weights_upload(struct engine *e, const struct model *m)
 				rc = ew_upload(e, &gu[i], 1, &l->gu[i]);
 		}
 		if (!rc) rc = ew_upload(e, &ml->wo, 1, &l->wo);
-		if (!rc) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
+		if (!rc && !e->attn_only) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
 		if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
 		if (!rc) rc = norm_upload(e, ml->q_norm, c->head_dim, &l->q_norm);
 		if (!rc) rc = norm_upload(e, ml->k_norm, c->head_dim, &l->k_norm);
@@ -996,8 +1033,9 @@ static int weights_upload(struct engine *e, const struct model *m)
 			qkv_rows += l->qkv[i].nrows;
 		uint32_t gu_rows = l->gu[0].nrows + (l->n_gu == 2 ? l->gu[1].nrows : 0);
 		if (qkv_rows != e->qkv_stride || l->qkv[0].ncols != c->n_embd || l->wo.ncols != e->n_q ||
-		    l->wo.nrows != c->n_embd || gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
-		    l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)
+		    l->wo.nrows != c->n_embd ||
+		    (!e->attn_only && (gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
+				       l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)))
 			return err_set(ERR_INVAL, "engine: layer %u: weight shapes do not match the config", il);
 	}
 	return rc;
@@ -1007,15 +1045,18 @@ static int sets_create(struct engine *e)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct vk_buf *d = e->dummy;
-	int rc = mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
+	int rc = e->attn_only ? 0 : mksetw(e, &e->rows[type_slot(e->embd.type)], &e->s_embed, &e->embd, e->stepd, e->h);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_norm0, e->h, e->L[0].attn_norm, e->xb, d, d, e->xq);
 	if (!rc) rc = mkset(e, &e->norm, &e->s_final, e->h, e->output_norm, e->xb, d, d, e->xq);
-	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
-	if (!rc) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
+	if (!rc && !e->attn_only) rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits, &e->embd, e->logits);
+	if (!rc && !e->attn_only)
+		rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
 	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
+		if (!own_layer(e, il))
+			continue;
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, e->xq);
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
@@ -1032,6 +1073,8 @@ static int sets_create(struct engine *e)
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
+		if (e->attn_only)
+			continue;
 		/* the GLU: rmsnorm's x16 copy at 8, and the _x16q kernel's copy and mailbox at 6, 7 */
 		struct vk_buf *gb[8] = { e->xb, e->ff, d, d, d, e->ffq, e->fmb, e->xq };
 		if (!rc && l->n_gu == 1)
@@ -1136,6 +1179,13 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->n_q = c->n_head * c->head_dim;
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
+	e->attn_only = o->attn_only;
+	e->l_lo = o->layer_first;
+	e->l_hi = o->layer_end ? o->layer_end : c->n_layer;
+	if (e->l_lo >= e->l_hi || e->l_hi > c->n_layer) {
+		rc = err_set(ERR_INVAL, "engine: options: layers [%u, %u) of a model of %u", e->l_lo, e->l_hi, c->n_layer);
+		goto fail;
+	}
 	if (e->max_batch > 4096 || e->max_rows > 4096 || e->n_split > 256 || e->max_ctx > (1u << 24) || e->max_seqs > 256 ||
 	    (uint64_t)e->max_seqs * e->max_ctx > (1u << 24)) {
 		rc = err_set(ERR_INVAL, "engine: options: max_batch and max_rows <= 4096, n_split <= 256, max_ctx <= 2^24, "
@@ -1240,7 +1290,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
 		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
-	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi && !rc; il++) {
 		uint64_t kv_bytes = c->layer_global[il] ? kv_g : kv_l;
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
 		if (!rc)
@@ -1311,6 +1361,8 @@ void engine_destroy(struct engine *e)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
 		for (size_t i = 0; e->stageb_cbs && i < stageb_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stageb_cbs[i]);
+		for (size_t i = 0; e->stager_cbs && i < 4 * ((size_t)e->batch_max + 1); i++)
+			vk_cmd_free(e->vk, e->stager_cbs[i]);
 		for (uint32_t il = 0; e->L && il < e->cfg.n_layer; il++) {
 			struct elayer *l = &e->L[il];
 			for (int i = 0; i < 3; i++)
@@ -1362,6 +1414,7 @@ void engine_destroy(struct engine *e)
 		free(e->cbs[m]);
 	free(e->stage_cbs);
 	free(e->stageb_cbs);
+	free(e->stager_cbs);
 	free(e->L);
 	free(e->imp);
 	free(e);
@@ -1464,7 +1517,7 @@ int engine_seq_reset(struct engine *e, uint32_t seq)
 
 int engine_reset(struct engine *e)
 {
-	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi; il++) {
 		int rc = vk_fill_zero(e->vk, e->L[il].kc);
 		if (!rc)
 			rc = vk_fill_zero(e->vk, e->L[il].vc);
@@ -2116,6 +2169,8 @@ static int batch_mode(enum engine_batch_mode mode, uint32_t *k, int *m, const ch
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
+	if (whole_check(e, "batch"))
+		return ERR_STATE;
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
 	int m;
@@ -2196,6 +2251,8 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
+	if (whole_check(e, "chunks"))
+		return ERR_STATE;
 	int base;
 	int rc = batch_mode(mode, &k, &base, "chunks");
 	if (rc)
@@ -2229,6 +2286,8 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 /* One step of at most max_batch tokens: replay (recording on first use). */
 static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
 {
+	if (whole_check(e, "forward"))
+		return ERR_STATE;
 	int rc = step_write(e, tokens, n, pos0, k);
 	return rc ? rc : replay(e, mode, n);
 }
@@ -2347,6 +2406,8 @@ static int once_submit(struct engine *e)
 
 int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: embed: this engine holds only the attention's weights");
 	int rc = step_write(e, tokens, n, 0, 0);
 	if (!rc)
 		rc = once_begin(e);
@@ -2445,6 +2506,10 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
 		return err_set(ERR_INVAL, "engine: stage_io: layers [%u, %u) outside the model's %u", layer,
 			       layer + n_layers, e->cfg.n_layer);
+	if (own_check(e, layer, n_layers, "stage_io"))
+		return ERR_STATE;
+	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
+		return err_set(ERR_STATE, "engine: stage_io: this engine holds only the attention's weights");
 	int rc = step_write(e, NULL, n, pos0, 0);
 	if (rc)
 		return rc;
@@ -2479,7 +2544,9 @@ static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage
 		return err_set(ERR_INVAL, "engine: %s: stage %d (attention or FFN)", fn, (int)stage);
 	if (layer >= e->cfg.n_layer)
 		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
-	return 0;
+	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	return own_check(e, layer, 1, fn);
 }
 
 int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
@@ -2523,12 +2590,84 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
 	return hio_run(e, *slot, n, in, out);
 }
 
+/* The range calls' layers [layer, layer + n_layers) (fn: for errors). */
+static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers, const char *fn)
+{
+	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
+		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
+			       e->cfg.n_layer);
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	return own_check(e, layer, n_layers, fn);
+}
+
+int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n, const uint32_t *seqs,
+		       const uint32_t *pos, bool wide, const float *in, float *out)
+{
+	int rc = range_check(e, layer, n_layers, "stage_range");
+	if (rc)
+		return rc;
+	if (!seqs || !pos)
+		return err_set(ERR_INVAL, "engine: stage_range: seqs and pos are required");
+	if (n == 0 || n > e->batch_max)
+		return err_set(ERR_INVAL, "engine: stage_range: %u rows (1..%u)", n, e->batch_max);
+	rc = batch_write(e, n, NULL, seqs, pos, 0);
+	if (rc)
+		return rc;
+	size_t len = 4 * ((size_t)e->batch_max + 1);
+	if (!e->stager_cbs && !(e->stager_cbs = calloc(len, sizeof *e->stager_cbs)))
+		return err_set(ERR_NOMEM, "engine: out of memory");
+	if (e->stager_l0 != layer || e->stager_n != n_layers) { /* a pipeline stage keeps one range */
+		for (size_t i = 0; i < len; i++) {
+			vk_cmd_free(e->vk, e->stager_cbs[i]);
+			e->stager_cbs[i] = VK_NULL_HANDLE;
+		}
+		e->stager_l0 = layer;
+		e->stager_n = n_layers;
+	}
+	/* recorded once per (short steps, kind, rows): each layer's attention
+	 * and FFN exactly as engine_stage_batch records them one at a time, so
+	 * the rows equal that many single-stage calls bit for bit */
+	size_t sh = e->fuse && e->step_short ? 1 : 0;
+	VkCommandBuffer *slot = &e->stager_cbs[(sh * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n];
+	if (!*slot) {
+		rc = vk_cmd_alloc(e->vk, slot);
+		if (!rc) {
+			e->rec_batch = e->rec_distinct = true;
+			e->rec_wide = wide;
+			rc = rec_stage_io(e, *slot, false, layer, n_layers, ENGINE_STAGE_BOTH, n);
+			e->rec_batch = e->rec_distinct = e->rec_wide = false;
+		}
+		if (rc) {
+			vk_cmd_free(e->vk, *slot);
+			*slot = VK_NULL_HANDLE;
+			return rc;
+		}
+	}
+	return hio_run(e, *slot, n, in, out);
+}
+
+static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+			       const struct engine_chunk *ch, const float *in, float *out);
+
+int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n,
+			      const struct engine_chunk *ch, const float *in, float *out)
+{
+	int rc = range_check(e, layer, n_layers, "stage_chunks_range");
+	return rc ? rc : stage_chunks_layers(e, layer, n_layers, ENGINE_STAGE_BOTH, n, ch, in, out);
+}
+
 int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
 			const struct engine_chunk *ch, const float *in, float *out)
 {
 	int rc = stage_check(e, layer, stage, "stage_chunks");
-	if (rc)
-		return rc;
+	return rc ? rc : stage_chunks_layers(e, layer, 1, stage, n, ch, in, out);
+}
+
+static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
+			       const struct engine_chunk *ch, const float *in, float *out)
+{
+	int rc;
 	for (uint32_t i = 0; ch && i < n; i++)
 		if (ch[i].head)
 			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
@@ -2541,7 +2680,7 @@ int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stag
 	/* engine_forward_chunks' wide kind: rows of several sequences, each row
 	 * alike whatever the others */
 	e->rec_batch = e->rec_wide = true;
-	rc = rec_stage_io(e, cb, true, layer, 1, stage, rows);
+	rc = rec_stage_io(e, cb, true, layer, n_layers, stage, rows);
 	e->rec_batch = e->rec_wide = false;
 	return rc ? rc : hio_run(e, cb, rows, in, out);
 }
@@ -2554,6 +2693,8 @@ float *engine_stage_rows(struct engine *e)
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: head_batch: this engine holds only the attention's weights");
 	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
 		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax or top-k)", (int)mode);
 	if (mode == ENGINE_BATCH_ARGMAX)
@@ -2604,6 +2745,8 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 
 int engine_head(struct engine *e, uint32_t n, float *logits)
 {
+	if (e->attn_only)
+		return err_set(ERR_STATE, "engine: head: this engine holds only the attention's weights");
 	int rc = step_write(e, NULL, n, 0, 0);
 	if (!rc)
 		rc = once_begin(e);
@@ -2671,6 +2814,8 @@ static int profile_run(struct engine *e, uint32_t n, uint32_t n_out, int mode, s
 
 static int profile_check(const struct engine *e, const void *tokens, struct engine_prof *out)
 {
+	if (whole_check(e, "profile"))
+		return ERR_STATE;
 	memset(out, 0, sizeof *out);
 	if (!e->vk->timestamps)
 		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);

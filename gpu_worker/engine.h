@@ -50,6 +50,14 @@ struct engine_opts {
 	 * pipelines): a worker's heartbeat while it starts; NULL = none */
 	void (*progress)(void *arg);
 	void *progress_arg;
+	/* a pipeline stage's engine: only layers [layer_first, layer_end) get
+	 * their matrices and KV pools (the others only their attention norm);
+	 * whole-model calls (forward, batch, chunks, profile) then fail with
+	 * ERR_STATE and stage calls accept only these layers. 0, 0: every layer */
+	uint32_t layer_first, layer_end;
+	/* split placement's attention worker: no FFN matrices (only attention
+	 * stage calls then; the rest fail with ERR_STATE) */
+	bool attn_only;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of
@@ -350,6 +358,16 @@ int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage
  * nor on where its prompt was cut into chunks. in/out as engine_stage_batch. */
 int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
 			const struct engine_chunk *ch, const float *in, float *out);
+/* Pipeline placement: the attention and FFN stages of layers [layer, layer +
+ * n_layers) in one submission, for rows as engine_stage_batch's (each row
+ * bit for bit what n_layers pairs of engine_stage_batch calls give: the same
+ * recording, without the copies between them) or prompt chunks as
+ * engine_stage_chunks'. A stage keeps one range: the decode recordings are
+ * kept for it. */
+int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n, const uint32_t *seqs,
+		       const uint32_t *pos, bool wide, const float *in, float *out);
+int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n,
+			      const struct engine_chunk *ch, const float *in, float *out);
 /* The host-visible rows engine_stage_batch and engine_stage_chunks read and write
  * (max_rows x n_embd f32). */
 float *engine_stage_rows(struct engine *e);

@@ -8,6 +8,16 @@
 #include "common/err.h"
 #include "gpu_worker/vk.h"
 
+uint64_t kvb_scratch(const struct gemma3_config *c, uint32_t rows, uint32_t batch)
+{
+	/* the engine's per-row activations (engine_create's buffer list, rounded
+	 * up): residual, norms, qkv, attention output and partials (16 splits),
+	 * gate/up and the GLU, plus the logits rows on the device and the host */
+	uint64_t qkv = (uint64_t)(c->n_head + 2 * c->n_head_kv) * c->head_dim, nq = (uint64_t)c->n_head * c->head_dim;
+	uint64_t per_row = 4 * (6ull * c->n_embd + qkv + nq + 16ull * c->n_head * (c->head_dim + 2) + 3ull * c->n_ff);
+	return (uint64_t)rows * per_row + 3ull * batch * c->n_vocab * 4 + (64ull << 20);
+}
+
 int kvb_auto(const char *device, const struct model *m, uint32_t rows, uint32_t batch, struct kvb_plan *out)
 {
 	memset(out, 0, sizeof *out);
@@ -31,12 +41,7 @@ int kvb_auto(const char *device, const struct model *m, uint32_t rows, uint32_t 
 	}
 	for (size_t i = 0; i < m->n_tensors; i++)
 		out->weights += m->tensors[i].nbytes;
-	/* the engine's per-row activations (engine_create's buffer list, rounded
-	 * up): residual, norms, qkv, attention output and partials (16 splits),
-	 * gate/up and the GLU, plus the logits rows on the device and the host */
-	uint64_t qkv = (uint64_t)(c->n_head + 2 * c->n_head_kv) * c->head_dim, nq = (uint64_t)c->n_head * c->head_dim;
-	uint64_t per_row = 4 * (6ull * c->n_embd + qkv + nq + 16ull * c->n_head * (c->head_dim + 2) + 3ull * c->n_ff);
-	out->scratch = (uint64_t)rows * per_row + 3ull * batch * c->n_vocab * 4 + (64ull << 20);
+	out->scratch = kvb_scratch(c, rows, batch);
 	out->headroom = out->free / 20 > (256ull << 20) ? out->free / 20 : 256ull << 20;
 	uint64_t need = out->weights + out->scratch + out->headroom;
 	out->budget = out->free > need ? out->free - need : 0;

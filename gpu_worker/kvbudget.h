@@ -28,6 +28,10 @@ struct kvb_plan {
  * activation rows per submission and batch logits rows. */
 int kvb_auto(const char *device, const struct model *m, uint32_t rows, uint32_t batch, struct kvb_plan *out);
 
+/* The engine's scratch (activations and results) for rows activation rows
+ * per submission and batch logits rows, estimated from its buffer list. */
+uint64_t kvb_scratch(const struct gemma3_config *c, uint32_t rows, uint32_t batch);
+
 /* Lower l's budget (replanned with kv_layout_plan) until one layer's pool of
  * either kind fits max_pool bytes; ERR_RANGE when not even one sequence's does.
  * *budget: the budget l was planned with, then the one it is planned with. */

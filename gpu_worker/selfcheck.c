@@ -46,6 +46,39 @@ int selfcheck_run(struct engine *e, uint32_t n_vocab, uint64_t *digest)
 	return rc ? err_prefix(rc, "self-check") : 0;
 }
 
+int selfcheck_run_layers(struct engine *e, enum engine_stage stage, uint32_t l0, uint32_t l1, uint32_t n_embd,
+			 uint64_t *digest)
+{
+	*digest = 0;
+	if (l1 <= l0 || n_embd == 0)
+		return err_set(ERR_INVAL, "self-check: layers [%u, %u) of rows of %u", l0, l1, n_embd);
+	const struct kv_layout *kv = engine_kv_layout(e);
+	uint32_t len = kv_table_len(kv);
+	uint32_t *tab = calloc(len ? len : 1, sizeof *tab); /* block 0 of each pool: SELFCHECK_N positions fit */
+	float *rows = malloc((size_t)SELFCHECK_N * n_embd * sizeof *rows);
+	int rc = 0;
+	if (!tab || !rows)
+		rc = err_set(ERR_NOMEM, "self-check: out of memory");
+	/* rows of the size an embedding gives (Gemma scales them by sqrt(n_embd)),
+	 * different in every element */
+	for (size_t i = 0; !rc && i < (size_t)SELFCHECK_N * n_embd; i++)
+		rows[i] = (float)((int)((i * 2654435761u) >> 22 & 1023) - 512) / 64.0f;
+	if (!rc)
+		rc = engine_seq_select(e, 0);
+	if (!rc)
+		rc = engine_seq_blocks(e, 0, tab, len);
+	if (!rc)
+		rc = engine_stage_io(e, l0, l1 - l0, stage, SELFCHECK_N, 0, rows, rows);
+	int rc2 = engine_seq_reset(e, 0);
+	if (!rc)
+		rc = rc2;
+	if (!rc)
+		*digest = digest64(0x5e1fc4ecull ^ ((uint64_t)l0 << 32 | l1) ^ ((uint64_t)stage << 48), rows, (size_t)SELFCHECK_N * n_embd * sizeof *rows);
+	free(tab);
+	free(rows);
+	return rc ? err_prefix(rc, "self-check") : 0;
+}
+
 static int read_record(const char *path, uint64_t *out)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

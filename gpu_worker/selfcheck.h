@@ -22,6 +22,12 @@
 #define SELFCHECK_FILE RUNDIR_SELFCHECK /* + "gpu" or "npu" */
 
 int selfcheck_run(struct engine *e, uint32_t n_vocab, uint64_t *digest);
+/* The check of a worker that holds part of the model (a pipeline stage:
+ * layers [l0, l1), stage BOTH; split's attention worker: every layer, stage
+ * ATTN): fixed hidden rows of n_embd through those stages of those layers,
+ * the output rows digested (the record file is the role's). */
+int selfcheck_run_layers(struct engine *e, enum engine_stage stage, uint32_t l0, uint32_t l1, uint32_t n_embd,
+			 uint64_t *digest);
 /* *first: this start recorded the digest (no earlier one to compare with). */
 int selfcheck_verify(const char *rundir, const char *role, uint64_t digest, bool *first);
 

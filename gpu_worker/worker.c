@@ -20,6 +20,7 @@
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
+#include "ipc/stages.h"
 #include "gpu_worker/selfcheck.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
@@ -70,6 +71,13 @@ struct worker {
 	bool profile;
 	uint32_t test_delay_ms;      /* UNICORN_TEST_STEP_DELAY_MS: a test knob (below) */
 	uint64_t prof_ops, prof_wall_ns, prof_gpu_ns, prof_submit_ns, prof_wait_ns, prof_hop_ns;
+	/* pipeline placement: this stage runs layers [l0, l1), embeds when l0 is
+	 * 0 and runs the head when l1 is the model's last (ipc/stages.h) */
+	bool pipe;
+	uint32_t l0, l1;
+	bool attn_only;         /* split's attention worker: its engine holds no FFN matrices */
+	bool per_layer;         /* UNICORN_PIPE_PER_LAYER=1: a stage runs each op alone (A/B) */
+	uint32_t range_n;       /* > 1 while a FLOW's ATTN op runs that many whole layers at once */
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
 };
@@ -93,6 +101,20 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 }
 
 static enum dp_link my_link(const struct worker *w);
+
+/* Whether a FLOW's current op is this worker's: split by role, a pipeline
+ * stage by its layer range. */
+static bool flow_mine(const struct worker *w, const struct msg_flow *f)
+{
+	if (!w->pipe)
+		return serves(w, MSG_STAGE_BATCH, f->op);
+	switch (f->op) {
+	case MSG_OP_EMBED: return w->l0 == 0;
+	case MSG_OP_HEAD: return w->l1 == w->n_layer;
+	case MSG_OP_ATTN: case MSG_OP_FFN: return f->layer >= w->l0 && f->layer < w->l1;
+	default: return false;
+	}
+}
 
 static void set_awake_bell(struct worker *w, struct ring_bell *b)
 {
@@ -142,7 +164,10 @@ static int worker_selfcheck(struct worker *w)
 	const char *role = w->o.role == MSG_ROLE_NPU_WORKER ? "npu" : "gpu";
 	uint64_t d = 0;
 	bool first = false;
-	int rc = selfcheck_run(w->e, w->att->model->cfg.n_vocab, &d);
+	const struct gemma3_config *c = &w->att->model->cfg;
+	int rc = w->pipe	 ? selfcheck_run_layers(w->e, ENGINE_STAGE_BOTH, w->l0, w->l1, c->n_embd, &d)
+		 : w->attn_only ? selfcheck_run_layers(w->e, ENGINE_STAGE_ATTN, 0, c->n_layer, c->n_embd, &d)
+				 : selfcheck_run(w->e, c->n_vocab, &d);
 	if (!rc)
 		rc = selfcheck_verify(w->o.rundir, role, d, &first);
 	if (rc)
@@ -166,18 +191,48 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	struct kvb_plan kp = { 0 };
 	bool autob = budget == 0, fresh = false;
 	int rc;
+	/* what this worker places: a pipeline stage its layers' matrices (and the
+	 * embedding and norms) and its layers' share of every KV block */
+	uint64_t own_w = 0;
+	const struct model *m = w->att->model;
+	for (size_t i = 0; i < m->n_tensors; i++)
+		own_w += m->tensors[i].nbytes;
+	for (uint32_t l = 0; w->pipe && l < c->n_layer; l++)
+		if (l < w->l0 || l >= w->l1)
+			own_w -= stages_layer_bytes(m, l);
+	struct kv_layout one;
+	if (kv_layout_plan(c, w->max_ctx, 1, 0, o->kv_type, &one))
+		return err_prefix(ERR_UNSUP, "worker");
+	uint64_t one_own = w->pipe ? stages_kv_bytes(&one, c, w->l0, w->l1) : one.bytes;
 	if (autob && kv_budget_file_read(o->rundir, role, w->att->ident, &budget) != 0) {
 		if ((rc = kvb_auto(o->vk_device, w->att->model, MSG_MAX_ROWS, w->max_batch, &kp)))
 			return rc;
+		if (o->device_mem && kp.free > o->device_mem) { /* the cap is the user's headroom */
+			kp.free = o->device_mem;
+			kp.headroom = 0;
+		}
+		kp.weights = own_w;
+		uint64_t need = kp.weights + kp.scratch + kp.headroom;
+		kp.budget = kp.free > need ? kp.free - need : 0;
+		/* a stage's bytes hold only its layers' share of each block: the
+		 * cluster's budget (all layers) is that much larger */
+		if (w->pipe && one_own)
+			kp.budget = (uint64_t)((double)kp.budget * (double)one.bytes / (double)one_own);
 		budget = kp.budget;
 		fresh = true;
 		/* the other worker of a split cluster chose first: the same bytes when they fit */
 		if (kv_budget_file_read(o->rundir, other, w->att->ident, &theirs) == 0 && theirs <= budget)
 			budget = theirs;
 	}
-	struct kv_layout one;
-	if (kv_layout_plan(c, w->max_ctx, 1, 0, o->kv_type, &one))
-		return err_prefix(ERR_UNSUP, "worker");
+	if (fresh && budget < one.bytes && o->device_mem)
+		return err_set(ERR_UNSUP, "worker: %s%u-%u need %.1f MiB on the device with one sequence's KV cache (weights "
+			       "%.1f MiB, KV %.1f MiB, scratch %.1f MiB), over --device-mem %.1f MiB: %s, or lower --ctx",
+			       w->pipe ? "layers " : "the whole model, layers ",
+			       w->pipe ? w->l0 : 0, w->pipe ? w->l1 - 1 : c->n_layer - 1,
+			       (own_w + one_own + kp.scratch) / 1048576.0, own_w / 1048576.0, one_own / 1048576.0,
+			       kp.scratch / 1048576.0, o->device_mem / 1048576.0,
+			       w->pipe ? "give this stage fewer layers (--layers)"
+				       : "run it across more devices (--placement pipeline --devices D,D)");
 	if (fresh && budget < one.bytes)
 		return err_set(ERR_UNSUP, "worker: KV cache: %s has %.1f MiB free; after the weights (%.1f MiB), "
 			       "scratch (%.1f MiB) and headroom (%.1f MiB) %.1f MiB are left, and one sequence of %u "
@@ -194,6 +249,41 @@ static int worker_kv_plan(struct worker *w, const struct worker_opts *o, const s
 	}
 	if (fresh && kvb_fit_pools(c, kp.max_pool, w->max_seqs, &budget, &w->kv))
 		return err_prefix(ERR_UNSUP, "worker");
+	/* auto under --device-mem: a stage's share of the planned pools follows
+	 * the plan's global/local split, not the one-sequence ratio the budget
+	 * was scaled by; shrink until weights + KV + scratch fit the cap */
+	for (int i = 0; fresh && o->device_mem && i < 8; i++) {
+		uint64_t kv = w->pipe ? stages_kv_bytes(&w->kv, c, w->l0, w->l1) : w->kv.bytes;
+		uint64_t fixed = own_w + kvb_scratch(c, MSG_MAX_ROWS, w->max_batch);
+		if (fixed + kv <= o->device_mem || fixed >= o->device_mem || !kv)
+			break;
+		uint64_t nb = (uint64_t)((double)budget * (double)(o->device_mem - fixed) / (double)kv * 0.999);
+		struct kv_layout smaller;
+		if (nb < one.bytes || kv_layout_plan(c, w->max_ctx, w->max_seqs, nb, o->kv_type, &smaller) ||
+		    kvb_fit_pools(c, kp.max_pool, w->max_seqs, &nb, &smaller))
+			break; /* the check below says what does not fit */
+		w->kv = smaller;
+		budget = nb;
+	}
+	if (o->device_mem) { /* --device-mem: refuse what does not fit, before allocating any of it */
+		uint64_t kv = w->pipe ? stages_kv_bytes(&w->kv, c, w->l0, w->l1) : w->kv.bytes;
+		uint64_t sc = kvb_scratch(c, MSG_MAX_ROWS, w->max_batch), need = own_w + kv + sc;
+		char what[48];
+		if (w->pipe)
+			snprintf(what, sizeof what, "layers %u-%u", w->l0, w->l1 - 1);
+		else
+			snprintf(what, sizeof what, "the whole model (%u layers)", c->n_layer);
+		if (need > o->device_mem)
+			return err_set(ERR_UNSUP, "worker: %s need %.1f MiB on the device (weights %.1f MiB, KV cache %.1f "
+				       "MiB, scratch %.1f MiB), over --device-mem %.1f MiB: %s, or lower --kv-budget / --ctx / "
+				       "--max-seqs", what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0, sc / 1048576.0,
+				       o->device_mem / 1048576.0,
+				       w->pipe ? "give this stage fewer layers (--layers)"
+					       : "run it across more devices (--placement pipeline --devices D,D)");
+		fprintf(stderr, "worker: --device-mem %.1f MiB: %s take %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)\n",
+			o->device_mem / 1048576.0, what, need / 1048576.0, own_w / 1048576.0, kv / 1048576.0,
+			sc / 1048576.0);
+	}
 	if (autob && kv_budget_file_write(o->rundir, role, w->att->ident, budget))
 		return err_prefix(ERR_IO, "worker");
 	if (fresh)
@@ -229,6 +319,21 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	w->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
 	w->n_layer = c->n_layer;
 	w->max_ctx = kv_context(c, o->ctx);
+	if (o->n_stages) {
+		struct stages st;
+		rc = o->layers ? stages_parse(o->layers, c->n_layer, &st) : stages_balance(m, o->n_stages, &st);
+		if (!rc && (st.n != o->n_stages || o->stage >= st.n))
+			rc = err_set(ERR_INVAL, "--layers names %u stages; this is stage %u of %u", st.n, o->stage,
+				     o->n_stages);
+		if (rc) {
+			rc = err_prefix(ERR_UNSUP, "worker"); /* fatal: a restart would not change it */
+			goto fail;
+		}
+		w->pipe = true;
+		w->per_layer = getenv("UNICORN_PIPE_PER_LAYER") && !strcmp(getenv("UNICORN_PIPE_PER_LAYER"), "1");
+		w->l0 = st.first[o->stage];
+		w->l1 = st.first[o->stage + 1];
+	}
 	/* one decode step can batch a token of every sequence (RUN_BATCH): the
 	 * engine's batch must hold max_seqs tokens */
 	w->max_batch = kv_worker_batch(o->max_batch, w->max_seqs);
@@ -247,6 +352,9 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				o->progress(o->progress_arg);
 		}
 	}
+	/* the attention worker (split placement; never a pipeline stage) runs
+	 * attention stages only: the FFN matrices stay out of its device */
+	w->attn_only = o->role == MSG_ROLE_NPU_WORKER && !w->pipe;
 	w->kv_identity = w->kv.n_gblocks >= w->max_seqs * w->kv.max_blocks && w->kv.n_lblocks >= w->max_seqs * w->kv.ring;
 	/* the engine may use the read-only weight mappings in place: they stay
 	 * mapped until attach_close, which worker_destroy runs after
@@ -259,7 +367,8 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	struct engine_opts eo = { .device = o->vk_device, .max_ctx = w->max_ctx, .max_batch = w->max_batch,
 				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
-				  .progress_arg = o->progress_arg };
+				  .progress_arg = o->progress_arg, .layer_first = w->pipe ? w->l0 : 0,
+				  .layer_end = w->pipe ? w->l1 : 0, .attn_only = w->attn_only };
 	rc = engine_create(m, &eo, &w->e);
 	if (rc)
 		goto fail;
@@ -295,10 +404,25 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 		goto fail;
 	}
 	msg_set_str(w->backend, sizeof w->backend, o->backend ? o->backend : "vulkan");
-	msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
+	if (w->pipe) /* unicorn status shows each stage's range beside its device */
+		snprintf(w->device, sizeof w->device, "layers %u-%u on %.96s", w->l0, w->l1 - 1, engine_vk(w->e)->info.name);
+	else
+		msg_set_str(w->device, sizeof w->device, engine_vk(w->e)->info.name);
 	for (size_t i = 0; i < m->n_tensors; i++)
 		w->weights_bytes += m->tensors[i].nbytes;
 	w->kv_bytes = w->kv.bytes;
+	if (w->pipe) { /* a stage holds its layers' matrices and KV (and the embedding, norms) */
+		for (uint32_t l = 0; l < w->n_layer; l++)
+			if (l < w->l0 || l >= w->l1)
+				w->weights_bytes -= stages_layer_bytes(m, l);
+		w->kv_bytes = stages_kv_bytes(&w->kv, c, w->l0, w->l1);
+	}
+	for (uint32_t l = 0; w->attn_only && l < w->n_layer; l++) {
+		const struct model_layer *ml = &m->layers[l];
+		w->weights_bytes -= ml->ffn_gate->nbytes + ml->ffn_up->nbytes + ml->ffn_down->nbytes;
+	}
+	if (w->attn_only)
+		w->weights_bytes -= m->tok_embd->nbytes;
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
 	dl += imp; /* weights used in place still count as placed */
@@ -818,8 +942,10 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 		break;
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN:
-		rc = engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN, m->n,
-					seq, pos, wide, NULL, NULL);
+		rc = w->range_n > 1 && m->op == MSG_OP_ATTN
+			     ? engine_stage_range(w->e, m->layer, w->range_n, m->n, seq, pos, wide, NULL, NULL)
+			     : engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN,
+						  m->n, seq, pos, wide, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
@@ -1099,6 +1225,10 @@ static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const stru
 	case MSG_OP_FFN: {
 		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
 				       n, e->pos };
+		if (w->range_n > 1 && f->op == MSG_OP_ATTN) { /* a pipeline stage: its whole layers */
+			m.stage = MSG_STAGE_LAYERS;
+			m.n_layers = w->range_n;
+		}
 		return do_stage(w, &m);
 	}
 	default: {
@@ -1114,7 +1244,8 @@ static int chunk_stage_run(struct worker *w, const struct msg_flow *f, const str
 			   const uint32_t *slot_row0, uint32_t n)
 {
 	enum engine_stage st = f->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN;
-	int rc = engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
+	int rc = w->range_n > 1 && f->op == MSG_OP_ATTN ? engine_stage_chunks_range(w->e, f->layer, w->range_n, n, ch, NULL, NULL)
+							: engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
 	const float *rows = engine_stage_rows(w->e);
 	size_t row = (size_t)w->n_embd;
 	for (uint32_t i = 0, r = 0; !rc && i < n; r += ch[i].n, i++) {
@@ -1219,8 +1350,24 @@ static int flow_chunk_op(struct worker *w, const struct msg_flow *f, uint32_t *t
 	return 0;
 }
 
-/* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH. */
-static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
+static int flow_op_one(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k);
+
+/* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH.
+ * A pipeline stage runs its layers from the op's on as one op (the ATTN op
+ * of the first: attention and FFN of each, one submission; *layers: how
+ * many; 1 otherwise). */
+static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k, uint32_t *layers)
+{
+	*layers = 1;
+	if (w->pipe && f->op == MSG_OP_ATTN && !w->per_layer)
+		*layers = w->l1 - f->layer;
+	w->range_n = *layers;
+	int rc = flow_op_one(w, f, token, k);
+	w->range_n = 0;
+	return rc;
+}
+
+static int flow_op_one(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k)
 {
 	if (f->flags & MSG_FLOW_CHUNK)
 		return flow_chunk_op(w, f, token, k);
@@ -1254,14 +1401,16 @@ static int worker_flow(struct worker *w, struct msg *m)
 	}
 	if (w->test_delay_ms)
 		usleep(w->test_delay_ms * 1000u);
-	while (f->op != MSG_OP_END && serves(w, MSG_STAGE_BATCH, f->op)) {
+	while (f->op != MSG_OP_END && flow_mine(w, f)) {
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
-		uint32_t token = 0, k = 0;
+		uint32_t token = 0, k = 0, layers = 1;
 		err_clear();
-		int rc = flow_op(w, f, &token, &k);
-		int side = f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
+		int rc = flow_op(w, f, &token, &k, &layers);
+		/* a pipeline's stage 0 reports as the FFN side, stage 1 as the other */
+		int side = w->pipe ? (my_link(w) == DP_GPU ? MSG_FLOW_FFN : MSG_FLOW_ATTN)
+				   : f->op == MSG_OP_ATTN ? MSG_FLOW_ATTN : MSG_FLOW_FFN;
 		uint64_t dt = count_busy(w, t0, g0, true), t1 = mono_ns();
 		f->gpu_ns[side] += dt;
 		f->wall_us[side] = sat_u32(f->wall_us[side] + (t1 - t0) / 1000);
@@ -1281,6 +1430,10 @@ static int worker_flow(struct worker *w, struct msg *m)
 		}
 		if (f->op == MSG_OP_HEAD)
 			f->token = token;
+		if (layers > 1) { /* the FFN of the range's last layer ran too */
+			f->op = MSG_OP_FFN;
+			f->layer += layers - 1;
+		}
 		uint32_t layer;
 		f->op = flow_next(f, &layer);
 		f->layer = layer;
@@ -1401,6 +1554,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 	worker_t0 = mono_ns();
 	const char *prog = role == MSG_ROLE_NPU_WORKER ? "unicorn-npu-worker" : "unicorn-gpu-worker";
 	struct worker_opts o = { .role = role };
+	uint32_t n_ranges = 0;
 	static const struct option lopts[] = {
 		{ "rundir", required_argument, 0, 'r' },
 		{ "vk-device", required_argument, 0, 'd' },
@@ -1411,6 +1565,9 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "kv-budget", required_argument, 0, 'k' },
 		{ "ctx", required_argument, 0, 'c' },
 		{ "kv-type", required_argument, 0, 't' },
+		{ "stage", required_argument, 0, 'S' },
+		{ "layers", required_argument, 0, 'L' },
+		{ "device-mem", required_argument, 0, 'D' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -1460,6 +1617,30 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'S': {
+			char *end;
+			unsigned long k = strtoul(optarg, &end, 10), n = *end == '/' ? strtoul(end + 1, &end, 10) : 0;
+			if (role != MSG_ROLE_GPU_WORKER || *end || n < 1 || n > STAGES_MAX || k >= n) {
+				fprintf(stderr, "%s: --stage K/N: want 0 <= K < N <= %d (gpu worker only)\n", prog, STAGES_MAX);
+				return 2;
+			}
+			o.stage = (uint32_t)k;
+			o.n_stages = (uint32_t)n;
+			break;
+		}
+		case 'L':
+			if (stages_parse_count(optarg, &n_ranges)) {
+				fprintf(stderr, "%s: %s\n", prog, err_msg());
+				return 2;
+			}
+			o.layers = optarg;
+			break;
+		case 'D':
+			if (kv_parse_bytes(optarg, &o.device_mem) || !o.device_mem) {
+				fprintf(stderr, "%s: --device-mem: want a byte count (K, M, G suffixes)\n", prog);
+				return 2;
+			}
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -1469,7 +1650,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
 				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
-				"[--kv-type f16|q8_0|f32]%s\n", prog,
+				"[--kv-type f16|q8_0|f32] [--stage K/N [--layers A-B,...]] [--device-mem BYTES]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}
@@ -1478,6 +1659,14 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		fprintf(stderr, "%s: --rundir DIR is required\n", prog);
 		return 2;
 	}
+	if (o.layers && (!o.n_stages || n_ranges != o.n_stages)) {
+		fprintf(stderr, "%s: --layers names %u range(s): it needs --stage K/%u\n", prog, n_ranges, n_ranges);
+		return 2;
+	}
+	/* a pipeline's stage 1 takes the data plane's second link (the split
+	 * placement's attention worker's): npu.ipc, ctl-npu.ipc, selfcheck-npu */
+	if (o.n_stages && o.stage == 1)
+		role = o.role = MSG_ROLE_NPU_WORKER;
 	struct sigaction sa = { .sa_handler = worker_on_term };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

@@ -63,6 +63,13 @@ struct worker_opts {
 	 * the watchdog never takes a slow start for a hung one; NULL = none */
 	void (*progress)(void *arg);
 	void *progress_arg;
+	/* pipeline placement (ipc/stages.h): this process is stage `stage` of
+	 * n_stages (0: not a pipeline stage) and runs the whole layers of its
+	 * range, stage 0 on the gpu link, stage 1 on the npu link; layers: the
+	 * --layers ranges, NULL = balanced by weight bytes */
+	uint32_t stage, n_stages;
+	const char *layers;
+	uint64_t device_mem;        /* --device-mem: weights + KV + scratch on the device at most; 0 = no cap */
 };
 
 struct worker;
@@ -91,7 +98,8 @@ void worker_wake(struct worker *w);
 void worker_status(struct worker *w, struct msg_status *st);
 
 /* The whole process: parse --rundir DIR [--vk-device D] [--max-seqs N]
- * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--ctx N] [--kv-type T] [--attn-backend B (npu role)], start the control link
+ * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--ctx N] [--kv-type T] [--attn-backend B (npu role)]
+ * [--stage K/N [--layers A-B,...]] [--device-mem BYTES], start the control link
  * (ipc/ctl.h), create the worker and serve until SHUTDOWN or SIGTERM.
  * Returns the exit code: 0 ok, 1 restartable failure, 2 fatal (no Vulkan
  * device, bad arguments). */

@@ -26,6 +26,7 @@
 #include "common/err.h"
 #include "ipc/kvlayout.h"
 #include "ipc/rundir.h"
+#include "ipc/stages.h"
 #include "supervisor/up_model.h"
 
 #define GRACE_MS 5000
@@ -47,8 +48,21 @@ static void usage(FILE *f)
 		"                          ORG/NAME[:QUANT] from the model store (pulled when missing:\n"
 		"                          unicorn pull --help). Default: the latest pull, else the\n"
 		"                          demo model (random weights: no meaningful text)\n"
-		"  --placement split|fused fused: the GPU worker runs whole layers (default);\n"
-		"                          split: attention on the NPU worker, FFN on the GPU worker\n"
+		"  --placement auto|fused|pipeline|split\n"
+		"                          fused: one GPU worker runs whole layers; pipeline: one GPU\n"
+		"                          worker per device of --devices (gpu0, gpu1), each running\n"
+		"                          a contiguous range of whole layers (the first embeds, the\n"
+		"                          last runs the head); split: attention on the NPU worker,\n"
+		"                          FFN on the GPU worker (an attention accelerator); auto\n"
+		"                          (default): pipeline when --devices names several, else fused\n"
+		"  --devices D,D           the pipeline's devices, one stage each (Vulkan indices or\n"
+		"                          names as --vk-device; at most %d); pipeline without it: two\n"
+		"                          stages on --vk-device\n"
+		"  --layers A-B,C-D        the stages' layer ranges, inclusive (default: balanced by\n"
+		"                          weight bytes), e.g. --layers 0-30,31-61\n"
+		"  --device-mem BYTES      what a worker may place on its device (weights + KV cache +\n"
+		"                          scratch; e.g. 8G): a model that does not fit refuses to\n"
+		"                          start with the bytes it needs (use more --devices)\n"
 		"  --attn-backend vulkan|xrt  attention backend of the NPU worker (split; default vulkan)\n"
 		"  --vk-device D           Vulkan device index or name substring for the workers\n"
 		"  --attn-device D         the attention worker's device (split; default --vk-device)\n"
@@ -84,7 +98,7 @@ static void usage(FILE *f)
 		"\n"
 		"Stop it with `unicorn down --name N` (`--drain` to let requests finish); see it\n"
 		"with `unicorn status --name N`.\n",
-		MSG_MAX_SLOTS, HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, DRAIN_DEFAULT_S);
+		STAGES_MAX, MSG_MAX_SLOTS, HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT, DRAIN_DEFAULT_S);
 }
 
 struct up_opts {
@@ -97,7 +111,13 @@ struct up_opts {
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 	uint32_t drain_ms;           /* SIGTERM's drain limit */
 	const char *ctx, *kv_type;   /* --ctx, --kv-type: to every process that plans the KV cache */
+	const char *devices, *layers, *device_mem; /* pipeline placement (ipc/stages.h), the device cap */
+	const char *stage_dev[STAGES_MAX];  /* each stage's device (NULL: the engine's choice) */
+	char dev_buf[256];
+	uint32_t n_stages;
 };
+
+static int up_stages(struct up_opts *o);
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -114,11 +134,13 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "ctx", required_argument, 0, 'c' },       { "kv-type", required_argument, 0, 'T' },
 		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
 		{ "drain-timeout", required_argument, 0, 'D' },
+		{ "devices", required_argument, 0, 'V' },   { "layers", required_argument, 0, 'L' },
+		{ "device-mem", required_argument, 0, 'M' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
 	const char *drain = NULL;
-	o->placement = "fused";
+	o->placement = "auto";
 	o->attn_backend = "vulkan";
 	o->name = RUNDIR_DEFAULT_NAME;
 	int c;
@@ -143,6 +165,9 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'D': drain = optarg; break;
 		case 'c': o->ctx = optarg; break;
 		case 'T': o->kv_type = optarg; break;
+		case 'V': o->devices = optarg; break;
+		case 'L': o->layers = optarg; break;
+		case 'M': o->device_mem = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -160,10 +185,13 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		return 2;
 	}
-	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split")) {
-		fprintf(stderr, "unicorn-up: --placement '%s': must be split or fused\n", o->placement);
+	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split") && strcmp(o->placement, "pipeline") &&
+	    strcmp(o->placement, "auto")) {
+		fprintf(stderr, "unicorn-up: --placement '%s': must be auto, fused, pipeline or split\n", o->placement);
 		return 2;
 	}
+	if (up_stages(o))
+		return 2;
 	if (strcmp(o->attn_backend, "vulkan") && strcmp(o->attn_backend, "xrt")) {
 		fprintf(stderr, "unicorn-up: --attn-backend '%s': must be vulkan or xrt\n", o->attn_backend);
 		return 2;
@@ -239,6 +267,68 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: --name '%s': must be 1-%d characters of A-Z a-z 0-9 _ -\n",
 			o->name, RUNDIR_NAME_MAX);
 		return 2;
+	}
+	return 0;
+}
+
+/* --devices, --layers, --device-mem and --placement auto: how many pipeline
+ * stages on which devices (said on stderr when something is wrong). */
+static int up_stages(struct up_opts *o)
+{
+	uint32_t n_dev = 0;
+	if (o->devices) {
+		if (strlen(o->devices) >= sizeof o->dev_buf) {
+			fprintf(stderr, "unicorn-up: --devices: too long\n");
+			return 2;
+		}
+		strcpy(o->dev_buf, o->devices);
+		for (char *save = NULL, *t = strtok_r(o->dev_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			if (n_dev == STAGES_MAX) {
+				fprintf(stderr, "unicorn-up: --devices '%s': at most %d devices (stages) in this build\n",
+					o->devices, STAGES_MAX);
+				return 2;
+			}
+			o->stage_dev[n_dev++] = t;
+		}
+		if (!n_dev) {
+			fprintf(stderr, "unicorn-up: --devices '%s': want D,D (Vulkan indices or names)\n", o->devices);
+			return 2;
+		}
+	}
+	if (!strcmp(o->placement, "auto"))
+		o->placement = n_dev >= 2 ? "pipeline" : "fused";
+	if (o->device_mem) {
+		uint64_t b;
+		if (kv_parse_bytes(o->device_mem, &b) || !b) {
+			fprintf(stderr, "unicorn-up: --device-mem '%s': want a byte count (e.g. 8G)\n", o->device_mem);
+			return 2;
+		}
+	}
+	bool pipe = !strcmp(o->placement, "pipeline");
+	if (!pipe) {
+		if (n_dev > 1 || o->layers) {
+			fprintf(stderr, "unicorn-up: --devices with several devices and --layers are for --placement "
+				"pipeline (this is %s)\n", o->placement);
+			return 2;
+		}
+		if (n_dev == 1 && !o->vk_device)
+			o->vk_device = o->ffn_device = o->attn_device = o->stage_dev[0];
+		return 0;
+	}
+	o->n_stages = STAGES_MAX;
+	for (uint32_t k = n_dev; k < o->n_stages; k++) /* pipeline without --devices: all on --vk-device */
+		o->stage_dev[k] = n_dev ? o->stage_dev[n_dev - 1] : o->vk_device;
+	if (o->layers) {
+		uint32_t n;
+		if (stages_parse_count(o->layers, &n)) {
+			fprintf(stderr, "unicorn-up: %s\n", err_msg());
+			return 2;
+		}
+		if (n != o->n_stages) {
+			fprintf(stderr, "unicorn-up: --layers '%s' names %u range(s); the pipeline has %u stages\n",
+				o->layers, n, o->n_stages);
+			return 2;
+		}
 	}
 	return 0;
 }
@@ -564,21 +654,36 @@ int main(int argc, char **argv)
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
+		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
 		sp.ready_file = f_npu;
 		rc = sup_add(s, &sp);
 	}
-	if (!rc) {
+	/* pipeline: one GPU worker per stage, the last first (stage 1 takes the
+	 * npu link: npu.ipc, ctl-npu.ipc, selfcheck-npu), named gpu0, gpu1 */
+	char stage_arg[STAGES_MAX][16];
+	bool pipe = !strcmp(o.placement, "pipeline");
+	for (int st = pipe ? (int)o.n_stages - 1 : 0; st >= 0 && !rc; st--) {
 		memset(&sp, 0, sizeof sp);
 		k = 0;
-		snprintf(sp.name, sizeof sp.name, "gpu");
-		sp.role = MSG_ROLE_GPU_WORKER;
+		const char *dev = pipe ? o.stage_dev[st] : o.ffn_device;
+		if (pipe)
+			snprintf(sp.name, sizeof sp.name, "gpu%d", st);
+		else
+			snprintf(sp.name, sizeof sp.name, "gpu");
+		sp.role = pipe && st == 1 ? MSG_ROLE_NPU_WORKER : MSG_ROLE_GPU_WORKER;
 		ARG(b_gpu); ARG("--rundir"); ARG(dir);
-		if (o.ffn_device) { ARG("--vk-device"); ARG(o.ffn_device); }
+		if (dev) { ARG("--vk-device"); ARG(dev); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
-		sp.ready_file = f_gpu;
+		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
+		if (pipe) {
+			snprintf(stage_arg[st], sizeof stage_arg[st], "%d/%u", st, o.n_stages);
+			ARG("--stage"); ARG(stage_arg[st]);
+			if (o.layers) { ARG("--layers"); ARG(o.layers); }
+		}
+		sp.ready_file = sp.role == MSG_ROLE_NPU_WORKER ? f_npu : f_gpu;
 		rc = sup_add(s, &sp);
 	}
 	if (!rc) {
@@ -588,6 +693,7 @@ int main(int argc, char **argv)
 		sp.role = MSG_ROLE_COORDINATOR;
 		ARG(b_coord); ARG("--rundir"); ARG(dir); ARG("--model"); ARG(o.model);
 		ARG("--placement"); ARG(o.placement);
+		if (pipe && o.layers) { ARG("--layers"); ARG(o.layers); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }

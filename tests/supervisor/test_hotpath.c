@@ -30,8 +30,9 @@
 
 #include "tests/golden.h"
 #include "tests/proc.h"
+#include "tests/streams.h"
 
-#define N_STREAMS 4
+#define N_STREAMS STREAMS_N
 #define MAX_TOKENS 40
 
 /* unicorn-up and its children. */
@@ -109,125 +110,13 @@ Test(hotpath, idle_cluster_sleeps, .timeout = 180)
 	proc_cluster_stop(&c);
 }
 
-struct stream {
-	int fd;
-	char *body;
-	size_t n, cap;
-	double t_last, worst_gap, t_end;
-	bool done;
-};
-
-static int dial(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
-	return fd;
-}
-
-/* The cluster's process running executable exe (a child of unicorn-up). */
-static pid_t child_of(const struct proc_cluster *c, const char *exe)
-{
-	return proc_child_of(c->sup, exe);
-}
-
-/* Start N_STREAMS chat completions (SSE streams or whole answers) of
- * max_tokens; if victim is set, SIGKILL the newest process of that
- * executable 300 ms in (*t_kill: when). Then read all to the end. */
-static void run_streams(const struct proc_cluster *c, struct stream *s, const char *victim,
-			bool streamed, int max_tokens, double *t_kill)
-{
-	for (int i = 0; i < N_STREAMS; i++) {
-		memset(&s[i], 0, sizeof s[i]);
-		s[i].fd = dial(c->port);
-		char body[256], req[512];
-		snprintf(body, sizeof body,
-			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Stream %d: tell me a story\"}],"
-			 "\"max_tokens\":%d,\"temperature\":0,\"stream\":%s}", i, max_tokens,
-			 streamed ? "true" : "false");
-		int k = snprintf(req, sizeof req,
-				 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-				 "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
-		cr_assert_eq(send(s[i].fd, req, (size_t)k, MSG_NOSIGNAL), k);
-		s[i].cap = 1 << 16;
-		s[i].body = malloc(s[i].cap);
-		s[i].t_last = 0;
-	}
-	double t0 = proc_now_s();
-	bool killed = !victim;
-	int open_n = N_STREAMS;
-	while (open_n > 0) {
-		if (!killed && proc_now_s() - t0 > 0.3) {
-			pid_t p = child_of(c, victim);
-			cr_assert_gt(p, 0, "no %s to kill", victim);
-			cr_assert_eq(kill(p, SIGKILL), 0);
-			killed = true;
-			if (t_kill)
-				*t_kill = proc_now_s();
-		}
-		struct pollfd p[N_STREAMS];
-		for (int i = 0; i < N_STREAMS; i++)
-			p[i] = (struct pollfd){ .fd = s[i].done ? -1 : s[i].fd, .events = POLLIN };
-		int r = poll(p, N_STREAMS, 100);
-		cr_assert_geq(r, 0);
-		if (proc_now_s() - t0 >= 60) {
-			proc_tail(c->log, 40); /* which request never came back, and why */
-			cr_assert_fail("streams did not end within 60 s");
-		}
-		for (int i = 0; i < N_STREAMS; i++) {
-			if (!(p[i].revents & (POLLIN | POLLHUP)))
-				continue;
-			if (s[i].n + 4096 > s[i].cap)
-				s[i].body = realloc(s[i].body, s[i].cap *= 2);
-			ssize_t k = recv(s[i].fd, s[i].body + s[i].n, s[i].cap - s[i].n - 1, 0);
-			double now = proc_now_s();
-			if (k <= 0) {
-				s[i].done = true;
-				s[i].t_end = now;
-				close(s[i].fd);
-				open_n--;
-				continue;
-			}
-			if (s[i].t_last > 0 && now - s[i].t_last > s[i].worst_gap)
-				s[i].worst_gap = now - s[i].t_last;
-			s[i].t_last = now;
-			s[i].n += (size_t)k;
-			s[i].body[s[i].n] = 0;
-		}
-	}
-}
-
-/* The streamed text: every "content":"..." value in order (escapes kept). */
-static char *stream_text(const struct stream *s)
-{
-	char *out = calloc(1, s->n + 1);
-	size_t o = 0;
-	for (const char *p = s->body; (p = strstr(p, "\"content\":\"")); ) {
-		p += 11;
-		while (*p && *p != '"') {
-			if (*p == '\\' && p[1])
-				out[o++] = *p++;
-			out[o++] = *p++;
-		}
-	}
-	return out;
-}
-
-/* The answer ended normally: an SSE stream's [DONE], a whole answer's finish. */
-static bool answer_complete(const struct stream *s, bool streamed)
-{
-	return strstr(s->body, streamed ? "[DONE]" : "\"finish_reason\":\"length\"") != NULL;
-}
-
 static void kill_under_streams(const char *placement, const char *victim, bool streamed)
 {
 	struct proc_cluster c;
 	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement, NULL });
 	struct stream base[N_STREAMS], hit[N_STREAMS];
-	run_streams(&c, base, NULL, streamed, MAX_TOKENS, NULL);
-	run_streams(&c, hit, victim, streamed, MAX_TOKENS, NULL);
+	streams_run(&c, base, NULL, NULL, streamed, MAX_TOKENS, NULL);
+	streams_run(&c, hit, streams_child_of, victim, streamed, MAX_TOKENS, NULL);
 	double worst_base = 0, worst_hit = 0;
 	for (int i = 0; i < N_STREAMS; i++) {
 		cr_assert(answer_complete(&base[i], streamed), "answer %d incomplete:\n%s", i, base[i].body);
@@ -308,7 +197,7 @@ Test(hotpath, api_killed_under_http_streams, .timeout = 180)
 	proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", "fused", NULL });
 	struct stream s[N_STREAMS];
 	double t_kill = 0;
-	run_streams(&c, s, "unicorn-api", true, 2000, &t_kill);
+	streams_run(&c, s, streams_child_of, "unicorn-api", true, 2000, &t_kill);
 	cr_assert_gt(t_kill, 0);
 	for (int i = 0; i < N_STREAMS; i++) {
 		cr_assert_null(strstr(s[i].body, "[DONE]"), "stream %d completed although its server died", i);
@@ -365,7 +254,7 @@ Test(hotpath, split_micro_batches_equal_fused, .timeout = 480)
 			setenv("UNICORN_BATCH_MM_MIN", "2", 1);
 		struct proc_cluster c;
 		proc_cluster_start(&c, "hot", (const char *const[]){ "--placement", placement[k], NULL });
-		run_streams(&c, s[k], NULL, true, MAX_TOKENS, NULL);
+		streams_run(&c, s[k], NULL, NULL, true, MAX_TOKENS, NULL);
 		if (k == 1)
 			cr_assert(proc_log_has(c.log, "split: decoding sequences in 1 micro-batch"),
 				  "split on one device did not run one micro-batch (log %s)", c.log);
