@@ -268,6 +268,7 @@ struct engine {
 	VkCommandBuffer tabcb;
 	VkCommandBuffer *stage_cbs;    /* [short][layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
 	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
+	bool range_fused;              /* engine_stage_range records the fused forward's layers (UNICORN_PIPE_UNFUSED=1: split's stages) */
 	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
 	uint32_t stager_l0, stager_n;
 	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
@@ -966,6 +967,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	 * before the fusions (A/B in one benchmark; the numbers are the same) */
 	const char *fenv = getenv("UNICORN_NO_FUSE");
 	e->fuse = !(fenv && *fenv && strcmp(fenv, "0") != 0);
+	const char *penv = getenv("UNICORN_PIPE_UNFUSED");
+	e->range_fused = e->fuse && !(penv && *penv && strcmp(penv, "0") != 0);
 	const char *chenv = getenv("UNICORN_VK_ATTN_CHUNK");
 	e->attn_chunk = chenv && atoi(chenv) > 0		  ? (uint32_t)atoi(chenv)
 			: e->cfg.head_dim <= ATTN_NARROW_HD ? ATTN_CHUNK_NARROW
@@ -2483,11 +2486,25 @@ static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uin
 	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
 	fbar(e, cb);
 	e->rec_short = e->step_short; /* the caller keeps short and long recordings apart */
-	for (uint32_t l = layer; l < layer + n_layers; l++) {
-		if (stage != ENGINE_STAGE_FFN)
-			rec_attn(e, cb, l, n, true, false);
-		if (stage != ENGINE_STAGE_ATTN)
-			rec_ffn(e, cb, l, n, true, false);
+	if (stage == ENGINE_STAGE_BOTH && e->range_fused) {
+		/* whole layers in one engine (a pipeline stage): as the fused
+		 * forward records them (norms in the products' tails, x16), from
+		 * the first layer's attention norm on; the last layer's tail also
+		 * normalizes h for a next layer that runs elsewhere (unread) */
+		rec_step_copy(e, cb, n);
+		rec_norm(e, cb, e->L[layer].s_attn_norm, 0, n);
+		for (uint32_t l = layer; l < layer + n_layers; l++) {
+			rec_attn(e, cb, l, n, false, true);
+			rec_ffn(e, cb, l, n, false, true);
+		}
+		fbar(e, cb);
+	} else {
+		for (uint32_t l = layer; l < layer + n_layers; l++) {
+			if (stage != ENGINE_STAGE_FFN)
+				rec_attn(e, cb, l, n, true, false);
+			if (stage != ENGINE_STAGE_ATTN)
+				rec_ffn(e, cb, l, n, true, false);
+		}
 	}
 	e->rec_short = false;
 	vkCmdCopyBuffer(cb, e->h->buf, e->hio->buf, 1, &region);
@@ -2625,9 +2642,10 @@ int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint
 		e->stager_l0 = layer;
 		e->stager_n = n_layers;
 	}
-	/* recorded once per (short steps, kind, rows): each layer's attention
-	 * and FFN exactly as engine_stage_batch records them one at a time, so
-	 * the rows equal that many single-stage calls bit for bit */
+	/* recorded once per (short steps, kind, rows): the layers as the fused
+	 * forward records them (rec_stage_io), or with UNICORN_PIPE_UNFUSED=1
+	 * each layer's attention and FFN exactly as engine_stage_batch records
+	 * them one at a time */
 	size_t sh = e->fuse && e->step_short ? 1 : 0;
 	VkCommandBuffer *slot = &e->stager_cbs[(sh * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n];
 	if (!*slot) {
