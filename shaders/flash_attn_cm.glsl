@@ -134,6 +134,18 @@ void scores(uint sg)
 	cm_store_c(Ss[16u * rb * BC + 16u * cb], s, CM_ROW_MAJOR, BC);
 }
 
+// The block of keys [kb, kb + BC): its cache rows, its keys in KVs and
+// its scores in Ss, ready for every invocation
+void block_scores(uint tid, uint sg, uint kvh, uint kb, uint kmax, uint base)
+{
+	block_rows(tid, kb, kmax, base);
+	barrier();
+	load_block(tid, kvh, false);
+	barrier();
+	scores(sg);
+	barrier();
+}
+
 // Whether row r (in the run [rs, re)) sees key j
 bool visible(uint r, uint rs, uint re, uint j)
 {
@@ -190,12 +202,7 @@ void main()
 		kmin += ((sp + nz - kmin / BC % nz) % nz) * BC; // this split's first block
 		// pass 1: each row's largest visible score
 		for (uint kb = kmin; kb <= kmax; kb += nz * BC) {
-			block_rows(tid, kb, kmax, base);
-			barrier();
-			load_block(tid, kvh, false);
-			barrier();
-			scores(sg);
-			barrier();
+			block_scores(tid, sg, kvh, kb, kmax, base);
 			float mx = NEG_INF;
 			for (uint c = c0; c < c0 + BC / TPR; c++)
 				if (visible(r, rs, re, kb + c))
@@ -207,12 +214,7 @@ void main()
 		}
 		// pass 2: P = exp(S - max), l += P, O += P V
 		for (uint kb = kmin; kb <= kmax; kb += nz * BC) {
-			block_rows(tid, kb, kmax, base);
-			barrier();
-			load_block(tid, kvh, false);
-			barrier();
-			scores(sg);
-			barrier();
+			block_scores(tid, sg, kvh, kb, kmax, base);
 			load_block(tid, kvh, true);
 			float m = mrow[r], sum = 0.0;
 			for (uint c = c0; c < c0 + BC / TPR; c += 2u) {
