@@ -169,15 +169,18 @@ Test(chat_session, ctrl_c_stops_a_reply, .timeout = 300)
 Test(chat_session, history_over_context_drops_oldest, .timeout = 300)
 {
 	struct proc_cluster c;
-	proc_cluster_start(&c, "chatctx", NULL);
-	/* four messages of ~1,500 tokens: the model's context is 4,096, so the
-	 * third and fourth turns only fit without the oldest ones */
+	/* four messages of ~400 tokens in a context of 1,024 (--ctx): the third
+	 * and fourth turns only fit without the oldest ones (the model's 4,096
+	 * with 1,500-token messages took lavapipe over a minute a request when
+	 * the machine was busy) */
+	const char *const ctx[] = { "--ctx", "1024", NULL };
+	proc_cluster_start(&c, "chatctx", ctx);
 	char path[256];
 	snprintf(path, sizeof path, "%s/msgs.txt", c.tmp);
 	FILE *f = fopen(path, "w");
 	cr_assert_not_null(f);
 	for (int m = 0; m < 4; m++) {
-		for (int i = 0; i < 1500; i++)
+		for (int i = 0; i < 400; i++)
 			fputs(" hi", f);
 		fputs("\n", f);
 	}
