@@ -120,7 +120,9 @@ int cli_status(int argc, char **argv)
 	char up[32];
 	progress_fmt_time(up, sizeof up, rep.u.status.uptime_ns / 1e9);
 	printf("cluster %s: supervisor pid %d, up %s, %s, %u restart%s\n", name, (int)pid, up,
-	       rep.u.status.steps ? "ready" : "starting", rep.u.status.restarts,
+	       json_is_true(json_object_get(root, "draining")) ? "draining (new requests get 503; unicorn down stops it now)"
+	       : rep.u.status.steps ? "ready" : "starting",
+	       rep.u.status.restarts,
 	       rep.u.status.restarts == 1 ? "" : "s");
 	printf("model %s, placement %s\n", str(root, "model"), str(root, "placement"));
 	printf("endpoint %s\n", str(root, "endpoint"));

@@ -126,6 +126,11 @@ Test(drain, sigterm_finishes_running_and_queued_refuses_new, .timeout = 480)
 		usleep(50 * 1000);
 	}
 
+	/* unicorn status says so */
+	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s", proc_bin_dir_or_skip(), c.name);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	cr_assert(strstr(out, ", draining ("), "unicorn status while draining: %s", out);
+
 	/* the three finish with the uninterrupted text, then the cluster stops */
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(proc_wait_ms(r[i].pid, 90000), 0, "request %d", i);
