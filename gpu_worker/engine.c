@@ -1855,25 +1855,24 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	/* rope_kv ran before (prefill chunks, unfused steps): the kernel without
 	 * the rope code, unless it writes wo's x16 copy (only attn has that) */
 	const struct vk_pipe *ak = rope_in_attn || wo_x16 ? &e->attn : &e->attn_pre;
-	if (ak == &e->attn_pre && e->attn_fa.pipe) {
-		/* on the matrix cores: every token's output in one pass, no combine */
+	/* on the matrix cores where it can (attn_pre's place: wo_x16 is 0):
+	 * every row in one pass over its keys, its key splits merged below */
+	bool fa = ak == &e->attn_pre && e->attn_fa.pipe;
+	if (fa) {
 		struct fa_push fp = { c->n_head, c->n_head_kv, e->qkv_stride, window, n, ap.scale, rp.tab_off, rp.tab_mod };
 		uint32_t rows = n * (c->n_head / c->n_head_kv);
 		disp(e, cb, "attn", 0, &e->attn_fa, l->s_attn, &fp, c->n_head_kv, (rows + ENGINE_FA_ROWS - 1) / ENGINE_FA_ROWS,
 		     e->fa_nz);
-		bar(e, cb);
-		if (e->fa_nz > 1) {
-			struct combine_push cp = { c->head_dim, c->n_head, e->fa_nz, window, ATTN_MIN_CHUNK, e->attn_chunk, 0, 1 };
-			disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
-			bar(e, cb);
-		}
 	} else {
 		disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
 		     one_split ? 1 : e->n_split);
-		bar(e, cb);
 	}
-	if (!e->fuse_combine && !one_split && !(ak == &e->attn_pre && e->attn_fa.pipe)) {
-		struct combine_push cp = { c->head_dim, c->n_head, e->n_split, window, ATTN_MIN_CHUNK, e->attn_chunk, wo_x16, 0 };
+	bar(e, cb);
+	/* the splits' merge: flash attention's (every token has them: all = 1)
+	 * or attn's (tokens whose keys took more than one split) */
+	if (fa ? e->fa_nz > 1 : !e->fuse_combine && !one_split) {
+		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : e->n_split, window, ATTN_MIN_CHUNK,
+					   e->attn_chunk, wo_x16, fa ? 1 : 0 };
 		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}

@@ -49,17 +49,11 @@
 layout(local_size_x = 128) in;
 
 layout(binding = 0) readonly buffer QKV { vec4 qkv4[]; };
-#ifndef KV_TYPE
-#define KV_TYPE 0
+// the 16-bit caches only (the Makefile builds _f16 and _q8): kv.glsl's loads
+#if !defined(KV_TYPE) || KV_TYPE == 0
+#error "flash_attn_cm: built per 16-bit KV type (-DKV_TYPE=1 or 2)"
 #endif
-#if KV_TYPE == 0
-layout(binding = 1) readonly buffer KC4 { vec4 kc4[]; };
-layout(binding = 2) readonly buffer VC4 { vec4 vc4[]; };
-#define KLOAD4(q) kc4[q]
-#define VLOAD4(q) vc4[q]
-#else
 #include "kv.glsl"
-#endif
 layout(binding = 3) writeonly buffer Part { float part[]; };
 layout(binding = 4) readonly buffer Step { uint step[]; };
 layout(binding = 5) writeonly buffer Out { float outv[]; };
