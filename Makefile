@@ -112,31 +112,20 @@ SPV_COOPMAT := $(BUILD)/host/spv-coopmat
 $(SPV_COOPMAT): tools/spv_coopmat.c tools/spv_coopmat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -DSPV_COOPMAT_MAIN -o $@ $<
-$(BUILD)/spv/mul_mm_cm%.spv: shaders/mul_mm_cm%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/flash_attn_cm_%_f16.spv: shaders/flash_attn_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DKV_TYPE=1 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/flash_attn_cm_%_q8.spv: shaders/flash_attn_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DKV_TYPE=2 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
+# coopmat_spv(TARGET, SOURCE, FLAGS): build/spv/TARGET.spv from shaders/SOURCE.comp
+define coopmat_spv
+$(BUILD)/spv/$(1).spv: shaders/$(2).comp $$(wildcard shaders/*.glsl) $$(SPV_COOPMAT)
+	@mkdir -p $$(dir $$@)
+	$$(GLSLC) $$(filter-out -O,$$(GLSLFLAGS)) $(3) -MD -MF $$@.d -MT $$@ -o $$@.raw $$<
+	$$(SPV_COOPMAT) $$@.raw $$@
+endef
 CM_DECODE_TILE := -DBM=128 -DBN=64 -DWM=32 -DWN=32
-$(BUILD)/spv/mul_mm_cm_%_d.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) $(CM_DECODE_TILE) -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/mul_mm_cm_%_k.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) -DSPLITK=1 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
-$(BUILD)/spv/mul_mm_cm_%_dk.spv: shaders/mul_mm_cm_%.comp $(wildcard shaders/*.glsl) $(SPV_COOPMAT)
-	@mkdir -p $(dir $@)
-	$(GLSLC) $(filter-out -O,$(GLSLFLAGS)) $(CM_DECODE_TILE) -DSPLITK=1 -MD -MF $@.d -MT $@ -o $@.raw $<
-	$(SPV_COOPMAT) $@.raw $@
+$(eval $(call coopmat_spv,mul_mm_cm%,mul_mm_cm%,))
+$(eval $(call coopmat_spv,mul_mm_cm_%_d,mul_mm_cm_%,$(CM_DECODE_TILE)))
+$(eval $(call coopmat_spv,mul_mm_cm_%_k,mul_mm_cm_%,-DSPLITK=1))
+$(eval $(call coopmat_spv,mul_mm_cm_%_dk,mul_mm_cm_%,$(CM_DECODE_TILE) -DSPLITK=1))
+$(eval $(call coopmat_spv,flash_attn_cm_%_f16,flash_attn_cm_%,-DKV_TYPE=1))
+$(eval $(call coopmat_spv,flash_attn_cm_%_q8,flash_attn_cm_%,-DKV_TYPE=2))
 $(BUILD)/shaders_embed.c: $(SPV) tools/embed_spv.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed_spv.sh $@ $(SPV)
