@@ -21,18 +21,24 @@ struct cfx {
 	size_t V;
 };
 
-static void cfx_open(struct cfx *x, const char *enc, uint32_t max_seqs)
+/* The golden model of encoding enc in an engine of options o. */
+static void cfx_open_opts(struct cfx *x, const char *enc, const struct engine_opts *o)
 {
 	memset(x, 0, sizeof *x);
 	cr_assert_eq(golden_load(enc, &x->g), 0, "golden_load(%s): %s", enc, err_msg());
 	cr_assert_eq(model_open(x->g.model_path, &x->m), 0, "model_open: %s", err_msg());
+	cr_assert_eq(engine_create(x->m, o, &x->e), 0, "engine_create: %s", err_msg());
+	cr_assert(engine_has_mm(x->e), "the device runs the mat-mat kernel (else wide = narrow)");
+	x->V = x->g.n_vocab;
+}
+
+static void cfx_open(struct cfx *x, const char *enc, uint32_t max_seqs)
+{
 	/* f32 weights against the 1e-4 goldens: an f32 KV cache (the kvtypes suite tests the others) */
 	bool exact = !strcmp(enc, "f32") || !strcmp(enc, "hf");
 	struct engine_opts o = { .max_ctx = 64, .max_batch = 32, .n_split = 4, .max_seqs = max_seqs, .max_rows = 160,
 				 .kv_type = exact ? KV_TYPE_F32 : KV_TYPE_F16 };
-	cr_assert_eq(engine_create(x->m, &o, &x->e), 0, "engine_create: %s", err_msg());
-	cr_assert(engine_has_mm(x->e), "the device runs the mat-mat kernel (else wide = narrow)");
-	x->V = x->g.n_vocab;
+	cfx_open_opts(x, enc, &o);
 }
 
 static void cfx_close(struct cfx *x)
@@ -314,19 +320,12 @@ Test(chunks, wide_batch_of_64_equals_each_alone_q4_0, .timeout = 240)
 static void check_flash_attention(enum kv_type kt)
 {
 	struct cfx x[2];
-	for (int k = 0; k < 2; k++) {
-		memset(&x[k], 0, sizeof x[k]);
-		cr_assert_eq(golden_load("q4_0", &x[k].g), 0, "golden_load: %s", err_msg());
-		cr_assert_eq(model_open(x[k].g.model_path, &x[k].m), 0, "model_open: %s", err_msg());
-		struct engine_opts o = { .max_ctx = 256, .max_batch = 256, .n_split = 4, .max_seqs = 4, .max_rows = 400,
-					 .kv_type = kt };
-		if (k == 0)
-			setenv("UNICORN_VK_FA", "0", 1);
-		int rc = engine_create(x[k].m, &o, &x[k].e);
-		unsetenv("UNICORN_VK_FA");
-		cr_assert_eq(rc, 0, "engine_create: %s", err_msg());
-		x[k].V = x[k].g.n_vocab;
-	}
+	struct engine_opts o = { .max_ctx = 256, .max_batch = 256, .n_split = 4, .max_seqs = 4, .max_rows = 400,
+				 .kv_type = kt };
+	setenv("UNICORN_VK_FA", "0", 1);
+	cfx_open_opts(&x[0], "q4_0", &o);
+	unsetenv("UNICORN_VK_FA");
+	cfx_open_opts(&x[1], "q4_0", &o);
 	cr_assert_not(engine_has_fa(x[0].e), "UNICORN_VK_FA=0 keeps attn_pre");
 	if (engine_has_fa(x[1].e)) {
 		enum { N = 4 };
