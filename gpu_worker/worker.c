@@ -77,7 +77,7 @@ struct worker {
 	uint32_t l0, l1;
 	bool attn_only;         /* split's attention worker: its engine holds no FFN matrices */
 	bool per_layer;         /* UNICORN_PIPE_PER_LAYER=1: a stage runs each op alone (A/B) */
-	uint32_t range_n;       /* > 1 while a FLOW's ATTN op runs that many whole layers at once */
+	uint32_t range_n;       /* >= 1 while a pipeline FLOW's ATTN op runs that many whole layers at once */
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
 	                         * then when it arrived earlier: queueing is not transport) */
 };
@@ -942,7 +942,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 		break;
 	case MSG_OP_ATTN:
 	case MSG_OP_FFN:
-		rc = w->range_n > 1 && m->op == MSG_OP_ATTN
+		rc = w->range_n && m->op == MSG_OP_ATTN
 			     ? engine_stage_range(w->e, m->layer, w->range_n, m->n, seq, pos, wide, NULL, NULL)
 			     : engine_stage_batch(w->e, m->layer, m->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN,
 						  m->n, seq, pos, wide, NULL, NULL);
@@ -1225,7 +1225,7 @@ static int flow_chunk_one(struct worker *w, const struct msg_flow *f, const stru
 	case MSG_OP_FFN: {
 		struct msg_stage m = { e->seq_id, e->slot, f->op == MSG_OP_ATTN ? MSG_STAGE_ATTN : MSG_STAGE_FFN, f->layer, 1,
 				       n, e->pos };
-		if (w->range_n > 1 && f->op == MSG_OP_ATTN) { /* a pipeline stage: its whole layers */
+		if (w->range_n && f->op == MSG_OP_ATTN) { /* a pipeline stage: its whole layers */
 			m.stage = MSG_STAGE_LAYERS;
 			m.n_layers = w->range_n;
 		}
@@ -1244,7 +1244,7 @@ static int chunk_stage_run(struct worker *w, const struct msg_flow *f, const str
 			   const uint32_t *slot_row0, uint32_t n)
 {
 	enum engine_stage st = f->op == MSG_OP_ATTN ? ENGINE_STAGE_ATTN : ENGINE_STAGE_FFN;
-	int rc = w->range_n > 1 && f->op == MSG_OP_ATTN ? engine_stage_chunks_range(w->e, f->layer, w->range_n, n, ch, NULL, NULL)
+	int rc = w->range_n && f->op == MSG_OP_ATTN ? engine_stage_chunks_range(w->e, f->layer, w->range_n, n, ch, NULL, NULL)
 							: engine_stage_chunks(w->e, f->layer, st, n, ch, NULL, NULL);
 	const float *rows = engine_stage_rows(w->e);
 	size_t row = (size_t)w->n_embd;
@@ -1354,11 +1354,11 @@ static int flow_op_one(struct worker *w, const struct msg_flow *f, uint32_t *tok
 
 /* A FLOW's current op: a chunk's, or the micro-batch's as its STAGE_BATCH.
  * A pipeline stage runs its layers from the op's on as one op (the ATTN op
- * of the first: attention and FFN of each, one submission; *layers: how
- * many; 1 otherwise). */
+ * of the first: attention and FFN of each, one submission, a one-layer
+ * stage's too; *layers: how many; 0 for any other op). */
 static int flow_op(struct worker *w, const struct msg_flow *f, uint32_t *token, uint32_t *k, uint32_t *layers)
 {
-	*layers = 1;
+	*layers = 0;
 	if (w->pipe && f->op == MSG_OP_ATTN && !w->per_layer)
 		*layers = w->l1 - f->layer;
 	w->range_n = *layers;
@@ -1405,7 +1405,7 @@ static int worker_flow(struct worker *w, struct msg *m)
 		uint64_t t0 = mono_ns(), g0 = engine_gpu_ns(w->e);
 		struct vk_ctx *vk = engine_vk(w->e);
 		uint64_t s0 = vk->submit_ns, q0 = vk->wait_ns;
-		uint32_t token = 0, k = 0, layers = 1;
+		uint32_t token = 0, k = 0, layers = 0;
 		err_clear();
 		int rc = flow_op(w, f, &token, &k, &layers);
 		/* a pipeline's stage 0 reports as the FFN side, stage 1 as the other */
@@ -1430,7 +1430,7 @@ static int worker_flow(struct worker *w, struct msg *m)
 		}
 		if (f->op == MSG_OP_HEAD)
 			f->token = token;
-		if (layers > 1) { /* the FFN of the range's last layer ran too */
+		if (layers) { /* the FFN of the range's last layer ran too */
 			f->op = MSG_OP_FFN;
 			f->layer += layers - 1;
 		}

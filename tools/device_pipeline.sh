@@ -84,6 +84,38 @@ print(" ".join("%s %.0f%%" % (k, 100 * (b[k] - a.get(k, 0)) / wall) for k in sor
 EOF
 }
 
+# Where one stream's step goes: the coordinator's /trace spans (each op's wall
+# time as the workers measured it, coordinator/stages.c) of the one-stream
+# level, averaged per (worker, op), and the step's time not inside any op
+# (hand-offs between stages, the coordinator's sampling and posting)
+trace_summary() { # trace.json label
+	python3 - "$1" "$2" <<'EOF'
+import json, re, sys
+from collections import defaultdict
+try:
+    ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+except Exception as x:
+    print("trace %s: unreadable (%s)" % (sys.argv[2], x)); sys.exit(0)
+names = {}
+for e in json.load(open(sys.argv[1]))["traceEvents"]:
+    if e.get("ph") == "M" and e.get("name") == "thread_name":
+        names[e["tid"]] = e["args"]["name"]
+ev = [e for e in ev if e["args"].get("n", 0) == 1] # decode steps, not prefill
+if not ev:
+    print("trace %s: no one-token spans" % sys.argv[2]); sys.exit(0)
+g = defaultdict(list)
+for e in ev:
+    g[(names.get(e["tid"], e["tid"]), re.sub(r"L\d+", "L*", e["name"]))].append(e["dur"])
+steps = min(len(v) for v in g.values())
+span = (max(e["ts"] + e["dur"] for e in ev) - min(e["ts"] for e in ev)) / steps
+inside = sum(sum(v) for v in g.values()) / steps
+print("trace %s: %d steps, %.0f us per step, %.0f us inside ops, %.0f us between" % (sys.argv[2], steps, span, inside, span - inside))
+for k in sorted(g):
+    v = sorted(g[k])
+    print("  %-10s %-10s n %5d  mean %8.1f us  p50 %8.1f us" % (k[0], k[1], len(v), sum(v) / len(v), v[len(v) // 2]))
+EOF
+}
+
 cat > "$OUT/pipeline.md" <<EOF
 | model | placement | streams | tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | busy (device time / wall) | vs fused |
 |---|---|---:|---:|---:|---:|---|---:|
@@ -144,9 +176,20 @@ for shape in ${PIPE_MODELS:-27b 1b}; do
 			fi
 			j=$OUT/pipeline-$shape-$placement-$s.json
 			busy_snapshot > "$OUT/.busy0"
+			tr=
+			if [ "$s" = 1 ]; then # one stream: the step's breakdown from 2 s of trace
+				tr=$OUT/.trace.json
+				curl -s -m 10 "$URL/trace?seconds=2" -o "$tr" &
+			fi
 			python3 tools/http_bench.py --url "$URL" --streams "$s" --tokens "$N" --warmup 0 \
 				--label "$shape $placement" --json "$j" > /dev/null || status=1
 			busy_snapshot > "$OUT/.busy1"
+			if [ -n "$tr" ]; then
+				wait $!
+				trace_summary "$tr" "$shape $placement" >> "$OUT/pipeline.log"
+				[ -n "${PIPE_KEEP_TRACE:-}" ] && cp "$tr" "$OUT/trace-$shape-$placement.json"
+				rm -f "$tr"
+			fi
 			row=$(python3 - "$j" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))["levels"][0]
