@@ -55,6 +55,7 @@ CTX=${PIPE_CTX:-4096}
 T_END=$(($(date +%s) + ${PIPE_BUDGET_S:-560}))
 URL=http://127.0.0.1:$PORT
 status=0
+. tools/cluster_ready.sh
 
 # worker busy seconds from /metrics: "name seconds" lines
 busy_snapshot() {
@@ -147,16 +148,7 @@ for shape in ${PIPE_MODELS:-27b 1b}; do
 		"$BIN"/unicorn-up --model "$M" $args --max-seqs 64 --ctx "$CTX" --name "$name" --port "$PORT" \
 			${PIPE_UP_ARGS:-} > "$log" 2>&1 &
 		up=$!
-		ready=
-		while [ "$(date +%s)" -lt "$T_END" ]; do
-			kill -0 $up 2>/dev/null || break
-			if python3 -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('$URL/health', timeout=2).status != 200)" 2>/dev/null; then
-				ready=1
-				break
-			fi
-			sleep 0.5
-		done
-		if [ -z "$ready" ]; then
+		if ! cluster_wait_ready "$URL" $up "$T_END"; then
 			echo "device_pipeline: $shape $placement: the cluster did not become ready (log $log):" >&2
 			tail -20 "$log" >&2
 			"$BIN"/unicorn down --name "$name" > /dev/null 2>&1

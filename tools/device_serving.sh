@@ -57,6 +57,7 @@ else
 	[ -f "$M" ] || "$BIN"/unicorn-mkmodel --shape "${SERVING_MODEL:-1b}" --type q4_0 --seed 1 -q -o "$M" || exit 1
 fi
 status=0
+. tools/cluster_ready.sh
 : > "$OUT/serving.md"
 for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	name=s$placement
@@ -64,18 +65,7 @@ for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	"$BIN"/unicorn-up --model "$M" --placement "$placement" --max-seqs "$SEQS" --name "$name" \
 		--port "$PORT" ${SERVING_KV_BUDGET:+--kv-budget "$SERVING_KV_BUDGET"} ${SERVING_UP_ARGS:-} > "$log" 2>&1 &
 	up=$!
-	ready=
-	for i in $(seq 1 480); do
-		if ! kill -0 $up 2>/dev/null; then
-			break
-		fi
-		if python3 -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2).status != 200)" 2>/dev/null; then
-			ready=1
-			break
-		fi
-		sleep 0.5
-	done
-	if [ -z "$ready" ]; then
+	if ! cluster_wait_ready "http://127.0.0.1:$PORT" $up $(($(date +%s) + 240)); then
 		echo "device_serving: $placement: the cluster did not become ready (log $log):" >&2
 		tail -20 "$log" >&2
 		"$BIN"/unicorn down --name "$name" > /dev/null 2>&1
