@@ -76,6 +76,8 @@ void trace_span_name(const struct trace_span *s, char *out, size_t cap)
 	case MSG_EMBED: snprintf(out, cap, "embed"); break;
 	case MSG_HEAD: snprintf(out, cap, "head"); break;
 	case MSG_RUN: snprintf(out, cap, "run"); break;
+	case MSG_RUN_BATCH: snprintf(out, cap, "run batch"); break;
+	case MSG_RUN_CHUNKS: snprintf(out, cap, "run chunks"); break;
 	case MSG_STAGE:
 		if (s->stage == MSG_STAGE_ATTN)
 			snprintf(out, cap, "attn L%u", s->layer);
@@ -90,7 +92,13 @@ void trace_span_name(const struct trace_span *s, char *out, size_t cap)
 
 static const char *category(const struct trace_span *s)
 {
-	return s->msg_type == MSG_STAGE ? "stage" : s->msg_type == MSG_RUN ? "run" : "step";
+	switch (s->msg_type) {
+	case MSG_STAGE: return "stage";
+	case MSG_RUN:
+	case MSG_RUN_BATCH:
+	case MSG_RUN_CHUNKS: return "run";
+	default: return "step";
+	}
 }
 
 int trace_export_json(struct trace *t, int64_t since_ns, char **out, size_t *len,

@@ -178,6 +178,32 @@ Test(metrics, cluster_set_and_status_json)
 	metrics_destroy(m);
 }
 
+/* Every step message the coordinator traces has its own name (the fused
+ * placement's batch and chunk steps were "msg 22" / "msg 24"). */
+Test(trace, span_names)
+{
+	static const struct {
+		uint16_t type;
+		uint8_t stage;
+		const char *want;
+	} cases[] = {
+		{ MSG_EMBED, 0, "embed" },
+		{ MSG_HEAD, 0, "head" },
+		{ MSG_RUN, 0, "run" },
+		{ MSG_RUN_BATCH, 0, "run batch" },
+		{ MSG_RUN_CHUNKS, 0, "run chunks" },
+		{ MSG_STAGE, MSG_STAGE_ATTN, "attn L3" },
+		{ MSG_STAGE, MSG_STAGE_FFN, "ffn L3" },
+		{ MSG_STAGE, MSG_STAGE_LAYERS, "layers L3" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct trace_span s = { .msg_type = cases[i].type, .stage = cases[i].stage, .layer = 3 };
+		char name[48];
+		trace_span_name(&s, name, sizeof name);
+		cr_assert_str_eq(name, cases[i].want);
+	}
+}
+
 Test(trace, ring_and_export)
 {
 	static const char *const names[] = { "gpu", "npu" };
