@@ -41,6 +41,7 @@ struct oai_msg {
 	char *content;
 };
 
+#define OAI_MAX_IMAGES 16           /* = MSG_MAX_IMAGES */
 struct oai_req {
 	int kind;                /* enum oai_kind */
 	bool stream, include_usage;
@@ -84,6 +85,10 @@ struct oai_req {
 	uint32_t n_bias;
 	uint32_t *bias_ids;
 	float *bias;
+	/* image_url content parts (user messages), in order: their URLs, each
+	 * leaving CHAT_IMAGE_MARK in its message's content (docs/vision.md) */
+	uint32_t n_images;
+	char *image_urls[OAI_MAX_IMAGES];
 };
 #define OAI_MAX_SCHEMA 32768        /* = MSG_MAX_SCHEMA */
 #define OAI_MAX_N 8                 /* choices per request */

@@ -403,6 +403,9 @@ struct msg_gen_req {
  * RUNDIR/images/<digest in hex> into slot of the gpu worker's image area
  * (rows rows: the projector's tokens per image); DONE answers (status 0 or
  * the error). */
+/* image slots of a worker's area for images of rows rows: a RUN_CHUNKS'
+ * images all at once, and one more (the coordinator and the worker agree) */
+#define MSG_IMAGE_SLOTS(rows) (MSG_MAX_ROWS / (rows) + 1 < 256u ? MSG_MAX_ROWS / (rows) + 1 : 256u)
 struct msg_image {
 	uint32_t slot;
 	uint32_t rows;

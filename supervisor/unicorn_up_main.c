@@ -19,6 +19,7 @@
 #include "api/http.h"
 #include "api/openai.h"
 #include "supervisor/supervisor.h"
+#include "formats/mmproj.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
@@ -83,6 +84,8 @@ static void usage(FILE *f)
 		"                          it is full (default auto: every sequence at full context)\n"
 		"  --ctx N                 positions per sequence (default: the model's context,\n"
 		"                          e.g. 32768 for Gemma 3 1B, 131072 for 4B-27B)\n"
+		"  --mmproj FILE           the vision projector (image inputs; default: an\n"
+		"                          mmproj-*.gguf beside the model; fused placement only)\n"
 		"  --kv-type f16|q8_0|f32  the KV cache's element type (default f16; q8_0 is\n"
 		"                          llama.cpp's 8-bit blocks, about half of f16's bytes)\n"
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
@@ -103,6 +106,7 @@ static void usage(FILE *f)
 
 struct up_opts {
 	char model[PATH_MAX];
+	char mmproj[PATH_MAX];       /* the vision projector ("" = none): --mmproj, else mmproj-*.gguf beside the model */
 	const char *placement, *attn_backend, *vk_device, *attn_device, *ffn_device, *name, *max_seqs;
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
@@ -136,6 +140,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "drain-timeout", required_argument, 0, 'D' },
 		{ "devices", required_argument, 0, 'V' },   { "layers", required_argument, 0, 'L' },
 		{ "device-mem", required_argument, 0, 'M' },
+		{ "mmproj", required_argument, 0, 'I' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -168,6 +173,12 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'V': o->devices = optarg; break;
 		case 'L': o->layers = optarg; break;
 		case 'M': o->device_mem = optarg; break;
+		case 'I':
+			if (snprintf(o->mmproj, sizeof o->mmproj, "%s", optarg) >= (int)sizeof o->mmproj) {
+				fprintf(stderr, "unicorn-up: --mmproj: path too long\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -184,6 +195,17 @@ static int parse(int argc, char **argv, struct up_opts *o)
 	if (up_model_resolve(model, o->model, sizeof o->model, &o->demo)) {
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		return 2;
+	}
+	if (o->mmproj[0] && !mmproj_is_clip(o->mmproj)) {
+		fprintf(stderr, "unicorn-up: --mmproj %s: not a vision projector (a GGUF file of architecture clip)\n",
+			o->mmproj);
+		return 2;
+	}
+	if (!o->mmproj[0]) {
+		char *found = mmproj_find_beside(o->model);
+		if (found && strlen(found) < sizeof o->mmproj)
+			strcpy(o->mmproj, found);
+		free(found);
 	}
 	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split") && strcmp(o->placement, "pipeline") &&
 	    strcmp(o->placement, "auto")) {
@@ -678,6 +700,7 @@ int main(int argc, char **argv)
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
+		if (o.mmproj[0] && !pipe && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
 		if (pipe) {
 			snprintf(stage_arg[st], sizeof stage_arg[st], "%d/%u", st, o.n_stages);
 			ARG("--stage"); ARG(stage_arg[st]);
@@ -718,6 +741,7 @@ int main(int argc, char **argv)
 		if (o.host) { ARG("--host"); ARG(o.host); }
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
+		if (o.mmproj[0] && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is
