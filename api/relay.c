@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "api/http.h"
-#include "api/image_input.h"
+#include "coordinator/image_input.h"
 #include "api/openai.h"
 #include "common/err.h"
 #include "chat/template.h"

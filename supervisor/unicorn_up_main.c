@@ -1,6 +1,7 @@
 /* unicorn-up: start a model as a cluster of processes and keep it running
  * (docs/cluster.md). The supervision mechanism is supervisor/supervisor.c;
  * this file is options, the runtime dir, the control socket and the main loop. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -385,7 +386,7 @@ static const char *const run_files[] = {
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
 	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
-	RUNDIR_DRAINING,
+	RUNDIR_DRAINING, "mmproj",
 	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
 	"kv-gpu.budget", "kv-npu.budget", "kv.json", /* --kv-budget auto's bytes, the KV shape (status) */
 };
@@ -626,6 +627,27 @@ int main(int argc, char **argv)
 	}
 
 	remove_run_files(dir);
+	/* the images the API left for the gpu worker (ipc/imagefile.h) belong to
+	 * the last run; RUNDIR/mmproj names the projector for the CLI's images */
+	{
+		char cmd[RUNDIR_PATH_MAX + 32], p[RUNDIR_PATH_MAX];
+		if (rundir_path(dir, "images", p, sizeof p) == 0) {
+			DIR *d = opendir(p);
+			struct dirent *de;
+			while (d && (de = readdir(d)))
+				if (de->d_name[0] != '.' && snprintf(cmd, sizeof cmd, "%s/%s", p, de->d_name) < (int)sizeof cmd)
+					unlink(cmd);
+			if (d)
+				closedir(d);
+		}
+		if (o.mmproj[0] && !strcmp(o.placement, "fused") && rundir_path(dir, "mmproj", p, sizeof p) == 0) {
+			FILE *f = fopen(p, "w");
+			if (f) {
+				fprintf(f, "%s\n", o.mmproj);
+				fclose(f);
+			}
+		}
+	}
 	if ((rc = rundir_pid_write(dir))) {
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		if (notify >= 0)

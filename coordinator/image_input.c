@@ -1,5 +1,5 @@
 /* image_input: data URL -> digest + pixels in the run directory (image_input.h). */
-#include "api/image_input.h"
+#include "coordinator/image_input.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +39,20 @@ int image_input_load(const char *rundir, const struct vision_config *vc, const c
 			       "remote image URLs are not fetched (--allow-image-urls is not implemented)");
 	if (rc)
 		return rc;
-	rc = digest_of(bytes, n, digest);
+	rc = image_input_bytes(rundir, vc, bytes, n, digest);
+	free(bytes);
+	return rc;
+}
+
+int image_input_bytes(const char *rundir, const struct vision_config *vc, const uint8_t *bytes, size_t n,
+		      uint8_t digest[MSG_DIGEST])
+{
+	if (n > IMAGE_MAX_BYTES)
+		return err_set(ERR_RANGE, "image: %zu bytes (at most %u)", n, IMAGE_MAX_BYTES);
+	int rc = digest_of(bytes, n, digest);
 	struct image img = { 0 };
 	if (!rc)
 		rc = image_decode(bytes, n, &img);
-	free(bytes);
 	if (rc)
 		return rc;
 	size_t s = vc->image_size;
