@@ -2,6 +2,7 @@
 #include "ipc/imagefile.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,7 +41,10 @@ int imagefile_write(const char *rundir, const uint8_t digest[MSG_DIGEST], const 
 		return err_set(ERR_IO, "imagefile: mkdir %s: %s", dir, strerror(errno));
 	struct stat st;
 	if (stat(path, &st) == 0 && (size_t)st.st_size == n * sizeof *px)
+	{
+		(void)utimensat(AT_FDCWD, path, NULL, 0); /* fresh again for imagefile_trim */
 		return 0;
+	}
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -64,7 +68,40 @@ int imagefile_write(const char *rundir, const uint8_t digest[MSG_DIGEST], const 
 		rc = err_set(ERR_IO, "imagefile: rename %s: %s", path, strerror(errno));
 	if (rc)
 		unlink(tmp);
+	else
+		imagefile_trim(dir, IMAGEFILE_MAX);
 	return rc;
+}
+
+void imagefile_trim(const char *dir, uint32_t keep)
+{
+	/* the oldest (by mtime) go while more than keep are there */
+	for (int round = 0; round < 64; round++) {
+		DIR *d = opendir(dir);
+		if (!d)
+			return;
+		struct dirent *de;
+		char oldest[IMAGEFILE_PATH_MAX] = "", p[IMAGEFILE_PATH_MAX];
+		struct timespec t0 = { 0, 0 };
+		uint32_t count = 0;
+		while ((de = readdir(d))) {
+			if (strlen(de->d_name) != 2 * MSG_DIGEST)
+				continue;
+			struct stat st;
+			if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || stat(p, &st))
+				continue;
+			count++;
+			if (!oldest[0] || st.st_mtim.tv_sec < t0.tv_sec ||
+			    (st.st_mtim.tv_sec == t0.tv_sec && st.st_mtim.tv_nsec < t0.tv_nsec)) {
+				t0 = st.st_mtim;
+				memcpy(oldest, p, sizeof p);
+			}
+		}
+		closedir(d);
+		if (count <= keep || !oldest[0])
+			return;
+		unlink(oldest);
+	}
 }
 
 int imagefile_read(const char *rundir, const uint8_t digest[MSG_DIGEST], float *px, size_t n)

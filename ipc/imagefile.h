@@ -16,6 +16,11 @@
 int imagefile_path(const char *rundir, const uint8_t digest[MSG_DIGEST], char *out, size_t cap);
 /* Write n floats (skipped when the file is there already: same digest, same pixels). */
 int imagefile_write(const char *rundir, const uint8_t digest[MSG_DIGEST], const float *px, size_t n);
+/* Images kept in RUNDIR/images: imagefile_write removes the least recently
+ * written beyond this many (a reader that finds its image gone fails its
+ * request: only one whose image 64 newer ones have passed). */
+#define IMAGEFILE_MAX 64
+void imagefile_trim(const char *dir, uint32_t keep);
 /* Read exactly n floats: ERR_NOTFOUND without the file, ERR_INVAL when its size differs. */
 int imagefile_read(const char *rundir, const uint8_t digest[MSG_DIGEST], float *px, size_t n);
 /* The prompt id of row j of the image with this digest: bit 31 set (outside
