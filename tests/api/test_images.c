@@ -78,6 +78,42 @@ static double prefix_hits(const struct proc_cluster *c)
 	return atof(v);
 }
 
+static double metric(const struct proc_cluster *c, const char *name)
+{
+	char cmd[256], out[1 << 16];
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^%s '", c->port, name);
+	proc_sh(cmd, out, sizeof out);
+	const char *v = strchr(out, ' ');
+	cr_assert_not_null(v, "no metric %s: %s", name, out);
+	return atof(v);
+}
+
+/* unicorn run --image in the background: 100 greedy tokens as JSON */
+static FILE *run_bg(const char *bin, const char *name, const char *image, const char *text)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 100 --temp 0 --image %s --json '%s' 2>&1", bin,
+		 name, image, text);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	return f;
+}
+
+/* the generated ids of run_bg's answer */
+static char *gen_ids(FILE *f)
+{
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = 0;
+	pclose(f);
+	json_t *j = json_loads(buf, 0, NULL);
+	cr_assert_not_null(j, "%.300s", buf);
+	char *s = json_dumps(json_object_get(j, "ids"), JSON_COMPACT);
+	cr_assert(s && strlen(s) > 2, "%.300s", buf);
+	json_decref(j);
+	return s;
+}
+
 /* content and usage.prompt_tokens of an answer */
 static void answer(const char *raw, char *text, size_t cap, long *prompt_tokens)
 {
@@ -104,7 +140,8 @@ Test(images, api_and_cli, .timeout = 240)
 	write_png(b, 40, 30, 2);
 	char *ba = b64_file(a), *bb = b64_file(b);
 	struct proc_cluster c;
-	proc_cluster_start(&c, "img", (const char *const[]){ "--mmproj", mmproj, NULL });
+	/* a small KV budget: four image prompts at once preempt each other (as http's kv_budget test) */
+	proc_cluster_start(&c, "img", (const char *const[]){ "--mmproj", mmproj, "--kv-budget", "1792K", NULL });
 	static char out[1 << 20];
 	char t1[512], t2[512];
 	long p_img, p_txt;
@@ -172,6 +209,22 @@ Test(images, api_and_cli, .timeout = 240)
 	cr_expect_eq(rows, 16, "%s", out);
 	cr_expect_str_eq(json_string_value(json_object_get(j, "reason")), "length");
 	json_decref(j);
+	/* preempted and recomputed image prompts give the ids they give alone */
+	const char *img[4] = { a, b, a, b }, *txt[4] = { "Describe it", "Describe it", "What colour", "Tell a story" };
+	char *alone[4];
+	for (int k = 0; k < 4; k++)
+		alone[k] = gen_ids(run_bg(bin, c.name, img[k], txt[k]));
+	cr_assert_eq(metric(&c, "unicorn_kv_preemptions_total"), 0, "one at a time fits");
+	FILE *f[4];
+	for (int k = 0; k < 4; k++)
+		f[k] = run_bg(bin, c.name, img[k], txt[k]);
+	for (int k = 0; k < 4; k++) {
+		char *ids = gen_ids(f[k]);
+		cr_expect_str_eq(ids, alone[k], "image prompt %d: together (preempted), the ids changed", k);
+		free(ids);
+		free(alone[k]);
+	}
+	cr_expect_gt(metric(&c, "unicorn_kv_preemptions_total"), 0, "four long sequences should not fit together");
 	snprintf(cmd, sizeof cmd, "printf '/image %s\\nWhat is it?\\n' | %s/unicorn chat --name %s --max-tokens 2 2>&1",
 		 b, bin, c.name);
 	cr_expect_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
