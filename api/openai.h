@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OAI_MAX_BODY (1u << 20)     /* request body bytes */
+#define OAI_MAX_BODY (32u << 20)    /* request body bytes: an image_url of IMAGE_MAX_BYTES (20 MiB) is 27 MiB of base64 */
 #define OAI_MAX_STOP 4              /* stop strings */
 #define OAI_MAX_STOP_LEN 256        /* bytes of one stop string */
 #define OAI_MAX_MESSAGES 256
