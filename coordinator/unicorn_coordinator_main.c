@@ -23,6 +23,7 @@
 #include "chat/template.h"
 #include "coordinator/constrained.h"
 #include "coordinator/images.h"
+#include "ipc/imagefile.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
 #include "coordinator/obs_server.h"
@@ -468,6 +469,14 @@ static int submit_images(struct coord *c, const struct msg_gen_req *g, struct in
 		return err_set(ERR_NOMEM, "out of memory");
 	memcpy(r->img_digest, g->images, (size_t)g->n_images * MSG_DIGEST);
 	r->n_images = g->n_images;
+	/* the pixels must be there (the sender wrote them first): a request
+	 * without them fails here, alone, not in a round beside others */
+	for (uint32_t k = 0; k < r->n_images; k++) {
+		char path[IMAGEFILE_PATH_MAX];
+		struct stat st;
+		if (imagefile_path(c->rundir, r->img_digest[k], path, sizeof path) || stat(path, &st))
+			return err_set(ERR_INVAL, "image %u: no pixels in the run directory (%s)", k, path);
+	}
 	int rc = images_check_prompt(r->prompt, r->n_prompt, (const uint8_t(*)[MSG_DIGEST])r->img_digest, r->n_images,
 				     &r->img_rows, r->img_pos);
 	return rc ? rc : images_area_rows(&c->img, r->img_rows);
