@@ -21,6 +21,7 @@
 #include "api/openai.h"
 #include "supervisor/supervisor.h"
 #include "formats/mmproj.h"
+#include "formats/model.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
@@ -197,16 +198,41 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		return 2;
 	}
-	if (o->mmproj[0] && !mmproj_is_clip(o->mmproj)) {
-		fprintf(stderr, "unicorn-up: --mmproj %s: not a vision projector (a GGUF file of architecture clip)\n",
-			o->mmproj);
+	/* --mmproj: an mmproj GGUF, or a Hugging Face checkpoint directory with a vision tower */
+	struct stat mst;
+	if (o->mmproj[0] && (stat(o->mmproj, &mst) || (!S_ISDIR(mst.st_mode) && !mmproj_is_clip(o->mmproj)))) {
+		fprintf(stderr, "unicorn-up: --mmproj %s: not a vision projector (a GGUF file of architecture clip, or a "
+			"checkpoint directory with a vision tower)\n", o->mmproj);
 		return 2;
 	}
+	bool explicit_mmproj = o->mmproj[0] != 0;
 	if (!o->mmproj[0]) {
 		char *found = mmproj_find_beside(o->model);
 		if (found && strlen(found) < sizeof o->mmproj)
 			strcpy(o->mmproj, found);
 		free(found);
+	}
+	if (o->mmproj[0]) {
+		/* the projector must fit the model: refuse a named one that does
+		 * not, serve without a found one that does not (the gpu worker
+		 * would fail to start) */
+		struct model *m = NULL;
+		struct mmproj *p = NULL;
+		int rc = model_open(o->model, &m);
+		if (!rc)
+			rc = mmproj_open(o->mmproj, &p);
+		if (!rc)
+			rc = mmproj_check_text(p, &m->cfg);
+		mmproj_close(p);
+		model_close(m);
+		if (rc && explicit_mmproj) {
+			fprintf(stderr, "unicorn-up: --mmproj %s: %s\n", o->mmproj, err_msg());
+			return 2;
+		}
+		if (rc) {
+			fprintf(stderr, "unicorn-up: not using the vision projector %s: %s\n", o->mmproj, err_msg());
+			o->mmproj[0] = 0;
+		}
 	}
 	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split") && strcmp(o->placement, "pipeline") &&
 	    strcmp(o->placement, "auto")) {
