@@ -1002,6 +1002,8 @@ static int chunks_images(struct coord *c, struct intake_req **rs, const struct s
 				memcpy(im.u.image.digest, r->img_digest[k], MSG_DIGEST);
 				struct msg_done done;
 				c->img.encodes++;
+				if (c->met)
+					metrics_add(c->met, c->mid.image_encodes, NULL, 1);
 				rc = wl_send(c, &c->gpu, &im);
 				if (!rc)
 					rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);

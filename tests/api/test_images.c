@@ -163,6 +163,7 @@ Test(images, api_and_cli, .timeout = 240)
 	answer(out, t2, sizeof t2, &p_img);
 	double h2 = prefix_hits(&c);
 	cr_expect_str_eq(t2, t1, "the same image answered otherwise from the prefix cache");
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), 1, "one image, encoded once");
 	cr_expect(h2 - h1 >= 32, "the same image reused %g prefix positions", h2 - h1);
 	/* another image: only the text before it could be shared */
 	free(body);
@@ -170,6 +171,7 @@ Test(images, api_and_cli, .timeout = 240)
 	st = post(&c, body, out, sizeof out);
 	cr_assert_eq(st, 200, "%s", out);
 	double h3 = prefix_hits(&c);
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), 2, "a second image, a second encode");
 	cr_expect(h3 - h2 < h2 - h1, "a different image reused %g positions (the same %g)", h3 - h2, h2 - h1);
 	free(body);
 
