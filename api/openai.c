@@ -54,6 +54,8 @@ void oai_req_free(struct oai_req *r)
 		free(r->msgs[i].content);
 	}
 	free(r->msgs);
+	for (uint32_t i = 0; i < r->n_images; i++)
+		free(r->image_urls[i]);
 	free(r->prompt);
 	free(r->schema);
 	for (uint32_t i = 0; i < r->n_tools; i++)
@@ -101,8 +103,36 @@ static int get_int(json_t *o, const char *k, long long lo, long long hi, long lo
 	return 0;
 }
 
-/* Content: a string, or an array of {"type":"text","text":...} parts (joined). */
-static int content_text(json_t *c, uint32_t i, char **out, struct oai_err *e)
+/* An image part's URL: {"type":"image_url","image_url":{"url":...}} (or
+ * "image_url": "..."), kept in r->image_urls; NULL after a refusal. */
+static const char *image_part(json_t *p, uint32_t i, size_t j, bool user, struct oai_req *r, struct oai_err *e)
+{
+	json_t *iu = json_object_get(p, "image_url");
+	json_t *u = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+	if (!json_is_string(u) || strlen(json_string_value(u)) != json_string_length(u)) {
+		BAD(e, "messages", "messages[%u].content[%zu]: an image part is {\"type\": \"image_url\", "
+		    "\"image_url\": {\"url\": \"data:image/png;base64,...\"}}", i, j);
+		return NULL;
+	}
+	if (!user) {
+		BAD(e, "messages", "messages[%u].content[%zu]: images go in user messages", i, j);
+		return NULL;
+	}
+	if (r->n_images >= OAI_MAX_IMAGES) {
+		BAD(e, "messages", "more than %d images in one request", OAI_MAX_IMAGES);
+		return NULL;
+	}
+	if (!(r->image_urls[r->n_images] = strdup(json_string_value(u)))) {
+		oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	r->n_images++;
+	return CHAT_IMAGE_MARK;
+}
+
+/* Content: a string, or an array of {"type":"text","text":...} parts (joined)
+ * and image parts (image_part: each leaves CHAT_IMAGE_MARK). */
+static int content_text(json_t *c, uint32_t i, bool user, struct oai_req *r, char **out, struct oai_err *e)
 {
 	if (json_is_string(c)) {
 		if (strlen(json_string_value(c)) != json_string_length(c))
@@ -114,9 +144,12 @@ static int content_text(json_t *c, uint32_t i, char **out, struct oai_err *e)
 		json_array_foreach(c, j, p) {
 			json_t *t = json_object_get(p, "text");
 			const char *ty = json_is_object(p) ? json_string_value(json_object_get(p, "type")) : NULL;
-			if (ty && !strcmp(ty, "image_url"))
-				return BAD(e, "messages", "messages[%u].content[%zu]: image inputs are not served yet "
-					   "(the vision tower exists, feeding it to the model does not: docs/vision.md)", i, j);
+			if (ty && !strcmp(ty, "image_url")) {
+				if (!image_part(p, i, j, user, r, e))
+					return -1;
+				n += strlen(CHAT_IMAGE_MARK);
+				continue;
+			}
 			if (!json_is_object(p) || !json_is_string(json_object_get(p, "type")) ||
 			    strcmp(json_string_value(json_object_get(p, "type")), "text") ||
 			    !json_is_string(t))
@@ -130,6 +163,12 @@ static int content_text(json_t *c, uint32_t i, char **out, struct oai_err *e)
 		size_t k = 0;
 		json_array_foreach(c, j, p) {
 			json_t *t = json_object_get(p, "text");
+			const char *ty = json_string_value(json_object_get(p, "type"));
+			if (ty && !strcmp(ty, "image_url")) {
+				memcpy(s + k, CHAT_IMAGE_MARK, strlen(CHAT_IMAGE_MARK));
+				k += strlen(CHAT_IMAGE_MARK);
+				continue;
+			}
 			memcpy(s + k, json_string_value(t), json_string_length(t));
 			k += json_string_length(t);
 		}
@@ -441,7 +480,7 @@ static int parse_messages(json_t *o, struct oai_req *r, struct oai_err *e)
 		json_t *tc = field(it, "tool_calls");
 		if (!c && !(tc && !strcmp(role, "assistant")))
 			return BAD(e, "messages", "messages[%zu].content is required", i);
-		if (c ? content_text(c, (uint32_t)i, &r->msgs[i].content, e)
+		if (c ? content_text(c, (uint32_t)i, !strcmp(role, "user"), r, &r->msgs[i].content, e)
 		      : !(r->msgs[i].content = strdup("")))
 			return c ? -1 : oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
 		if (tc || !strcmp(role, "tool")) {

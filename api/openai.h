@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OAI_MAX_BODY (1u << 20)     /* request body bytes */
+#define OAI_MAX_BODY (32u << 20)    /* request body bytes: an image_url of IMAGE_MAX_BYTES (20 MiB) is 27 MiB of base64 */
 #define OAI_MAX_STOP 4              /* stop strings */
 #define OAI_MAX_STOP_LEN 256        /* bytes of one stop string */
 #define OAI_MAX_MESSAGES 256
@@ -41,6 +41,7 @@ struct oai_msg {
 	char *content;
 };
 
+#define OAI_MAX_IMAGES 16           /* = MSG_MAX_IMAGES */
 struct oai_req {
 	int kind;                /* enum oai_kind */
 	bool stream, include_usage;
@@ -84,6 +85,10 @@ struct oai_req {
 	uint32_t n_bias;
 	uint32_t *bias_ids;
 	float *bias;
+	/* image_url content parts (user messages), in order: their URLs, each
+	 * leaving CHAT_IMAGE_MARK in its message's content (docs/vision.md) */
+	uint32_t n_images;
+	char *image_urls[OAI_MAX_IMAGES];
 };
 #define OAI_MAX_SCHEMA 32768        /* = MSG_MAX_SCHEMA */
 #define OAI_MAX_N 8                 /* choices per request */

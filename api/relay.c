@@ -9,11 +9,13 @@
 #include <time.h>
 
 #include "api/http.h"
+#include "coordinator/image_input.h"
 #include "api/openai.h"
 #include "common/err.h"
 #include "chat/template.h"
 #include "coordinator/intake.h"
 #include "coordinator/sampler.h"
+#include "ipc/imagefile.h"
 #include "tokenizer/tokenizer.h"
 
 /* One generated token as the coordinator sent it: its id, and its logprobs
@@ -32,6 +34,8 @@ struct relay {
 	struct http_job *j;
 	uint32_t *prompt;
 	uint32_t n_prompt;
+	uint8_t (*images)[MSG_DIGEST]; /* the request's images' digests (GEN_REQ v12) */
+	uint32_t n_images;
 	bool accepted;
 	struct oai_stop stop;
 	struct gtok *gen;
@@ -240,6 +244,42 @@ static bool should_stop(void *arg)
 	return stopping || r->stop.stopped || r->failed || http_job_gone(r->rc->h, r->j);
 }
 
+/* The request's images: each data URL's pixels into the run directory and
+ * its rows' ids (*rows: [n_images][n_tokens]); false: the job was refused
+ * (400 naming the image's error: bad data, too large, no projector). */
+static bool images_load(struct relay *r, uint32_t **rows)
+{
+	const struct oai_req *o = &r->j->req;
+	const struct vision_config *vc = r->rc->vision;
+	if (!vc) {
+		http_job_refuse(r->rc->h, r->j, 400, "invalid_request_error", "messages", NULL,
+				"this model has no vision projector (unicorn-up finds mmproj-*.gguf beside the model, "
+				"or takes --mmproj FILE)");
+		return false;
+	}
+	r->images = calloc(o->n_images, MSG_DIGEST);
+	*rows = malloc((size_t)o->n_images * vc->n_tokens * sizeof **rows);
+	if (!r->images || !*rows) {
+		http_job_refuse(r->rc->h, r->j, 500, "server_error", NULL, NULL, "out of memory");
+		return false;
+	}
+	for (uint32_t k = 0; k < o->n_images; k++) {
+		int rc = image_input_load(r->rc->rundir, vc, o->image_urls[k], r->images[k]);
+		if (rc) {
+			char m[400];
+			snprintf(m, sizeof m, "image %u: %s", k, err_msg());
+			http_job_refuse(r->rc->h, r->j, rc == ERR_NOMEM || rc == ERR_IO ? 500 : 400,
+					rc == ERR_NOMEM || rc == ERR_IO ? "server_error" : "invalid_request_error", "messages",
+					NULL, m);
+			return false;
+		}
+		for (uint32_t j = 0; j < vc->n_tokens; j++)
+			(*rows)[(size_t)k * vc->n_tokens + j] = imagefile_row_id(r->images[k], j);
+	}
+	r->n_images = o->n_images;
+	return true;
+}
+
 /* Tokenize the prompt (the chat template for chat). false: the job failed. */
 static bool tokenize(struct relay *r)
 {
@@ -257,7 +297,15 @@ static bool tokenize(struct relay *r)
 			cm[i].role = o->msgs[i].role;
 			cm[i].content = o->msgs[i].content;
 		}
-		rc = chat_encode(r->rc->tok, cm, o->n_msgs, true, &ids);
+		uint32_t *rows = NULL;
+		if (o->n_images && !images_load(r, &rows)) {
+			free(cm);
+			return false;
+		}
+		rc = o->n_images ? chat_encode_images(r->rc->tok, cm, o->n_msgs, true, rows, o->n_images,
+						      r->rc->vision->n_tokens, &ids)
+				 : chat_encode(r->rc->tok, cm, o->n_msgs, true, &ids);
+		free(rows);
 		free(cm);
 	} else {
 		rc = chat_encode_plain(r->rc->tok, o->prompt, strlen(o->prompt), &ids);
@@ -459,6 +507,8 @@ static void run(struct relay *r)
 	go.deadline_ms = (int)(lim < 2000000 ? lim * 1000 + 30000 : 2000000000);
 	go.prompt_ids = r->prompt;
 	go.n_prompt_ids = r->n_prompt;
+	go.images = (const uint8_t(*)[MSG_DIGEST])r->images;
+	go.n_images = r->n_images;
 	go.on_accept = on_accept;
 	go.on_token = on_token;
 	go.stop = should_stop;
@@ -539,6 +589,7 @@ static void *relay_main(void *arg)
 	http_job_release(rc->h, r->j);
 	relay_free_choice(r);
 	free(r->prompt);
+	free(r->images);
 	free(r);
 	pthread_mutex_lock(&rc->mu);
 	rc->running--;

@@ -27,6 +27,7 @@ struct relay_ctx {
 	const char *rundir;
 	uint32_t n_ctx;              /* the model's context (prompt + generated) */
 	uint32_t request_timeout_s;  /* the coordinator's limit (bounds the client's patience) */
+	const struct vision_config *vision; /* the model's projector (--mmproj); NULL: images refused */
 	/* below: relay's own */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;

@@ -36,6 +36,7 @@
 #include "common/err.h"
 #include "common/utf8.h"
 #include "chat/template.h"
+#include "formats/mmproj.h"
 #include "formats/model.h"
 #include "coordinator/obs_server.h"
 #include "ipc/ctl.h"
@@ -268,25 +269,26 @@ static void remove_file(const char *dir, const char *name)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-api --rundir DIR --model PATH [--host H] [--port P]\n"
-		"                   [--cors ORIGIN] [--request-timeout S] [--ctx N]\n"
+		"                   [--cors ORIGIN] [--request-timeout S] [--ctx N] [--mmproj FILE]\n"
 		"The cluster's OpenAI-compatible HTTP server (docs/http.md), started by unicorn-up.\n"
 		"Default %s:%d; the API key comes from the environment variable UNICORN_API_KEY\n"
 		"(required for a non-loopback --host). --request-timeout: the coordinator's limit\n"
-		"(how long a request may wait without news before it is given up).\n",
+		"(how long a request may wait without news before it is given up). --mmproj: the\n"
+		"vision projector; image_url content parts are refused without one.\n",
 		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
 {
 	static struct api a;
-	const char *model = NULL, *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
+	const char *model = NULL, *mmproj = NULL, *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
 	double req_timeout = 600;
 	uint32_t ctx = 0; /* --ctx: the cluster's cap on positions per sequence (ipc/kvlayout.h kv_context) */
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' }, { "model", required_argument, 0, 'm' },
 		{ "host", required_argument, 0, 'H' },   { "port", required_argument, 0, 'P' },
 		{ "cors", required_argument, 0, 'C' },   { "request-timeout", required_argument, 0, 'T' },
-		{ "ctx", required_argument, 0, 'c' },
+		{ "ctx", required_argument, 0, 'c' },    { "mmproj", required_argument, 0, 'M' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
 	int o;
@@ -294,6 +296,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'r': a.rundir = optarg; break;
 		case 'm': model = optarg; break;
+		case 'M': mmproj = optarg; break;
 		case 'H': host = optarg; break;
 		case 'P': port_arg = optarg; break;
 		case 'C': cors = optarg; break;
@@ -372,6 +375,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	a.relay.n_ctx = kv_context(&m->cfg, ctx);
+	/* images: the projector's input size and tokens per image (the gpu
+	 * worker holds the tower itself) */
+	static struct vision_config vision;
+	if (mmproj) {
+		struct mmproj *p = NULL;
+		if (mmproj_open(mmproj, &p) || mmproj_check_text(p, &m->cfg)) {
+			fprintf(stderr, "api: --mmproj %s: %s\n", mmproj, err_msg());
+			mmproj_close(p);
+			model_close(m);
+			return 2;
+		}
+		vision = p->cfg;
+		a.relay.vision = &vision;
+		mmproj_close(p);
+	}
 	model_close(m);
 	a.relay.tok = a.tok;
 	a.relay.rundir = a.rundir;

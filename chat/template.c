@@ -147,6 +147,74 @@ int chat_encode(const struct tok *t, const struct chat_msg *msgs, size_t n, bool
 	return rc;
 }
 
+/* Append text[0..len) + tail (tail first when lead) tokenized, no BOS added. */
+static int enc_join(const struct tok *t, const char *head, const char *text, size_t len, const char *tail,
+		    struct tok_ids *out)
+{
+	size_t hn = strlen(head), tn = strlen(tail);
+	char *buf = malloc(hn + len + tn + 1);
+	if (!buf)
+		return err_set(ERR_NOMEM, "chat: out of memory");
+	memcpy(buf, head, hn);
+	memcpy(buf + hn, text, len);
+	memcpy(buf + hn + len, tail, tn);
+	int rc = tok_encode(t, buf, hn + len + tn, false, out);
+	free(buf);
+	return rc;
+}
+
+int chat_encode_images(const struct tok *t, const struct chat_msg *msgs, size_t n, bool add_gen,
+		       const uint32_t *row_ids, uint32_t n_images, uint32_t rows, struct tok_ids *out)
+{
+	if (!t || !out || (n_images && (!row_ids || !rows)))
+		return err_set(ERR_INVAL, "chat: NULL argument");
+	char *text;
+	size_t len;
+	int rc = chat_render(msgs, n, add_gen, &text, &len);
+	if (rc)
+		return rc;
+	size_t start = out->n, ml = strlen(CHAT_IMAGE_MARK);
+	const char *p = text, *end = text + len;
+	uint32_t k = 0;
+	for (;;) {
+		const char *m = memmem(p, (size_t)(end - p), CHAT_IMAGE_MARK, ml);
+		if (!m || k >= n_images) {
+			if (m || k != n_images) {
+				free(text);
+				return err_set(ERR_INVAL, "chat: %u image(s) but %s image marks in the text (U+FFFC is "
+					       "reserved for images)", n_images, m ? "more" : "fewer");
+			}
+			rc = enc_join(t, k ? "<end_of_image>\n\n" : "", p, (size_t)(end - p), "", out);
+			break;
+		}
+		rc = enc_join(t, k ? "<end_of_image>\n\n" : "", p, (size_t)(m - p), "\n\n<start_of_image>", out);
+		if (!rc && out->n + rows > out->cap) {
+			size_t cap = out->cap ? out->cap : 64;
+			while (cap < out->n + rows)
+				cap *= 2;
+			int32_t *q = realloc(out->ids, cap * sizeof *q);
+			if (!q)
+				rc = err_set(ERR_NOMEM, "chat: out of memory");
+			else
+				out->ids = q, out->cap = cap;
+		}
+		if (rc)
+			break;
+		for (uint32_t j = 0; j < rows; j++) {
+			uint32_t id = row_ids[(size_t)k * rows + j];
+			int32_t v;
+			memcpy(&v, &id, sizeof v);
+			out->ids[out->n++] = v;
+		}
+		p = m + ml;
+		k++;
+	}
+	free(text);
+	if (!rc)
+		drop_double_bos(t, out, start);
+	return rc;
+}
+
 int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct tok_ids *out)
 {
 	size_t start = out->n;

@@ -31,6 +31,18 @@ int chat_render(const struct chat_msg *msgs, size_t n, bool add_gen, char **out,
 int chat_encode(const struct tok *t, const struct chat_msg *msgs, size_t n, bool add_gen,
 		struct tok_ids *out);
 
+/* Images (docs/vision.md): an image part of a message's content leaves
+ * CHAT_IMAGE_MARK (U+FFFC, OBJECT REPLACEMENT CHARACTER) where it was;
+ * chat_encode_images renders and tokenizes as chat_encode, the k-th mark
+ * becoming Gemma 3's image sequence: "\n\n<start_of_image>", the rows ids
+ * row_ids[k * rows .. (k + 1) * rows) (ids past every vocabulary, stored in
+ * the int32 list as their bits), "<end_of_image>\n\n" (the delimiters text
+ * tokenized around it, so they are single tokens where the vocabulary has
+ * them). ERR_INVAL when the text holds another count of marks than n_images. */
+#define CHAT_IMAGE_MARK "\xEF\xBF\xBC"
+int chat_encode_images(const struct tok *t, const struct chat_msg *msgs, size_t n, bool add_gen,
+		       const uint32_t *row_ids, uint32_t n_images, uint32_t rows, struct tok_ids *out);
+
 /* Encode a plain prompt with the tokenizer's add_bos, never giving two BOS
  * (a prompt that already starts with "<bos>" keeps just that one). */
 int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct tok_ids *out);

@@ -17,6 +17,7 @@
 
 #include "chat/template.h"
 #include "cli/cli.h"
+#include "cli/cli_image.h"
 #include "coordinator/intake.h"
 #include "common/err.h"
 #include "ipc/rundir.h"
@@ -52,6 +53,7 @@ static void chat_help(void)
 	       "  /set top-k K, top-p P, min-p P, repeat-penalty R, presence-penalty X,\n"
 	       "       frequency-penalty X, seed S   as the options of `unicorn run --help`\n"
 	       "  /set system TEXT       the system prompt (/set system with no text removes it)\n"
+	       "  /image FILE            attach an image (PNG, JPEG, WebP) to your next message\n"
 	       "Ctrl-C during a reply stops the reply and returns to the prompt.\n",
 	       MSG_MAX_GEN);
 	fflush(stdout);
@@ -160,16 +162,46 @@ struct chat {
 	char *system;                /* owned; NULL = none */
 	char *turns[CHAT_MAX_TURNS]; /* owned: user, model, user, ... */
 	size_t n;
+	/* /image: the images of the conversation in order (each leaves
+	 * CHAT_IMAGE_MARK in its user turn), pending: attached to the next one */
+	struct cli_images ci;
+	bool ci_on;
+	uint32_t pending;
 };
+
+/* Images (CHAT_IMAGE_MARK) in a turn. */
+static uint32_t marks_in(const char *t)
+{
+	uint32_t k = 0;
+	for (const char *p = t; (p = strstr(p, CHAT_IMAGE_MARK)); p += strlen(CHAT_IMAGE_MARK))
+		k++;
+	return k;
+}
 
 static void drop_oldest(struct chat *c, size_t k)
 {
 	if (k > c->n)
 		k = c->n;
-	for (size_t i = 0; i < k; i++)
+	uint32_t im = 0;
+	for (size_t i = 0; i < k; i++) {
+		im += marks_in(c->turns[i]);
 		free(c->turns[i]);
+	}
 	memmove(c->turns, c->turns + k, (c->n - k) * sizeof c->turns[0]);
 	c->n -= k;
+	/* their images go with them */
+	if (im > c->ci.n)
+		im = c->ci.n;
+	memmove(c->ci.digest, c->ci.digest + im, (c->ci.n - im) * sizeof c->ci.digest[0]);
+	c->ci.n -= im;
+}
+
+/* Forget the last turn (and its images). */
+static void drop_last(struct chat *c)
+{
+	uint32_t im = marks_in(c->turns[--c->n]);
+	c->ci.n -= im < c->ci.n ? im : c->ci.n;
+	free(c->turns[c->n]);
 }
 
 static void clear_turns(struct chat *c)
@@ -293,12 +325,31 @@ static int reply(struct chat *c)
 			fprintf(stderr, "unicorn chat: %s\n", err_msg());
 			return 1;
 		}
-		struct intake_gen_result res;
+		struct intake_gen_result res = { 0 };
 		int r;
-		if (len > MSG_MAX_PROMPT)
+		uint32_t *ids = NULL;
+		if (c->ci.n) {
+			/* images: the conversation goes as ids (cli_image.h) */
+			struct chat_msg msgs[CHAT_MAX_TURNS + 1];
+			size_t m = 0;
+			if (c->system && *c->system)
+				msgs[m++] = (struct chat_msg){ "system", c->system };
+			for (size_t i = 0; i < c->n; i++)
+				msgs[m++] = (struct chat_msg){ i % 2 ? "model" : "user", c->turns[i] };
+			struct intake_gen_opts o = c->o;
+			r = cli_images_encode(&c->ci, msgs, m, &ids, &o.n_prompt_ids);
+			o.prompt_ids = ids;
+			o.images = (const uint8_t(*)[MSG_DIGEST])c->ci.digest;
+			o.n_images = c->ci.n;
+			if (r)
+				len = MSG_MAX_PROMPT + 1; /* too long: handled as such below */
+			else
+				r = intake_client_generate(c->rundir, NULL, 0, &o, &res);
+		} else if (len > MSG_MAX_PROMPT)
 			r = err_set(ERR_RANGE, "prompt: %zu bytes", len);
 		else
 			r = intake_client_generate(c->rundir, text, len, &c->o, &res);
+		free(ids);
 		free(text);
 		if (r && too_long() && (len > MSG_MAX_PROMPT || res.n_ids == 0)) {
 			if (len <= MSG_MAX_PROMPT)
@@ -328,7 +379,7 @@ static int reply(struct chat *c)
 			if (stopped) {
 				/* cancelled before the coordinator answered */
 				fprintf(stderr, "(stopped)\n");
-				free(c->turns[--c->n]); /* the unanswered user turn */
+				drop_last(c); /* the unanswered user turn */
 				return 0;
 			}
 			fprintf(stderr, "unicorn chat: %s\n", err_msg());
@@ -434,7 +485,30 @@ int cli_chat_session(const char *rundir, const char *system, const struct intake
 				chat_help();
 			} else if (cl == 6 && !strncmp(s, "/clear", 6)) {
 				clear_turns(c);
+				c->pending = 0;
 				printf("(conversation cleared)\n");
+			} else if (cl == 6 && !strncmp(s, "/image", 6)) {
+				const char *f = s + 6 + strspn(s + 6, " \t");
+				int irc = 0;
+				if (!*f)
+					irc = err_set(ERR_INVAL, "/image FILE");
+				if (!irc && !c->ci_on && !(irc = cli_images_open(c->rundir, &c->ci)))
+					c->ci_on = true;
+				if (!irc && c->ci.n + c->pending >= MSG_MAX_IMAGES)
+					irc = err_set(ERR_RANGE, "at most %d images in a conversation", MSG_MAX_IMAGES);
+				if (!irc) {
+					/* added now (checked, in the run directory), sent with the next message */
+					uint32_t had = c->ci.n;
+					c->ci.n += c->pending;
+					irc = cli_images_add(&c->ci, c->rundir, f);
+					c->ci.n = had;
+					if (!irc)
+						c->pending++;
+				}
+				if (irc)
+					fprintf(stderr, "unicorn chat: %s\n", err_msg());
+				else
+					printf("(image %s goes with your next message)\n", f);
 			} else if (cl == 4 && !strncmp(s, "/set", 4)) {
 				cmd_set(c, line + (s - line) + 4);
 			} else {
@@ -447,11 +521,18 @@ int cli_chat_session(const char *rundir, const char *system, const struct intake
 			drop_oldest(c, 2);
 			fprintf(stderr, "(over %d turns: dropped the oldest 2)\n", CHAT_MAX_TURNS);
 		}
-		if (!(c->turns[c->n] = strdup(line))) {
+		size_t ml = strlen(CHAT_IMAGE_MARK), ll = strlen(line);
+		if (!(c->turns[c->n] = malloc(c->pending * ml + ll + 1))) {
 			fprintf(stderr, "unicorn chat: out of memory\n");
 			rc = 1;
 			break;
 		}
+		/* the pending images before the text */
+		for (uint32_t i = 0; i < c->pending; i++)
+			memcpy(c->turns[c->n] + i * ml, CHAT_IMAGE_MARK, ml);
+		memcpy(c->turns[c->n] + c->pending * ml, line, ll + 1);
+		c->ci.n += c->pending;
+		c->pending = 0;
 		c->n++;
 		g_interrupted = 0;
 		if (reply(c)) {
@@ -463,6 +544,7 @@ int cli_chat_session(const char *rundir, const char *system, const struct intake
 	sigaction(SIGINT, &old, NULL);
 	free(lr.buf);
 	clear_turns(c);
+	cli_images_close(&c->ci);
 	free(c->system);
 	free(c);
 	return rc;

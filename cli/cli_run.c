@@ -7,6 +7,7 @@
 
 #include "chat/template.h"
 #include "cli/cli.h"
+#include "cli/cli_image.h"
 #include "cli/run_model.h"
 #include "coordinator/intake.h"
 #include "tokenizer/tokenizer.h"
@@ -21,7 +22,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: unicorn run [--name N] [--max-tokens N] [--temp T] [--top-k K] [--top-p P]\n"
 		"                   [--min-p P] [--repeat-penalty R] [--presence-penalty X]\n"
 		"                   [--frequency-penalty X] [--seed S] [--timeout S] [--chat|--raw]\n"
-		"                   [--json-schema FILE] [--json] [--verbose] [MODEL] PROMPT...|-\n"
+		"                   [--json-schema FILE] [--json] [--verbose] [--image FILE]...\n"
+		"                   [MODEL] PROMPT...|-\n"
 		"       unicorn run [options] MODEL     (no prompt: an interactive chat)\n\n"
 		"Stream a continuation of PROMPT (its words joined by spaces; standard input\n"
 		"with '-') from the cluster N (default 'default', started by unicorn-up).\n"
@@ -43,6 +45,8 @@ static void usage(FILE *f)
 		"in FILE (structured output, as the HTTP API's response_format; docs/http.md).\n"
 		"--chat wraps the prompt in the Gemma 3 chat template. --json prints\n"
 		"{\"prompt_ids\", \"ids\", \"text\", \"reason\"} at the end instead of streaming.\n"
+		"--image FILE (PNG, JPEG or WebP; up to 16) puts the image before the prompt, in\n"
+		"the chat template (a model with a vision projector: docs/vision.md).\n"
 		"--verbose prints the token counts, the time to first token and the speed\n"
 		"to stderr after the reply.\n");
 }
@@ -93,6 +97,15 @@ static char *read_stdin(size_t *len)
 
 /* The prompt ids as the coordinator computes them (same tokenizer, same
  * template); the model path is in DIR/ready. */
+/* --image prompts: the ids sent (image rows are ids >= 2^31) */
+static json_t *u32_array(const uint32_t *v, uint32_t n)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
 static json_t *prompt_ids(const char *rundir, const char *prompt, size_t len, bool chat)
 {
 	char ready[RUNDIR_PATH_MAX], path[4096];
@@ -136,6 +149,8 @@ int cli_run(int argc, char **argv)
 	bool json = false, verbose = false;
 	int chat = -1; /* --chat 1, --raw 0, default -1 */
 	double timeout_s = 0;
+	const char *images[MSG_MAX_IMAGES];
+	uint32_t n_images = 0;
 	static const struct option opts[] = {
 		{ "name", required_argument, 0, 'n' },
 		{ "max-tokens", required_argument, 0, 'm' },
@@ -146,6 +161,7 @@ int cli_run(int argc, char **argv)
 		{ "verbose", no_argument, 0, 'v' },
 		{ "json", no_argument, 0, 'j' },
 		{ "json-schema", required_argument, 0, 'S' },
+		{ "image", required_argument, 0, 'I' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -180,6 +196,13 @@ int cli_run(int argc, char **argv)
 			o.timeout_ms = (uint32_t)(timeout_s * 1000.0);
 			if (!o.timeout_ms)
 				o.timeout_ms = 1;
+			break;
+		case 'I':
+			if (n_images >= MSG_MAX_IMAGES) {
+				fprintf(stderr, "unicorn run: at most %d --image\n", MSG_MAX_IMAGES);
+				return 2;
+			}
+			images[n_images++] = optarg;
 			break;
 		case 'c': chat = 1; break;
 		case 'r': chat = 0; break;
@@ -247,6 +270,12 @@ int cli_run(int argc, char **argv)
 			return cli_chat_session(rundir, NULL, &o);
 		}
 	}
+	if (n_images && chat == 0) {
+		fprintf(stderr, "unicorn run: --image needs the chat template (not --raw)\n");
+		return 2;
+	}
+	if (n_images)
+		chat = 1;
 	if (chat == 1)
 		o.flags |= MSG_GEN_CHAT;
 	size_t len;
@@ -280,6 +309,40 @@ int cli_run(int argc, char **argv)
 		free(prompt);
 		return 1;
 	}
+	/* --image: the prompt goes as ids, the images before the text */
+	struct cli_images ci = { 0 };
+	uint32_t *ids = NULL;
+	if (n_images) {
+		int irc = cli_images_open(rundir, &ci);
+		for (uint32_t i = 0; !irc && i < n_images; i++)
+			irc = cli_images_add(&ci, rundir, images[i]);
+		char *content = NULL;
+		if (!irc) {
+			size_t ml = strlen(CHAT_IMAGE_MARK);
+			content = malloc(n_images * ml + len + 1);
+			if (!content)
+				irc = err_set(ERR_NOMEM, "out of memory");
+			for (uint32_t i = 0; content && i < n_images; i++)
+				memcpy(content + i * ml, CHAT_IMAGE_MARK, ml);
+			if (content) {
+				memcpy(content + n_images * ml, prompt, len);
+				content[n_images * ml + len] = 0;
+			}
+		}
+		struct chat_msg cm = { "user", content };
+		if (!irc)
+			irc = cli_images_encode(&ci, &cm, 1, &ids, &o.n_prompt_ids);
+		free(content);
+		if (irc) {
+			fprintf(stderr, "unicorn run: --image: %s\n", err_msg());
+			cli_images_close(&ci);
+			free(prompt);
+			return irc == ERR_NOMEM || irc == ERR_IO || irc == ERR_STATE ? 1 : 2;
+		}
+		o.prompt_ids = ids;
+		o.images = (const uint8_t(*)[MSG_DIGEST])ci.digest;
+		o.n_images = ci.n;
+	}
 	if (!json)
 		o.on_piece = print_piece;
 	struct timing tm = { 0 };
@@ -299,11 +362,14 @@ int cli_run(int argc, char **argv)
 		fprintf(stderr, "unicorn run: %s\n", err_msg());
 		intake_gen_result_free(&res);
 		free(prompt);
+		free(ids);
+		cli_images_close(&ci);
 		return 1;
 	}
 	if (json) {
 		json_t *j = json_object();
-		json_object_set_new(j, "prompt_ids", prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT));
+		json_object_set_new(j, "prompt_ids", ids ? u32_array(ids, o.n_prompt_ids)
+							  : prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT));
 		json_t *ids = json_array();
 		for (uint32_t i = 0; i < res.n_ids; i++)
 			json_array_append_new(ids, json_integer(res.ids[i]));
@@ -327,7 +393,7 @@ int cli_run(int argc, char **argv)
 		printf("\n");
 	}
 	if (verbose) {
-		json_t *pids = prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT);
+		json_t *pids = ids ? u32_array(ids, o.n_prompt_ids) : prompt_ids(rundir, prompt, len, o.flags & MSG_GEN_CHAT);
 		char pn[32] = "?";
 		if (json_is_array(pids))
 			snprintf(pn, sizeof pn, "%zu", json_array_size(pids));
@@ -357,6 +423,8 @@ int cli_run(int argc, char **argv)
 	}
 	intake_gen_result_free(&res);
 	free(prompt);
+	free(ids);
+	cli_images_close(&ci);
 	return rc;
 bad:
 	fprintf(stderr, "unicorn run: --%s: bad number '%s'\n", li >= 0 ? opts[li].name : "?", optarg);

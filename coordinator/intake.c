@@ -91,6 +91,8 @@ void intake_req_clear(struct intake_req *r)
 	free(r->cst);
 	free(r->bias_ids);
 	free(r->bias);
+	free(r->img_digest);
+	free(r->img_pos);
 	sched_seq_free(&r->seq);
 	memset(r, 0, sizeof *r);
 }
@@ -702,6 +704,13 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->n_bias = o->bias_ids && o->bias ? o->n_bias : 0;
 			for (uint32_t i = 0; i < g->n_bias; i++)
 				g->bias_ids[i] = o->bias_ids[i], g->bias[i] = o->bias[i];
+			if (o->n_images > MSG_MAX_IMAGES) {
+				rc = err_set(ERR_RANGE, "%u images (at most %d)", o->n_images, MSG_MAX_IMAGES);
+				goto out;
+			}
+			g->n_images = o->images && o->prompt_ids ? o->n_images : 0;
+			if (g->n_images)
+				memcpy(g->images, o->images, (size_t)g->n_images * MSG_DIGEST);
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */
 				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);

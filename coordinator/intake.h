@@ -74,6 +74,11 @@ struct intake_req {
 	uint32_t n_bias;
 	uint32_t *bias_ids;          /* [n_bias] */
 	float *bias;                 /* [n_bias] */
+	/* images (GEN_REQ v12; coordinator/images.h): digest and first prompt
+	 * position of each, img_rows rows each */
+	uint32_t n_images, img_rows;
+	uint8_t (*img_digest)[MSG_DIGEST];
+	uint32_t *img_pos;
 };
 
 /* The request picks from the whole logit row (a schema or a logit_bias). */
@@ -147,6 +152,9 @@ struct intake_gen_opts {
 	const uint32_t *bias_ids;
 	const float *bias;
 	uint32_t n_bias;
+	/* images of a prompt of ids (GEN_REQ v12): their digests, in order */
+	const uint8_t (*images)[MSG_DIGEST];
+	uint32_t n_images;
 };
 
 struct intake_gen_result {

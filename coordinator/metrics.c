@@ -572,6 +572,8 @@ int metrics_cluster_define(struct metrics *m, struct metrics_cluster *ids)
 		  "Sequences paused and later recomputed because the KV pools ran out.", NULL, 0 },
 		{ &ids->kv_evictions, "unicorn_kv_prefix_evictions_total", METRICS_COUNTER, NULL,
 		  "Cached prefix units dropped to free blocks.", NULL, 0 },
+		{ &ids->image_encodes, "unicorn_image_encodes_total", METRICS_COUNTER, NULL,
+		  "Images the gpu worker encoded (once per image while its rows stay in the image area).", NULL, 0 },
 		{ &ids->kv_cached, "unicorn_kv_prefix_cached_tokens", METRICS_GAUGE, NULL,
 		  "Prompt positions in the prefix cache.", NULL, 0 },
 		{ &ids->kv_ratio, "unicorn_kv_usage_ratio", METRICS_GAUGE, NULL,

@@ -81,6 +81,7 @@ struct metrics_cluster {
 	int ttft, itl;
 	int queue_depth, active, slots, kv_used, kv_capacity, kv_ratio;
 	int kv_prefix_hits, kv_preemptions, kv_evictions, kv_cached, kv_ctx, kv_type, kv_pool_bytes;
+	int image_encodes;
 	int kv_bytes, weights_bytes, scratch_bytes, restarts, uptime;
 	int draining;
 	int stage_first, stage_last; /* pipeline placement: each stage's layer range, by worker */

@@ -78,6 +78,40 @@ int sched_seq_set_chunk_max(struct sched_seq *s, uint32_t n)
 	return 0;
 }
 
+/* Image spans (docs/vision.md): a maximal run of image-row ids
+ * (SCHED_IMAGE_ROW) is one image, whose rows attend among themselves, so a
+ * chunk [pos0, pos0 + n) must not end inside one. The chunk cut back to the
+ * span's start, or, when the span starts the chunk and extend is set,
+ * stretched to the span's end (a span is at most MSG_MAX_TOKENS rows: the
+ * API's images are); 0 when neither fits. */
+static uint32_t span_fit(const struct sched_seq *s, uint32_t pos0, uint32_t n, bool extend)
+{
+	uint32_t end = pos0 + n;
+	if (n == 0 || end >= s->n_tok || !(s->tokens[end - 1] & SCHED_IMAGE_ROW) || !(s->tokens[end] & SCHED_IMAGE_ROW))
+		return n;
+	uint32_t a = end - 1;
+	while (a > pos0 && (s->tokens[a - 1] & SCHED_IMAGE_ROW))
+		a--;
+	if (a > pos0 || !extend)
+		return a - pos0;
+	uint32_t b = end;
+	while (b < s->n_tok && (s->tokens[b] & SCHED_IMAGE_ROW) && b - pos0 < MSG_MAX_TOKENS)
+		b++;
+	return b - pos0;
+}
+
+bool sched_seq_span_cut(const struct sched_seq *s, uint32_t pos)
+{
+	return pos > 0 && pos < s->n_tok && (s->tokens[pos - 1] & SCHED_IMAGE_ROW) && (s->tokens[pos] & SCHED_IMAGE_ROW);
+}
+
+uint32_t sched_seq_span_start(const struct sched_seq *s, uint32_t pos)
+{
+	while (sched_seq_span_cut(s, pos))
+		pos--;
+	return pos;
+}
+
 bool sched_seq_next(const struct sched_seq *s, struct sched_chunk *c)
 {
 	if (s->replaying && s->replay_idx < s->n_chunks) {
@@ -94,7 +128,7 @@ bool sched_seq_next(const struct sched_seq *s, struct sched_chunk *c)
 	if (s->n_fed < s->n_prompt) {
 		/* prompt: full chunks; the last one ends at the prompt's end */
 		uint32_t left = s->n_prompt - s->n_fed;
-		c->n = left < s->chunk_max ? left : s->chunk_max;
+		c->n = span_fit(s, c->pos0, left < s->chunk_max ? left : s->chunk_max, true);
 	} else {
 		c->n = 1; /* generated tokens go one at a time, as decode fed them */
 	}
@@ -144,8 +178,12 @@ int sched_seq_skip(struct sched_seq *s, uint32_t n)
 {
 	if (s->n_fed || s->n_chunks || s->replaying || n > s->n_prompt || n % s->unit)
 		return err_set(ERR_STATE, "sched: skip %u: only whole prompt units of a fresh sequence", n);
+	if (sched_seq_span_cut(s, n))
+		return err_set(ERR_STATE, "sched: skip %u: inside an image", n);
 	while (s->n_fed < n) {
-		struct sched_chunk c = { s->n_fed, s->unit, SCHED_CHUNK_WIDE };
+		/* units, but never ending inside an image (replays run these) */
+		uint32_t u = n - s->n_fed < s->unit ? n - s->n_fed : s->unit;
+		struct sched_chunk c = { s->n_fed, span_fit(s, s->n_fed, u, true), SCHED_CHUNK_WIDE };
 		int rc = sched_seq_advance(s, &c);
 		if (rc)
 			return rc;
@@ -277,7 +315,9 @@ static int chunk_kind(const struct sched_seq *s, const struct sched_chunk *c)
 	 * uninterrupted one (within rounding otherwise) */
 	if (c->pos0 >= s->n_prompt && c->pos0 < s->n_resumed)
 		return 0;
-	return c->pos0 < s->n_prompt && c->n >= s->unit ? 1 : -1;
+	/* a prompt chunk that is not the prompt's last piece holds whole units,
+	 * or ends where an image starts: wide either way (cached units run wide) */
+	return c->pos0 < s->n_prompt && (c->n >= s->unit || c->pos0 + c->n < s->n_prompt) ? 1 : -1;
 }
 
 int sched_plan_round(struct sched_seq *const *seqs, uint32_t n, const struct sched_round_opts *o,
@@ -304,7 +344,7 @@ int sched_plan_round(struct sched_seq *const *seqs, uint32_t n, const struct sch
 		uint32_t left = o->budget > used ? o->budget - used : 0;
 		if (ch[i].n > left && (used || n_sel)) {
 			/* cut to whole units of what is left (a narrow chunk is one token) */
-			uint32_t cut = chunk_kind(s, &ch[i]) ? left / s->unit * s->unit : 0;
+			uint32_t cut = chunk_kind(s, &ch[i]) ? span_fit(s, ch[i].pos0, left / s->unit * s->unit, false) : 0;
 			has[i] = cut > 0;
 			ch[i].n = cut;
 		}

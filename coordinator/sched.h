@@ -51,6 +51,16 @@ struct sched_seq {
 	uint32_t unit;               /* prefix unit: chunk_max is a multiple; skips and cuts go by it */
 };
 
+/* Prompt ids with this bit are an image's rows (docs/vision.md): a maximal
+ * run of them is one image, never cut between chunks (its rows attend in
+ * both directions), so chunk ends, budget cuts and skipped prefixes stop at
+ * an image's start or its end. */
+#define SCHED_IMAGE_ROW 0x80000000u
+/* True when pos lies inside an image (after its first row). */
+bool sched_seq_span_cut(const struct sched_seq *s, uint32_t pos);
+/* pos, or the first row of the image pos lies inside. */
+uint32_t sched_seq_span_start(const struct sched_seq *s, uint32_t pos);
+
 /* prompt[n_prompt] (>= 1) then resume[n_resume] (already generated); prompt
  * chunks of chunk_max, which is also the unit (sched_seq_set_chunk_max). */
 int sched_seq_init(struct sched_seq *s, const uint32_t *prompt, uint32_t n_prompt,

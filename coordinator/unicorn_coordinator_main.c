@@ -22,6 +22,8 @@
 
 #include "chat/template.h"
 #include "coordinator/constrained.h"
+#include "coordinator/images.h"
+#include "ipc/imagefile.h"
 #include "coordinator/intake.h"
 #include "coordinator/metrics.h"
 #include "coordinator/obs_server.h"
@@ -70,6 +72,7 @@ struct wlink {
 
 struct coord {
 	const char *rundir;
+	struct images_area img;    /* the gpu worker's image slots (coordinator/images.h) */
 	bool split;
 	/* --placement pipeline: split's FLOW machinery with two stage workers of
 	 * whole layers on the two links (coordinator/stages.h) */
@@ -364,6 +367,8 @@ static int wl_handshake(struct coord *c, struct wlink *w, int64_t deadline)
 					}
 					if (w->pid && w->pid != c->d.u.hello.pid) {
 						w->restarts++;
+						/* a new gpu worker holds no images */
+						memset(c->img.valid, 0, sizeof c->img.valid);
 						fprintf(stderr, "coordinator: %s worker restarted "
 							"(pid %u -> %u)\n", w->name, w->pid,
 							c->d.u.hello.pid);
@@ -430,6 +435,10 @@ static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_i
 	ids->n = ids->cap = n;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
+		if (g->n_images && (id & IMAGES_ROW)) { /* an image's row: checked by images_check_prompt */
+			ids->ids[i] = (int32_t)(id & ~IMAGES_ROW);
+			continue;
+		}
 		if (id >= tok_n_vocab(c->tok)) {
 			tok_ids_free(ids);
 			return err_set(ERR_INVAL, "prompt[%zu]: token %u out of the vocabulary (%u)", i, id,
@@ -438,6 +447,39 @@ static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_i
 		ids->ids[i] = (int32_t)id;
 	}
 	return 0;
+}
+
+/* A prompt's images (GEN_REQ v12): their rows back to the ids the client
+ * sent (prompt_ids kept them without bit 31 in its int32 ids), checked
+ * against the digests (coordinator/images.h). */
+static int submit_images(struct coord *c, const struct msg_gen_req *g, struct intake_req *r)
+{
+	if (c->split)
+		return err_set(ERR_UNSUP, "images need --placement fused");
+	if (le_get((const uint8_t *)g->prompt + g->n_prompt - 4, 4) & IMAGES_ROW)
+		return err_set(ERR_INVAL, "prompt: ends with an image's row (the model answers after text)");
+	for (uint32_t i = 0; i < r->n_prompt; i++) {
+		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
+		if (id & IMAGES_ROW)
+			r->prompt[i] = id;
+	}
+	r->img_digest = malloc((size_t)g->n_images * MSG_DIGEST);
+	r->img_pos = malloc(g->n_images * sizeof *r->img_pos);
+	if (!r->img_digest || !r->img_pos)
+		return err_set(ERR_NOMEM, "out of memory");
+	memcpy(r->img_digest, g->images, (size_t)g->n_images * MSG_DIGEST);
+	r->n_images = g->n_images;
+	/* the pixels must be there (the sender wrote them first): a request
+	 * without them fails here, alone, not in a round beside others */
+	for (uint32_t k = 0; k < r->n_images; k++) {
+		char path[IMAGEFILE_PATH_MAX];
+		struct stat st;
+		if (imagefile_path(c->rundir, r->img_digest[k], path, sizeof path) || stat(path, &st))
+			return err_set(ERR_INVAL, "image %u: no pixels in the run directory (%s)", k, path);
+	}
+	int rc = images_check_prompt(r->prompt, r->n_prompt, (const uint8_t(*)[MSG_DIGEST])r->img_digest, r->n_images,
+				     &r->img_rows, r->img_pos);
+	return rc ? rc : images_area_rows(&c->img, r->img_rows);
 }
 
 static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
@@ -482,6 +524,8 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	}
 	r->n_prompt = (uint32_t)ids.n;
 	tok_ids_free(&ids);
+	if (g->n_images && (rc = submit_images(c, g, r)))
+		return rc;
 	for (uint32_t i = 0; i < g->n_resume; i++) {
 		if (g->resume[i] >= tok_n_vocab(c->tok))
 			return err_set(ERR_INVAL, "resume[%u]: token %u out of the vocabulary", i,
@@ -594,6 +638,12 @@ static int kv_start(struct coord *c, struct intake_req *r, bool fresh)
 {
 	uint32_t shared = 0;
 	int rc = kvc_start(&c->kv, r->slot, r->seq.tokens, r->seq.n_prompt, &shared);
+	if (!rc && sched_seq_span_cut(&r->seq, shared)) {
+		/* a prefix that ends inside an image: share only what comes before
+		 * it (the image's rows attend among themselves: all or none) */
+		kvc_release(&c->kv, r->slot);
+		rc = kvc_start(&c->kv, r->slot, r->seq.tokens, sched_seq_span_start(&r->seq, shared) + 1, &shared);
+	}
 	if (!rc)
 		rc = fresh ? sched_seq_skip(&r->seq, shared) : sched_seq_replay_from(&r->seq, shared);
 	if (rc)
@@ -923,6 +973,55 @@ static int take_from_head(struct coord *c, struct intake_req *r, const struct ms
  * samples with a temperature (its top-1 is the argmax, ties to the lower
  * id). The chunks are recorded with the submission's kernel kind, so a
  * replay (alone) reproduces them exactly. */
+/* The images of the RUN_CHUNKS in c->m: each gets a slot of the gpu
+ * worker's image area, encoded first where it does not hold the image yet
+ * (an IMAGE message; c->m is rebuilt around it), and its rows' ids become
+ * area rows (coordinator/images.h). */
+static int chunks_images(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
+{
+	static struct msg im;
+	bool busy[256] = { false };
+	struct msg_run_chunks *m = &c->m.u.run_chunks;
+	uint32_t at = 0;
+	c->img.tick++;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct intake_req *r = rs[b->e[i].seq];
+		for (uint32_t k = 0; k < r->n_images; k++) {
+			uint32_t p0 = r->img_pos[k], rows = r->img_rows, lo = b->e[i].c.pos0, hi = lo + b->e[i].c.n;
+			if (p0 + rows <= lo || p0 >= hi)
+				continue;
+			uint32_t slot;
+			bool encode;
+			int rc = images_area_slot(&c->img, r->img_digest[k], busy, &slot, &encode);
+			if (rc)
+				return rc;
+			busy[slot] = true;
+			if (encode) {
+				msg_init(&im, MSG_IMAGE);
+				im.u.image = (struct msg_image){ slot, rows, { 0 }, 0 };
+				memcpy(im.u.image.digest, r->img_digest[k], MSG_DIGEST);
+				struct msg_done done;
+				c->img.encodes++;
+				if (c->met)
+					metrics_add(c->met, c->mid.image_encodes, NULL, 1);
+				rc = wl_send(c, &c->gpu, &im);
+				if (!rc)
+					rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
+				if (rc) {
+					images_area_drop(&c->img, slot);
+					/* the request's image, not the worker: fail the round's requests, keep serving */
+					return err_set(ERR_INVAL, "image %u of request %llx: %s", k, (unsigned long long)r->id,
+						       err_msg());
+				}
+			}
+			for (uint32_t p = p0 > lo ? p0 : lo; p < p0 + rows && p < hi; p++)
+				m->tokens[at + p - lo] = IMAGES_ROW | (slot * rows + (p - p0));
+		}
+		at += b->e[i].c.n;
+	}
+	return 0;
+}
+
 static int step_chunks(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
 {
 	msg_init(&c->m, MSG_RUN_CHUNKS);
@@ -945,8 +1044,11 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
 	}
+	int rc = chunks_images(c, rs, b);
+	if (rc)
+		return rc;
 	struct msg_done done;
-	int rc = wl_send(c, &c->gpu, &c->m);
+	rc = wl_send(c, &c->gpu, &c->m);
 	if (!rc)
 		rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
 	if (rc)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gpu_worker/coopmat.h"
+#include "gpu_worker/engine_image.h"
 #include "gpu_worker/regroup.h"
 #include "gpu_worker/shaders.h"
 #include "gpu_worker/vk.h"
@@ -167,6 +168,10 @@ struct engine {
 	bool rec_batch;             /* recording a batch: per-token kernels only (mv_kind) */
 	bool rec_wide;              /* ... or, with rec_batch, the mat-mat kernel for every product */
 	VkCommandBuffer chunkcb;    /* engine_forward_chunks with prefill rows: recorded per call */
+	/* the image area (engine_image.h) and the copies of the step being written */
+	struct vk_buf *img;
+	uint32_t image_rows, image_slots, n_img_cp;
+	struct engine_image_copy *img_cp;   /* max_rows entries */
 	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
 	struct ew embd;
 	struct vk_buf *output_norm;
@@ -1195,6 +1200,15 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 			     "max_seqs <= 256 and max_seqs * max_ctx <= 2^24");
 		goto fail;
 	}
+	e->image_rows = o->image_rows;
+	e->image_slots = o->image_rows ? o->image_slots : 0;
+	if (e->image_rows && (e->image_rows > KV_RING_SLACK || !e->image_slots || e->image_slots > 256 ||
+			      (uint64_t)e->image_slots * e->image_rows * c->n_embd * 4 > VK_MAX_BUFFER_BYTES ||
+			      e->l_lo || e->l_hi != c->n_layer || e->attn_only)) {
+		rc = err_set(ERR_INVAL, "engine: options: an image area of %u images of %u rows (1..%d rows, 1..256 "
+			     "images, a whole-model engine)", e->image_slots, e->image_rows, KV_RING_SLACK);
+		goto fail;
+	}
 	/* paged KV cache: one buffer per layer holds its kind's pool of blocks */
 	if (o->kv) {
 		e->kv = *o->kv;
@@ -1293,6 +1307,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++)
 		rc = vk_buf_create(e->vk, bufs[i].k, bufs[i].bytes, bufs[i].b);
+	if (!rc && e->image_rows) {
+		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, (uint64_t)e->image_slots * e->image_rows * c->n_embd * F, &e->img);
+		if (!rc && !(e->img_cp = calloc(R, sizeof *e->img_cp)))
+			rc = err_set(ERR_NOMEM, "engine: out of memory");
+	}
 	for (uint32_t il = e->l_lo; il < e->l_hi && !rc; il++) {
 		uint64_t kv_bytes = c->layer_global[il] ? kv_g : kv_l;
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
@@ -1383,7 +1402,7 @@ void engine_destroy(struct engine *e)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
 					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd,
-					e->skp };
+					e->skp, e->img };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->attn_fa, &e->combine, &e->gelu, &e->argmax,
@@ -1420,6 +1439,7 @@ void engine_destroy(struct engine *e)
 	free(e->stager_cbs);
 	free(e->L);
 	free(e->imp);
+	free(e->img_cp);
 	free(e);
 }
 
@@ -1858,6 +1878,9 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	/* on the matrix cores where it can (attn_pre's place: wo_x16 is 0):
 	 * every row in one pass over its keys, its key splits merged below */
 	bool fa = ak == &e->attn_pre && e->attn_fa.pipe;
+	/* an image span's rows see keys past their own position (the record's
+	 * span_end): attn_pre reads it, flash_attn_cm (causal only) does not */
+	fa = fa && !e->n_img_cp;
 	if (fa) {
 		struct fa_push fp = { c->n_head, c->n_head_kv, e->qkv_stride, window, n, ap.scale, rp.tab_off, rp.tab_mod };
 		uint32_t rows = n * (c->n_head / c->n_head_kv);
@@ -1937,6 +1960,9 @@ static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 	rec_step_copy(e, cb, n);
 	disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
 	fbar(e, cb); /* once per step; engine_embed's caller may read h next */
+	/* image rows over their placeholders' (engine_image.h; chunk steps only) */
+	if (e->n_img_cp)
+		engine_image_rec(cb, e->img->buf, e->h->buf, e->cfg.n_embd * 4, e->img_cp, e->n_img_cp);
 }
 
 /* logits of rows [n - n_out, n) of xb into the buffer of set s (logits or logitsd) */
@@ -2019,6 +2045,7 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 			s->tok[i].token = tokens[i];
 		s->tok[i].pos = pos0 + i;
 		s->tok[i].base = s->kv_base;
+		s->tok[i].span_end = 0; /* no image span (attn.glsl reads it) */
 	}
 	return 0;
 }
@@ -2134,6 +2161,7 @@ static int batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, con
 		s->tok[t].token = tokens ? tokens[t] : 0;
 		s->tok[t].pos = pos[t];
 		s->tok[t].base = seqs[t] * e->tab_len;
+		s->tok[t].span_end = 0;
 	}
 	return 0;
 }
@@ -2197,6 +2225,14 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 
 uint32_t engine_rows_max(const struct engine *e) { return e->max_rows; }
 
+int engine_image_set(struct engine *e, uint32_t slot, const float *rows)
+{
+	if (!rows || slot >= e->image_slots)
+		return err_set(ERR_RANGE, "engine: image slot %u outside the image area (%u)", slot, e->image_slots);
+	uint64_t bytes = (uint64_t)e->image_rows * e->cfg.n_embd * 4;
+	return vk_upload(e->vk, e->img, slot * bytes, rows, bytes);
+}
+
 bool engine_has_mm(const struct engine *e) { return e->use_mm; }
 bool engine_has_fa(const struct engine *e) { return e->attn_fa.pipe != VK_NULL_HANDLE; }
 bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_dispatch; }
@@ -2205,8 +2241,9 @@ bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_di
  * head and all but the last row of the others first, then the head rows in
  * chunk order (the head reads the last *m rows). */
 static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk *ch, uint32_t k, uint32_t *rows,
-			uint32_t *m)
+			uint32_t *m, bool images)
 {
+	e->n_img_cp = 0;
 	if (!ch || n == 0 || n > e->batch_max)
 		return err_set(ERR_INVAL, "engine: chunks: %u chunks (1..%u)", n, e->batch_max);
 	uint8_t seen[256] = { 0 }; /* max_seqs <= 256 (engine_create) */
@@ -2225,9 +2262,13 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 			return err_set(ERR_RANGE, "engine: chunks: chunk %u: positions %u..%u exceed max_ctx %u", i, c->pos0,
 				       c->pos0 + c->n - 1, e->max_ctx);
 		for (uint32_t t = 0; t < c->n; t++)
-			if (c->tokens[t] >= e->cfg.n_vocab)
+			if (c->tokens[t] >= e->cfg.n_vocab && !(images && engine_image_token(c->tokens[t])))
 				return err_set(ERR_INVAL, "engine: chunks: chunk %u: token %u out of range (n_vocab %u)", i,
 					       c->tokens[t], e->cfg.n_vocab);
+		uint32_t span[KV_RING_SLACK];
+		int rc = images ? engine_image_spans(c->tokens, c->n, c->pos0, e->image_rows, e->image_slots, span) : 0;
+		if (rc)
+			return err_prefix(rc, "chunk %u", i);
 		total += c->n;
 		*m += c->head;
 	}
@@ -2243,8 +2284,13 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t t = 0; t < ch[i].n; t++) {
 			e->step_short = e->step_short && ch[i].pos0 + t < e->attn_chunk;
-			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++;
-			s->tok[at] = (struct engine_step_tok){ ch[i].tokens[t], ch[i].pos0 + t, ch[i].seq * e->tab_len, 0 };
+			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++, id = ch[i].tokens[t];
+			bool img = images && engine_image_token(id);
+			uint32_t end = img ? ch[i].pos0 + t + (e->image_rows - 1 - (id & ~ENGINE_IMAGE_TOKEN) % e->image_rows) : 0;
+			/* an image row embeds token 0, then takes its row (rec_embed) */
+			s->tok[at] = (struct engine_step_tok){ img ? 0 : id, ch[i].pos0 + t, ch[i].seq * e->tab_len, end };
+			if (img)
+				engine_image_copy_add(e->img_cp, &e->n_img_cp, id & ~ENGINE_IMAGE_TOKEN, at);
 		}
 	*rows = (uint32_t)total;
 	return 0;
@@ -2260,19 +2306,20 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 	if (rc)
 		return rc;
 	uint32_t rows, m;
-	rc = chunks_write(e, n, ch, k, &rows, &m);
+	rc = chunks_write(e, n, ch, k, &rows, &m, true);
 	if (rc)
 		return rc;
 	if (m && ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals)))
 		return err_set(ERR_INVAL, "engine: chunks: missing output array");
 	int md = wide ? base - MODE_B_ALL + MODE_W_ALL : base;
-	if (rows == m) {
+	if (rows == m && !e->n_img_cp) {
 		rc = replay(e, md, rows); /* one token each, every one a head: decode, recorded once */
 	} else {
 		if (!e->chunkcb && (rc = vk_cmd_alloc(e->vk, &e->chunkcb)))
 			return rc;
 		vkResetCommandBuffer(e->chunkcb, 0);
 		rc = record_mode(e, e->chunkcb, rows, m, md);
+		e->n_img_cp = 0; /* the image copies are this recording's only */
 		if (!rc)
 			rc = run_forward(e, e->chunkcb);
 	}
@@ -2689,7 +2736,7 @@ static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_laye
 		if (ch[i].head)
 			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
 	uint32_t rows, m;
-	rc = chunks_write(e, n, ch, 0, &rows, &m);
+	rc = chunks_write(e, n, ch, 0, &rows, &m, false);
 	if (rc)
 		return rc;
 	VkCommandBuffer cb = e->once;

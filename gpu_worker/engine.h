@@ -58,6 +58,9 @@ struct engine_opts {
 	/* split placement's attention worker: no FFN matrices (only attention
 	 * stage calls then; the rest fail with ERR_STATE) */
 	bool attn_only;
+	/* the image area (gpu_worker/engine_image.h): image_slots images of
+	 * image_rows rows (n_embd floats each); 0: none */
+	uint32_t image_rows, image_slots;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of
@@ -164,7 +167,7 @@ struct engine_step_tok {
 	uint32_t token;
 	uint32_t pos;       /* its position in its sequence */
 	uint32_t base;      /* first block-table entry of its sequence (seq * table length) */
-	uint32_t pad;
+	uint32_t span_end;  /* an image row: its span's last position (attention sees up to it); else 0 */
 };
 /* The host-visible step buffer the kernels read (STEP_* in shaders/common.glsl). */
 struct engine_step {
@@ -272,6 +275,12 @@ struct engine_chunk {
 };
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
+/* Image rows in the sequence (gpu_worker/engine_image.h): a chunk's token
+ * ENGINE_IMAGE_TOKEN | r takes row r of the image area in place of an
+ * embedded token, and an image's rows attend among themselves in both
+ * directions. engine_image_set writes image slot's rows (image_rows x n_embd
+ * f32, the vision tower's output); ERR_RANGE for a slot outside the area. */
+int engine_image_set(struct engine *e, uint32_t slot, const float *rows);
 /* Rows of one engine_forward_chunks submission (max_rows). */
 uint32_t engine_rows_max(const struct engine *e);
 /* Whether wide submissions run the mat-mat kernel on this device. */

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "gpu_worker/engine.h"
+#include "gpu_worker/engine_image.h"
+#include "gpu_worker/worker_image.h"
 #include "gpu_worker/kvbudget.h"
 #include "gpu_worker/vk.h"
 #include "ipc/attach.h"
@@ -35,6 +37,7 @@ struct worker {
 	struct worker_opts o;
 	struct attach *att;
 	struct engine *e;
+	struct worker_image *img; /* the vision projector (--mmproj), or NULL */
 	struct bus *bus;
 	uint32_t max_seqs, max_batch, max_ctx;
 	struct kv_layout kv;    /* the paged KV cache (ipc/kvlayout.h) */
@@ -93,7 +96,7 @@ static bool serves(const struct worker *w, uint16_t type, uint32_t stage)
 {
 	bool gpu = w->o.role == MSG_ROLE_GPU_WORKER;
 	switch (type) {
-	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RUN_CHUNKS: return gpu;
+	case MSG_EMBED: case MSG_HEAD: case MSG_RUN: case MSG_RUN_BATCH: case MSG_RUN_CHUNKS: case MSG_IMAGE: return gpu;
 	case MSG_STAGE: return gpu ? stage != MSG_STAGE_ATTN : stage == MSG_STAGE_ATTN;
 	case MSG_STAGE_BATCH: return gpu ? stage != MSG_OP_ATTN : stage == MSG_OP_ATTN;
 	default: return true;
@@ -146,6 +149,7 @@ void worker_destroy(struct worker *w)
 	bus_close(w->bus);
 	dp_drop(w);
 	pthread_mutex_destroy(&w->bell_mu);
+	worker_image_destroy(w->img);
 	engine_destroy(w->e);
 	attach_close(w->att);
 	free(w->logits);
@@ -369,7 +373,14 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
 				  .progress_arg = o->progress_arg, .layer_first = w->pipe ? w->l0 : 0,
 				  .layer_end = w->pipe ? w->l1 : 0, .attn_only = w->attn_only };
+	/* images: the fused placement's gpu worker (the one that embeds and
+	 * runs whole prompts) holds the tower and an image area */
+	if (o->mmproj && o->role == MSG_ROLE_GPU_WORKER && !w->pipe &&
+	    (rc = worker_image_open(o->mmproj, c, &w->img, &eo.image_rows, &eo.image_slots)))
+		goto fail;
 	rc = engine_create(m, &eo, &w->e);
+	if (!rc && w->img)
+		rc = worker_image_attach(w->img, w->e);
 	if (rc)
 		goto fail;
 	if ((rc = worker_selfcheck(w)))
@@ -555,7 +566,7 @@ static int select_slot(struct worker *w, uint32_t slot)
 static int check_tokens(const struct worker *w, const uint32_t *t, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
-		if (t[i] >= w->n_vocab)
+		if (t[i] >= w->n_vocab && !(w->img && engine_image_token(t[i]))) /* the engine checks image rows */
 			return err_set(ERR_RANGE, "worker: token %u at index %u out of range (n_vocab %u)", t[i], i,
 				       w->n_vocab);
 	return 0;
@@ -1092,6 +1103,16 @@ bool worker_handle(struct worker *w, const struct msg *in, struct msg *out)
 		out->u.done = (struct msg_done){ .ref_seq = in->seq, .seq_id = seq_id, .status = 0, .token = token,
 						 .k = k, .wall_us = sat_u32((mono_ns() - t0) / 1000), .gpu_ns = dt };
 		break;
+	case MSG_IMAGE:
+		rc = worker_image_encode(w->img, w->e, w->o.rundir, &in->u.image);
+		if (rc) {
+			answer_error(out, in->seq, rc);
+			break;
+		}
+		msg_init(out, MSG_DONE);
+		out->u.done = (struct msg_done){ .ref_seq = in->seq, .wall_us = sat_u32((mono_ns() - t0) / 1000),
+						 .gpu_ns = count_busy(w, t0, g0, true) };
+		break;
 	default:
 		err_set(ERR_UNSUP, "worker: unexpected %s", msg_type_name(in->type));
 		answer_error(out, in->seq, ERR_UNSUP);
@@ -1568,12 +1589,14 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "stage", required_argument, 0, 'S' },
 		{ "layers", required_argument, 0, 'L' },
 		{ "device-mem", required_argument, 0, 'D' },
+		{ "mmproj", required_argument, 0, 'M' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': o.rundir = optarg; break;
+		case 'M': o.mmproj = optarg; break;
 		case 'd': o.vk_device = optarg; break;
 		case 's':
 			if (parse_u32(optarg, MSG_MAX_SLOTS, &o.max_seqs) || !o.max_seqs) {
@@ -1650,7 +1673,8 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		default:
 			fprintf(stderr, "usage: %s --rundir DIR [--vk-device D] [--max-seqs N] [--max-batch N] "
 				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
-				"[--kv-type f16|q8_0|f32] [--stage K/N [--layers A-B,...]] [--device-mem BYTES]%s\n", prog,
+				"[--kv-type f16|q8_0|f32] [--stage K/N [--layers A-B,...]] [--device-mem BYTES] "
+				"[--mmproj FILE]%s\n", prog,
 				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
 			return 2;
 		}

@@ -70,6 +70,7 @@ struct worker_opts {
 	uint32_t stage, n_stages;
 	const char *layers;
 	uint64_t device_mem;        /* --device-mem: weights + KV + scratch on the device at most; 0 = no cap */
+	const char *mmproj;         /* --mmproj: the vision projector (IMAGE messages); NULL = none */
 };
 
 struct worker;

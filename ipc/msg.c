@@ -256,8 +256,15 @@ static void codec(struct cur *c, struct msg *m)
 			g->schema[g->n_schema] = 0;
 		for (uint32_t i = 0; i < g->n_bias && !c->bad; i++)
 			c_u32(c, &g->bias_ids[i]), c_f32(c, &g->bias[i]);
+		c_count(c, &g->n_images, MSG_MAX_IMAGES, "GEN_REQ: n_images exceeds MSG_MAX_IMAGES");
+		if (!c->bad)
+			c_bytes(c, g->images, (size_t)g->n_images * MSG_DIGEST);
 		break;
 	}
+	case MSG_IMAGE:
+		c_u32(c, &m->u.image.slot), c_u32(c, &m->u.image.rows);
+		c_bytes(c, m->u.image.digest, MSG_DIGEST), c_u32(c, &m->u.image.pad);
+		break;
 	case MSG_GEN_POLL:
 		c_u64(c, &m->u.gen_poll.request_id), c_u32(c, &m->u.gen_poll.from);
 		c_u32(c, &m->u.gen_poll.wait_ms);
@@ -306,6 +313,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_RUN_CHUNKS: return "RUN_CHUNKS";
 	case MSG_DONE: return "DONE";
 	case MSG_FLOW: return "FLOW";
+	case MSG_IMAGE: return "IMAGE";
 	case MSG_RESET_SEQ: return "RESET_SEQ";
 	case MSG_GEN_REQ: return "GEN_REQ";
 	case MSG_GEN_POLL: return "GEN_POLL";
@@ -596,8 +604,15 @@ int msg_validate(const struct msg *m)
 		for (uint32_t i = 0; i < g->n_bias; i++)
 			if (!(g->bias[i] >= -100.0f && g->bias[i] <= 100.0f))
 				return BAD("GEN_REQ: bias[%u] %g outside [-100, 100]", i, (double)g->bias[i]);
+		if (g->n_images > MSG_MAX_IMAGES || (g->n_images && !(g->flags & MSG_GEN_TOKENS)))
+			return BAD("GEN_REQ: n_images %u (at most %d, only with MSG_GEN_TOKENS)", g->n_images,
+				   MSG_MAX_IMAGES);
 		return 0;
 	}
+	case MSG_IMAGE:
+		if (m->u.image.rows < 1 || m->u.image.rows > MSG_MAX_TOKENS || m->u.image.pad)
+			return BAD("IMAGE: rows %u outside [1, %d] or pad set", m->u.image.rows, MSG_MAX_TOKENS);
+		return 0;
 	case MSG_GEN_POLL:
 		if (!m->u.gen_poll.request_id)
 			return BAD("GEN_POLL: request_id 0");
@@ -676,8 +691,9 @@ int msg_payload_size(const struct msg *m, size_t *size)
 	case MSG_RESET_SEQ: s = MSG_SIZE_RESET_SEQ; break;
 	case MSG_GEN_REQ:
 		s = MSG_SIZE_GEN_REQ_BASE + 4 * (size_t)m->u.gen_req.n_resume + m->u.gen_req.n_prompt +
-		    m->u.gen_req.n_schema + 8 * (size_t)m->u.gen_req.n_bias;
+		    m->u.gen_req.n_schema + 8 * (size_t)m->u.gen_req.n_bias + 4 + MSG_DIGEST * (size_t)m->u.gen_req.n_images;
 		break;
+	case MSG_IMAGE: s = MSG_SIZE_IMAGE; break;
 	case MSG_GEN_POLL: s = MSG_SIZE_GEN_POLL; break;
 	case MSG_GEN_TOKEN:
 		s = MSG_SIZE_GEN_TOKEN_BASE + 8 * (size_t)m->u.gen_token.n_top + m->u.gen_token.n_piece;

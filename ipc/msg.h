@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 11 /* 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 12 /* 12: GEN_REQ images, IMAGE; 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
                         * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
@@ -58,6 +58,8 @@
 #define MSG_MAX_TOP_LP 20         /* GEN_REQ top_logprobs, GEN_TOKEN n_top (OpenAI's cap) */
 #define MSG_MAX_SCHEMA 32768      /* GEN_REQ schema bytes (constrain/: CS_MAX_SCHEMA_BYTES) */
 #define MSG_MAX_BIAS 300          /* GEN_REQ logit_bias entries (OpenAI's cap) */
+#define MSG_MAX_IMAGES 16         /* GEN_REQ images (docs/vision.md) */
+#define MSG_DIGEST 32             /* an image's sha256 */
 #define MSG_MAX_BUF (MSG_HDR_SIZE + MSG_MAX_PAYLOAD) /* largest encoded message */
 
 enum msg_type {
@@ -82,6 +84,7 @@ enum msg_type {
 	MSG_STAGE_BATCH = 23, /* split: one stage (embed, attn, ffn, head) of several sequences */
 	MSG_RUN_CHUNKS = 24, /* fused step of several sequences, a chunk of tokens each */
 	MSG_FLOW = 25,      /* split: a micro-batch's whole step, passed worker to worker */
+	MSG_IMAGE = 26,     /* v12: encode an image into the gpu worker's image area (DONE answers) */
 	/* CLI <-> coordinator (req/rep, every request idempotent) */
 	MSG_GEN_REQ = 32,
 	MSG_GEN_POLL = 33,
@@ -360,7 +363,7 @@ struct msg_reset_seq {
 	uint32_t flags;                 /* MSG_RESET_ALL */
 };
 
-/* GEN_REQ: 76 + 4*n_resume + n_prompt + n_schema + 8*n_bias bytes. request_id is chosen by the
+/* GEN_REQ: 80 + 4*n_resume + n_prompt + n_schema + 8*n_bias + 32*n_images bytes. request_id is chosen by the
  * client (random, non-zero) so a resend or a resubmission after a coordinator
  * restart is recognised; resume[] are the tokens already received. The
  * sampler fields have the ranges of the HTTP API (api/openai.c), so
@@ -390,6 +393,24 @@ struct msg_gen_req {
 	char schema[MSG_MAX_SCHEMA + 1]; /* v11: a JSON schema, no NUL inside; decoder adds one */
 	uint32_t bias_ids[MSG_MAX_BIAS]; /* v11: token ids */
 	float bias[MSG_MAX_BIAS];       /* v11: added to their logits, [-100, 100] */
+	/* v12 (MSG_GEN_TOKENS only): the prompt's images in order, by digest;
+	 * image k's rows are the k-th run of ids with bit 31 set (docs/vision.md) */
+	uint32_t n_images;              /* <= MSG_MAX_IMAGES */
+	uint8_t images[MSG_MAX_IMAGES][MSG_DIGEST];
+};
+
+/* IMAGE: 44 bytes (v12). Encode the image whose pixels the API left in
+ * RUNDIR/images/<digest in hex> into slot of the gpu worker's image area
+ * (rows rows: the projector's tokens per image); DONE answers (status 0 or
+ * the error). */
+/* image slots of a worker's area for images of rows rows: a RUN_CHUNKS'
+ * images all at once, and one more (the coordinator and the worker agree) */
+#define MSG_IMAGE_SLOTS(rows) (MSG_MAX_ROWS / (rows) + 1 < 256u ? MSG_MAX_ROWS / (rows) + 1 : 256u)
+struct msg_image {
+	uint32_t slot;
+	uint32_t rows;
+	uint8_t digest[MSG_DIGEST];
+	uint32_t pad;
 };
 
 /* GEN_POLL: 16 bytes. "Give me token #from of request_id, waiting up to
@@ -454,6 +475,7 @@ struct msg {
 		struct msg_done done;
 		struct msg_reset_seq reset_seq;
 		struct msg_gen_req gen_req;
+		struct msg_image image;
 		struct msg_gen_poll gen_poll;
 		struct msg_gen_token gen_token;
 		struct msg_gen_end gen_end;
@@ -485,6 +507,7 @@ struct msg {
 #define MSG_SIZE_GEN_TOKEN_BASE 32 /* u64 + 6 u32/f32 (index, token, flags, logprob, n_top, n_piece) */
 #define MSG_SIZE_GEN_END 16
 #define MSG_SIZE_GEN_CANCEL 8
+#define MSG_SIZE_IMAGE 44
 
 _Static_assert(MSG_SIZE_STATUS == 232, "STATUS wire size");
 _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
@@ -498,7 +521,8 @@ _Static_assert(MSG_SIZE_FLOW_BASE + 12 * MSG_MAX_HOPS + MSG_SIZE_RUN_BATCH_ENTRY
 	       "FLOW fits");
 _Static_assert(MSG_MAX_ROWS >= MSG_MAX_TOKENS, "a whole chunk fits a RUN_CHUNKS");
 _Static_assert(MSG_SIZE_GEN_REQ_BASE == 2 * 8 + 7 * 4 + 5 * 4 + 4 + 8, "GEN_REQ fixed wire size");
-_Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT + MSG_MAX_SCHEMA + 8 * MSG_MAX_BIAS <=
+_Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT + MSG_MAX_SCHEMA + 8 * MSG_MAX_BIAS + 4 +
+		       MSG_DIGEST * MSG_MAX_IMAGES <=
 	       MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
 _Static_assert(MSG_SIZE_GEN_TOKEN_BASE + 8 * MSG_MAX_TOP_LP + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD,

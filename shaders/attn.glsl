@@ -194,18 +194,22 @@ void main()
 	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
 	uint pos = step[STEP_TPOS(t)];       // each token its own causal range
 	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's block table
+	// the last visible key: pos, or inside an image span (the record's fourth
+	// word, engine_image.c) the span's last position, every key of the span
+	// written before (rope_kv; p.rope steps never hold a span)
+	uint last = ATTN_ROPE ? pos : max(pos, step[STEP_TOKENS + 4u * t + 3u]);
 	uint kvh = h / (p.n_head / p.n_kv);
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
-	uint len = pos + 1u - lo;
+	uint len = last + 1u - lo;
 	uint chunk = attn_chunk(len, p.n_split, p.min_chunk, p.one_len);
 	bool single = chunk >= len;  // split 0 holds every key and writes out[]
 	if (single && sp > 0u)
 		return;
 	uint k0 = lo + sp * chunk;
-	uint k1 = min(k0 + chunk, pos + 1u);
-	bool empty = k0 >= k1, fresh = !empty && k1 == pos + 1u;  // fresh: this split holds key pos
-	uint kend = fresh ? pos : k1;  // keys [k0, kend) from the cache, then key pos
+	uint k1 = min(k0 + chunk, last + 1u);
+	bool empty = k0 >= k1, fresh = !empty && k1 == last + 1u;  // fresh: this split holds key last
+	uint kend = fresh ? last : k1;  // keys [k0, kend) from the cache, then key last
 	uint hd16 = (hd + 15u) / 16u * 4u;  // vec4s of a head, zero padded to a multiple of 4
 	uint qo = t * p.qkv_stride + h * hd;
 	// p.rope: this split holds the token's own key, whose raw k, its norm
@@ -428,7 +432,7 @@ void main()
 	if (fresh) {
 		// p.rope: kn4[] and vn4[] hold the key and value since the start
 		if (!ATTN_ROPE) {
-			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, last) * kvs + kvh * hd;
 			for (uint di = 0u; di < 2u; di++) {
 				uint i = tid + di * WG;
 				if (i >= hd16)

@@ -40,8 +40,10 @@ void main()
 {
 	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, hd = p.head_dim, tid = gl_LocalInvocationID.x;
 	uint pos = step[STEP_TPOS(t)];
+	// an image span's row sees up to the span's last position (attn.glsl's last)
+	uint last = max(pos, step[STEP_TOKENS + 4u * t + 3u]);
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
-	if (p.all == 0u && attn_chunk(pos + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= pos + 1u - lo)
+	if (p.all == 0u && attn_chunk(last + 1u - lo, p.n_split, p.min_chunk, p.one_len) >= last + 1u - lo)
 		return;
 	uint ns = min(p.n_split, MAX_SPLIT);
 	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);

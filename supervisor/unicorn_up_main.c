@@ -1,6 +1,7 @@
 /* unicorn-up: start a model as a cluster of processes and keep it running
  * (docs/cluster.md). The supervision mechanism is supervisor/supervisor.c;
  * this file is options, the runtime dir, the control socket and the main loop. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,6 +20,8 @@
 #include "api/http.h"
 #include "api/openai.h"
 #include "supervisor/supervisor.h"
+#include "formats/mmproj.h"
+#include "formats/model.h"
 #include "ipc/bus.h"
 #include "ipc/ctl.h"
 #include "ipc/dataplane.h"
@@ -83,6 +86,8 @@ static void usage(FILE *f)
 		"                          it is full (default auto: every sequence at full context)\n"
 		"  --ctx N                 positions per sequence (default: the model's context,\n"
 		"                          e.g. 32768 for Gemma 3 1B, 131072 for 4B-27B)\n"
+		"  --mmproj FILE           the vision projector (image inputs; default: an\n"
+		"                          mmproj-*.gguf beside the model; fused placement only)\n"
 		"  --kv-type f16|q8_0|f32  the KV cache's element type (default f16; q8_0 is\n"
 		"                          llama.cpp's 8-bit blocks, about half of f16's bytes)\n"
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
@@ -103,6 +108,7 @@ static void usage(FILE *f)
 
 struct up_opts {
 	char model[PATH_MAX];
+	char mmproj[PATH_MAX];       /* the vision projector ("" = none): --mmproj, else mmproj-*.gguf beside the model */
 	const char *placement, *attn_backend, *vk_device, *attn_device, *ffn_device, *name, *max_seqs;
 	const char *host, *port, *api_key, *cors;
 	int detach, no_http;
@@ -136,6 +142,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "drain-timeout", required_argument, 0, 'D' },
 		{ "devices", required_argument, 0, 'V' },   { "layers", required_argument, 0, 'L' },
 		{ "device-mem", required_argument, 0, 'M' },
+		{ "mmproj", required_argument, 0, 'I' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *model = NULL;
@@ -168,6 +175,12 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'V': o->devices = optarg; break;
 		case 'L': o->layers = optarg; break;
 		case 'M': o->device_mem = optarg; break;
+		case 'I':
+			if (snprintf(o->mmproj, sizeof o->mmproj, "%s", optarg) >= (int)sizeof o->mmproj) {
+				fprintf(stderr, "unicorn-up: --mmproj: path too long\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -184,6 +197,42 @@ static int parse(int argc, char **argv, struct up_opts *o)
 	if (up_model_resolve(model, o->model, sizeof o->model, &o->demo)) {
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		return 2;
+	}
+	/* --mmproj: an mmproj GGUF, or a Hugging Face checkpoint directory with a vision tower */
+	struct stat mst;
+	if (o->mmproj[0] && (stat(o->mmproj, &mst) || (!S_ISDIR(mst.st_mode) && !mmproj_is_clip(o->mmproj)))) {
+		fprintf(stderr, "unicorn-up: --mmproj %s: not a vision projector (a GGUF file of architecture clip, or a "
+			"checkpoint directory with a vision tower)\n", o->mmproj);
+		return 2;
+	}
+	bool explicit_mmproj = o->mmproj[0] != 0;
+	if (!o->mmproj[0]) {
+		char *found = mmproj_find_beside(o->model);
+		if (found && strlen(found) < sizeof o->mmproj)
+			strcpy(o->mmproj, found);
+		free(found);
+	}
+	if (o->mmproj[0]) {
+		/* the projector must fit the model: refuse a named one that does
+		 * not, serve without a found one that does not (the gpu worker
+		 * would fail to start) */
+		struct model *m = NULL;
+		struct mmproj *p = NULL;
+		int rc = model_open(o->model, &m);
+		if (!rc)
+			rc = mmproj_open(o->mmproj, &p);
+		if (!rc)
+			rc = mmproj_check_text(p, &m->cfg);
+		mmproj_close(p);
+		model_close(m);
+		if (rc && explicit_mmproj) {
+			fprintf(stderr, "unicorn-up: --mmproj %s: %s\n", o->mmproj, err_msg());
+			return 2;
+		}
+		if (rc) {
+			fprintf(stderr, "unicorn-up: not using the vision projector %s: %s\n", o->mmproj, err_msg());
+			o->mmproj[0] = 0;
+		}
 	}
 	if (strcmp(o->placement, "fused") && strcmp(o->placement, "split") && strcmp(o->placement, "pipeline") &&
 	    strcmp(o->placement, "auto")) {
@@ -363,7 +412,7 @@ static const char *const run_files[] = {
 	"ctl-loader.ipc", "ctl-npu.ipc", "ctl-gpu.ipc", "ctl-coordinator.ipc", "ctl-api.ipc",
 	"ctl-loader.live", "ctl-npu.live", "ctl-gpu.live", "ctl-coordinator.live", "ctl-api.live",
 	RUNDIR_OBS, READY_FILE, RUNDIR_API_READY, RUNDIR_STATUS, RUNDIR_HTTP, DP_FILE, DP_FILE ".new",
-	RUNDIR_DRAINING,
+	RUNDIR_DRAINING, "mmproj",
 	RUNDIR_SELFCHECK "gpu", RUNDIR_SELFCHECK "npu",
 	"kv-gpu.budget", "kv-npu.budget", "kv.json", /* --kv-budget auto's bytes, the KV shape (status) */
 };
@@ -604,6 +653,27 @@ int main(int argc, char **argv)
 	}
 
 	remove_run_files(dir);
+	/* the images the API left for the gpu worker (ipc/imagefile.h) belong to
+	 * the last run; RUNDIR/mmproj names the projector for the CLI's images */
+	{
+		char cmd[RUNDIR_PATH_MAX + 32], p[RUNDIR_PATH_MAX];
+		if (rundir_path(dir, "images", p, sizeof p) == 0) {
+			DIR *d = opendir(p);
+			struct dirent *de;
+			while (d && (de = readdir(d)))
+				if (de->d_name[0] != '.' && snprintf(cmd, sizeof cmd, "%s/%s", p, de->d_name) < (int)sizeof cmd)
+					unlink(cmd);
+			if (d)
+				closedir(d);
+		}
+		if (o.mmproj[0] && !strcmp(o.placement, "fused") && rundir_path(dir, "mmproj", p, sizeof p) == 0) {
+			FILE *f = fopen(p, "w");
+			if (f) {
+				fprintf(f, "%s\n", o.mmproj);
+				fclose(f);
+			}
+		}
+	}
 	if ((rc = rundir_pid_write(dir))) {
 		fprintf(stderr, "unicorn-up: %s\n", err_msg());
 		if (notify >= 0)
@@ -678,6 +748,7 @@ int main(int argc, char **argv)
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
+		if (o.mmproj[0] && !pipe && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
 		if (pipe) {
 			snprintf(stage_arg[st], sizeof stage_arg[st], "%d/%u", st, o.n_stages);
 			ARG("--stage"); ARG(stage_arg[st]);
@@ -718,6 +789,7 @@ int main(int argc, char **argv)
 		if (o.host) { ARG("--host"); ARG(o.host); }
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
+		if (o.mmproj[0] && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is

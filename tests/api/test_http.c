@@ -166,7 +166,7 @@ static void check_413(const struct proc_cluster *c)
 	snprintf(head, sizeof head,
 		 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\n"
 		 "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
-		 2 << 20);
+		 33 << 20); /* past OAI_MAX_BODY (32 MiB) */
 	size_t n;
 	char *r = request(c->port, head, "{\"prompt\": \"", &n);
 	cr_assert(!strncmp(r, "HTTP/1.1 413", 12), "413 expected: %.200s", r);

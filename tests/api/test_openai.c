@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "api/openai.h"
+#include "chat/template.h"
 #include "ipc/msg.h"
 
 static int parse(int kind, const char *body, struct oai_req *r, struct oai_err *e)
@@ -411,13 +412,29 @@ Test(openai, finish_auth_loopback)
 	cr_assert(!oai_host_is_loopback("::"));
 }
 
-Test(openai, image_url_part_says_why)
+/* image_url parts: each URL kept in order, a CHAT_IMAGE_MARK where it was;
+ * images outside user messages, too many, or without a url are refused. */
+Test(openai, image_url_parts_are_kept)
 {
 	struct oai_req r;
 	struct oai_err e;
 	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"what\"},"
-				     "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]}]}",
+				     "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}},"
+				     "{\"type\":\"image_url\",\"image_url\":\"data:image/png;base64,BBBB\"}]}]}",
+			   &r, &e), 0, "%s", e.message);
+	cr_expect_eq(r.n_images, 2);
+	cr_expect_str_eq(r.image_urls[1], "data:image/png;base64,BBBB");
+	cr_expect_str_eq(r.msgs[0].content, "what" CHAT_IMAGE_MARK CHAT_IMAGE_MARK);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+				     "\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:,\"}}]}]}",
 			   &r, &e), -1);
-	cr_expect_eq(e.status, 400);
-	cr_expect(strstr(e.message, "content[1]: image inputs are not served yet"), "%s", e.message);
+	cr_expect(strstr(e.message, "images go in user messages"), "%s", e.message);
+	char body[4096] = "{\"messages\":[{\"role\":\"user\",\"content\":[";
+	for (int i = 0; i < 17; i++)
+		strcat(body, i ? ",{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}"
+			       : "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}");
+	strcat(body, "]}]}");
+	cr_assert_eq(parse(OAI_CHAT, body, &r, &e), -1);
+	cr_expect(strstr(e.message, "more than 16 images"), "%s", e.message);
 }

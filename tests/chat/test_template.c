@@ -88,3 +88,35 @@ Test(chat, multi_turn_and_errors)
 	struct chat_msg bad4[1] = { { "system", "a" } };
 	cr_assert_eq(chat_render(bad4, 1, true, &s, NULL), ERR_INVAL);
 }
+
+/* Images (chat_encode_images): a mark becomes Gemma 3's processor's
+ * "\n\n<start_of_image>", the image's rows, "<end_of_image>\n\n" with the
+ * real vocabulary's single tokens (255999, 256000, "\n\n" 108); the text
+ * around is tokenized as without the image; a count of marks other than the
+ * images' is refused. */
+Test(chat, encode_images)
+{
+	struct tok *t = gemma();
+	struct chat_msg m = { "user", "Look" CHAT_IMAGE_MARK "please" };
+	const uint32_t rows[4] = { 0x80000001u, 0x80000002u, 0x80000003u, 0x80000004u };
+	struct tok_ids ids = { 0 };
+	cr_assert_eq(chat_encode_images(t, &m, 1, true, rows, 1, 4, &ids), 0, "%s", err_msg());
+	size_t soi = 0;
+	while (soi < ids.n && ids.ids[soi] != 255999)
+		soi++;
+	cr_assert(soi > 0 && soi + 6 < ids.n, "no <start_of_image> in %zu ids", ids.n);
+	cr_expect_eq(ids.ids[soi - 1], 108, "\\n\\n before the image");
+	for (uint32_t j = 0; j < 4; j++)
+		cr_expect_eq((uint32_t)ids.ids[soi + 1 + j], rows[j]);
+	cr_expect_eq(ids.ids[soi + 5], 256000, "<end_of_image>");
+	cr_expect_eq(ids.ids[soi + 6], 108, "\\n\\n after the image");
+	cr_expect_eq(ids.ids[0], 2, "one BOS");
+	cr_expect_neq(ids.ids[1], 2);
+	tok_ids_free(&ids);
+	cr_expect_eq(chat_encode_images(t, &m, 1, true, rows, 2, 2, &ids), ERR_INVAL, "two images, one mark");
+	tok_ids_free(&ids);
+	struct chat_msg none = { "user", "no image" };
+	cr_expect_eq(chat_encode_images(t, &none, 1, true, rows, 1, 4, &ids), ERR_INVAL, "an image, no mark");
+	tok_ids_free(&ids);
+	tok_free(t);
+}

@@ -508,3 +508,56 @@ Test(sched, round_resumed_tokens_stay_narrow)
 	sched_seq_free(&s[0]);
 	sched_seq_free(&s[1]);
 }
+
+/* Image spans (SCHED_IMAGE_ROW runs) are never cut: a prompt chunk ends at
+ * an image's start or runs the image whole (past chunk_max), a budget cut
+ * stops before an image, a skipped prefix is refused inside one and records
+ * chunks that hold each image whole; chunks ending at an image run wide. */
+Test(sched, image_spans_are_never_cut)
+{
+	uint32_t p[120];
+	for (uint32_t i = 0; i < 120; i++)
+		p[i] = i >= 20 && i < 68 ? SCHED_IMAGE_ROW | (i - 20) : i; /* a 48-row image at 20 */
+	struct sched_seq s;
+	cr_assert_eq(sched_seq_init(&s, p, 120, NULL, 0, 32), 0);
+	struct sched_chunk c;
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.n, 20u, "cut back to the image's start");
+	cr_assert_eq(sched_seq_advance(&s, &c), 0);
+	cr_assert(sched_seq_next(&s, &c));
+	cr_assert_eq(c.pos0, 20u);
+	cr_assert_eq(c.n, 48u, "the image whole, past chunk_max");
+	cr_assert_eq(sched_seq_advance(&s, &c), 0);
+	cr_assert(sched_seq_span_cut(&s, 21) && sched_seq_span_cut(&s, 67) && !sched_seq_span_cut(&s, 20) &&
+		  !sched_seq_span_cut(&s, 68));
+	cr_assert_eq(sched_seq_span_start(&s, 50), 20u);
+	sched_seq_free(&s);
+	/* skip: refused inside the image; otherwise the image is one recorded chunk */
+	cr_assert_eq(sched_seq_init(&s, p, 120, NULL, 0, 32), 0);
+	cr_assert_eq(sched_seq_skip(&s, 32), ERR_STATE);
+	cr_assert_eq(sched_seq_skip(&s, 96), 0, "%s", err_msg());
+	cr_assert_eq(s.n_chunks, 3u);
+	cr_assert_eq(s.chunks[0].n, 20u);
+	cr_assert_eq(s.chunks[1].n, 48u);
+	cr_assert_eq(s.chunks[2].n, 28u);
+	sched_seq_free(&s);
+	/* a round's budget cut stops before the image; the first chunk is wide */
+	struct sched_seq a, b, *ps[2] = { &a, &b };
+	uint32_t q[40];
+	for (uint32_t i = 0; i < 40; i++)
+		q[i] = i;
+	cr_assert_eq(sched_seq_init(&a, q, 40, NULL, 0, 32), 0);
+	cr_assert_eq(sched_seq_init(&b, p, 120, NULL, 0, 32), 0);
+	cr_assert_eq(sched_seq_set_chunk_max(&a, 64), 0);
+	cr_assert_eq(sched_seq_set_chunk_max(&b, 64), 0);
+	struct sched_round_opts o = { 80, 16, true };
+	struct sched_batch pl[SCHED_MAX_SEQS];
+	uint32_t nb;
+	cr_assert_eq(sched_plan_round(ps, 2, &o, pl, SCHED_MAX_SEQS, &nb), 0);
+	cr_assert_eq(nb, 1u);
+	cr_assert(pl[0].wide);
+	cr_assert_eq(pl[0].n, 2u);
+	cr_assert_eq(pl[0].e[1].c.n, 20u, "b's 32 left cut to the image's start");
+	sched_seq_free(&a);
+	sched_seq_free(&b);
+}

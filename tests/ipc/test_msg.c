@@ -146,7 +146,7 @@ Test(msg, fields_decode_to_values)
 {
 	fill(&a, MSG_GEN_REQ);
 	size_t len = enc(&a);
-	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_GEN_REQ_BASE + 12 + a.u.gen_req.n_prompt);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_GEN_REQ_BASE + 12 + a.u.gen_req.n_prompt + 4 /* v12 n_images */);
 	cr_assert_eq(msg_decode(buf, len, &b), 0);
 	cr_assert_eq(b.u.gen_req.request_id, 0x0102030405060708ull);
 	cr_assert_float_eq(b.u.gen_req.temperature, 0.7f, 0);
@@ -464,7 +464,7 @@ Test(msg, string_rules)
 {
 	fill(&a, MSG_GEN_REQ);
 	size_t len = enc(&a);
-	buf[len - 3] = 0;
+	buf[len - 7] = 0; /* before v12's n_images */
 	expect_reject(len, "NUL in prompt");
 	fill(&a, MSG_GEN_TOKEN);
 	len = enc(&a);
@@ -716,4 +716,33 @@ Test(msg, gen_req_token_prompt)
 	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "ids with the chat flag");
 	g->flags = 0;
 	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "text with a NUL byte");
+}
+
+/* v12: GEN_REQ's images (digests, with a token prompt only) and IMAGE round-trip; bad counts are refused. */
+Test(msg, images_round_trip)
+{
+	msg_init(&a, MSG_GEN_REQ);
+	struct msg_gen_req *g = &a.u.gen_req;
+	g->request_id = 9, g->max_tokens = 1, g->top_p = 1, g->repetition_penalty = 1;
+	g->flags = MSG_GEN_TOKENS, g->n_prompt = 8, g->n_images = 2;
+	memset(g->images[1], 0xab, MSG_DIGEST);
+	size_t len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_req.n_images, 2);
+	cr_assert_eq(b.u.gen_req.images[1][31], 0xab);
+	g->flags = 0;
+	g->n_prompt = 1;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL, "images without a token prompt");
+	g->flags = MSG_GEN_TOKENS, g->n_prompt = 8, g->n_images = MSG_MAX_IMAGES + 1;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+	msg_init(&a, MSG_IMAGE);
+	a.u.image.slot = 3, a.u.image.rows = 256;
+	a.u.image.digest[0] = 7;
+	len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_IMAGE);
+	cr_assert_eq(msg_decode(buf, len, &b), 0);
+	cr_assert_eq(b.u.image.slot, 3);
+	cr_assert_eq(b.u.image.digest[0], 7);
+	a.u.image.rows = 0;
+	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
 }

@@ -1,0 +1,253 @@
+/* images: image_url content parts and `unicorn run --image` / `/image` through
+ * a real cluster (the tiny golden model with a tiny projector from
+ * unicorn-mkmodel --vision, 16 rows per image). An image request answers
+ * and counts the image's rows in usage; the same image again reuses the
+ * prefix cache past the image and answers the same tokens (greedy), a
+ * different image does not reuse it; a bad image, a remote URL, too many
+ * images and hostile base64 are 400s and the cluster keeps serving; the CLI
+ * sends the image rows in its prompt. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/proc.h"
+
+/* A w x h RGB PNG whose pixels depend on seed (libpng's simplified API). */
+static void write_png(const char *path, int w, int h, int seed)
+{
+	png_image im;
+	memset(&im, 0, sizeof im);
+	im.version = PNG_IMAGE_VERSION;
+	im.width = (png_uint_32)w;
+	im.height = (png_uint_32)h;
+	im.format = PNG_FORMAT_RGB;
+	unsigned char *px = malloc((size_t)w * h * 3);
+	for (int i = 0; i < w * h * 3; i++)
+		px[i] = (unsigned char)((i * 7 + seed * 131 + (i / (w * 3)) * 13) & 255);
+	cr_assert(png_image_write_to_file(&im, path, 0, px, 0, NULL), "png: %s", im.message);
+	free(px);
+}
+
+static char *b64_file(const char *path)
+{
+	char cmd[512], *out = malloc(1 << 20);
+	snprintf(cmd, sizeof cmd, "base64 -w0 %s", path);
+	cr_assert_eq(proc_sh(cmd, out, 1 << 20), 0);
+	return out;
+}
+
+/* POST body to /v1/chat/completions: the HTTP status, the answer in out. */
+static int post(const struct proc_cluster *c, const char *body, char *out, size_t cap)
+{
+	char path[256], cmd[512];
+	snprintf(path, sizeof path, "%s/body.json", c->tmp);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(body, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "curl -s -w '\\n%%{http_code}' --max-time 120 http://127.0.0.1:%d/v1/chat/completions -d @%s",
+		 c->port, path);
+	proc_sh(cmd, out, cap);
+	char *nl = strrchr(out, '\n');
+	cr_assert_not_null(nl, "no status: %s", out);
+	*nl = 0;
+	return atoi(nl + 1);
+}
+
+static char *image_body(const char *b64, const char *fmt_extra)
+{
+	char *b = malloc(strlen(b64) + 1024);
+	sprintf(b, "{\"max_tokens\":4,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":["
+		   "{\"type\":\"text\",\"text\":\"What is in the picture?\"},"
+		   "{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s%s\"}}%s]}]}",
+		strncmp(b64, "http", 4) ? "data:image/png;base64," : "", b64, fmt_extra);
+	return b;
+}
+
+static double prefix_hits(const struct proc_cluster *c)
+{
+	char cmd[256], out[1 << 16];
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^unicorn_kv_prefix_hit_tokens_total'",
+		 c->port);
+	proc_sh(cmd, out, sizeof out);
+	const char *v = strchr(out, ' ');
+	cr_assert_not_null(v, "no prefix metric: %s", out);
+	return atof(v);
+}
+
+static double metric(const struct proc_cluster *c, const char *name)
+{
+	char cmd[256], out[1 << 16];
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^%s '", c->port, name);
+	proc_sh(cmd, out, sizeof out);
+	const char *v = strchr(out, ' ');
+	cr_assert_not_null(v, "no metric %s: %s", name, out);
+	return atof(v);
+}
+
+/* unicorn run --image in the background: 100 greedy tokens as JSON */
+static FILE *run_bg(const char *bin, const char *name, const char *image, const char *text)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 100 --temp 0 --image %s --json '%s' 2>&1", bin,
+		 name, image, text);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	return f;
+}
+
+/* the generated ids of run_bg's answer */
+static char *gen_ids(FILE *f)
+{
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = 0;
+	pclose(f);
+	json_t *j = json_loads(buf, 0, NULL);
+	cr_assert_not_null(j, "%.300s", buf);
+	char *s = json_dumps(json_object_get(j, "ids"), JSON_COMPACT);
+	cr_assert(s && strlen(s) > 2, "%.300s", buf);
+	json_decref(j);
+	return s;
+}
+
+/* content and usage.prompt_tokens of an answer */
+static void answer(const char *raw, char *text, size_t cap, long *prompt_tokens)
+{
+	json_t *j = json_loads(raw, 0, NULL);
+	cr_assert_not_null(j, "not JSON: %.300s", raw);
+	json_t *m = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+	snprintf(text, cap, "%s", json_string_value(json_object_get(m, "content")));
+	*prompt_tokens = (long)json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+	json_decref(j);
+}
+
+Test(images, api_and_cli, .timeout = 240)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	char tmp[] = "/tmp/unicorn-img-XXXXXX", cmd[1024], model[128], mmproj[128], a[128], b[128];
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(a, sizeof a, "%s/a.png", tmp);
+	snprintf(b, sizeof b, "%s/b.png", tmp);
+	write_png(a, 40, 30, 1);
+	write_png(b, 40, 30, 2);
+	char *ba = b64_file(a), *bb = b64_file(b);
+	struct proc_cluster c;
+	/* a small KV budget: four image prompts at once preempt each other (as http's kv_budget test) */
+	proc_cluster_start(&c, "img", (const char *const[]){ "--mmproj", mmproj, "--kv-budget", "1792K", NULL });
+	static char out[1 << 20];
+	char t1[512], t2[512];
+	long p_img, p_txt;
+
+	/* text alone, then with the image: usage counts the image's 16 rows */
+	int st = post(&c, "{\"max_tokens\":2,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+			  "\"What is in the picture?\"}]}", out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	answer(out, t1, sizeof t1, &p_txt);
+	char *body = image_body(ba, "");
+	st = post(&c, body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	answer(out, t1, sizeof t1, &p_img);
+	cr_expect(p_img >= p_txt + 16, "prompt tokens %ld with the image, %ld without", p_img, p_txt);
+	/* the same image again: the prefix cache holds it, the same answer */
+	double h1 = prefix_hits(&c);
+	st = post(&c, body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	answer(out, t2, sizeof t2, &p_img);
+	double h2 = prefix_hits(&c);
+	cr_expect_str_eq(t2, t1, "the same image answered otherwise from the prefix cache");
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), 1, "one image, encoded once");
+	cr_expect(h2 - h1 >= 32, "the same image reused %g prefix positions", h2 - h1);
+	/* another image: only the text before it could be shared */
+	free(body);
+	body = image_body(bb, "");
+	st = post(&c, body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	double h3 = prefix_hits(&c);
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), 2, "a second image, a second encode");
+	cr_expect(h3 - h2 < h2 - h1, "a different image reused %g positions (the same %g)", h3 - h2, h2 - h1);
+	free(body);
+
+	/* bad images: 400 naming the problem */
+	body = image_body("iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB", "");
+	st = post(&c, body, out, sizeof out);
+	cr_expect_eq(st, 400, "%s", out);
+	cr_expect(strstr(out, "image 0") != NULL, "%s", out);
+	free(body);
+	body = image_body("@@@not base64@@@", "");
+	cr_expect_eq(post(&c, body, out, sizeof out), 400, "%s", out);
+	free(body);
+	body = image_body("https://example.com/cat.png", "");
+	cr_expect_eq(post(&c, body, out, sizeof out), 400, "%s", out);
+	cr_expect(strstr(out, "--allow-image-urls") != NULL, "%s", out);
+	free(body);
+	/* still serving, two images in one request */
+	body = malloc(2 * strlen(ba) + 2048);
+	sprintf(body, "{\"max_tokens\":2,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":["
+		      "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,%s\"}},"
+		      "{\"type\":\"text\",\"text\":\"and\"},"
+		      "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,%s\"}}]}]}", ba, bb);
+	st = post(&c, body, out, sizeof out);
+	cr_expect_eq(st, 200, "%s", out);
+	free(body);
+
+	/* the CLI: the image's rows are in the prompt it sent */
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 2 --image %s --json 'What is in the picture?'",
+		 bin, c.name, a);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	size_t i, rows = 0;
+	json_t *v;
+	json_array_foreach(json_object_get(j, "prompt_ids"), i, v)
+		rows += json_integer_value(v) >= 0x80000000LL;
+	cr_expect_eq(rows, 16, "%s", out);
+	cr_expect_str_eq(json_string_value(json_object_get(j, "reason")), "length");
+	json_decref(j);
+	/* preempted and recomputed image prompts give the ids they give alone */
+	const char *img[4] = { a, b, a, b }, *txt[4] = { "Describe it", "Describe it", "What colour", "Tell a story" };
+	char *alone[4];
+	for (int k = 0; k < 4; k++)
+		alone[k] = gen_ids(run_bg(bin, c.name, img[k], txt[k]));
+	cr_assert_eq(metric(&c, "unicorn_kv_preemptions_total"), 0, "one at a time fits");
+	FILE *f[4];
+	for (int k = 0; k < 4; k++)
+		f[k] = run_bg(bin, c.name, img[k], txt[k]);
+	for (int k = 0; k < 4; k++) {
+		char *ids = gen_ids(f[k]);
+		cr_expect_str_eq(ids, alone[k], "image prompt %d: together (preempted), the ids changed", k);
+		free(ids);
+		free(alone[k]);
+	}
+	cr_expect_gt(metric(&c, "unicorn_kv_preemptions_total"), 0, "four long sequences should not fit together");
+	snprintf(cmd, sizeof cmd, "printf '/image %s\\nWhat is it?\\n' | %s/unicorn chat --name %s --max-tokens 2 2>&1",
+		 b, bin, c.name);
+	cr_expect_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	cr_expect(strstr(out, "goes with your next message") != NULL, "%s", out);
+	proc_cluster_stop(&c);
+	free(ba);
+	free(bb);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* A model without a projector: image parts are a 400 saying so. */
+Test(images, no_projector, .timeout = 120)
+{
+	proc_bin_dir_or_skip();
+	struct proc_cluster c;
+	proc_cluster_start(&c, "noimg", NULL);
+	static char out[1 << 16];
+	char *body = image_body("iVBORw0KGgo=", "");
+	cr_expect_eq(post(&c, body, out, sizeof out), 400, "%s", out);
+	cr_expect(strstr(out, "this model has no vision projector") != NULL, "%s", out);
+	free(body);
+	proc_cluster_stop(&c);
+}
