@@ -421,15 +421,15 @@ static int64_t deadline_of(const struct coord *c, int64_t t_start, int64_t want_
 
 /* A MSG_GEN_TOKENS prompt: n_prompt / 4 little-endian ids, each checked
  * against the vocabulary. */
-static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_ids *ids)
+static int prompt_ids(struct coord *c, const char *prompt, uint32_t n_prompt, struct tok_ids *ids)
 {
-	size_t n = g->n_prompt / 4;
+	size_t n = n_prompt / 4;
 	ids->ids = malloc(n * sizeof *ids->ids);
 	if (!ids->ids)
 		return err_set(ERR_NOMEM, "out of memory");
 	ids->n = ids->cap = n;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
+		uint32_t id = (uint32_t)le_get((const uint8_t *)prompt + 4 * i, 4);
 		if (id >= tok_n_vocab(c->tok)) {
 			tok_ids_free(ids);
 			return err_set(ERR_INVAL, "prompt[%zu]: token %u out of the vocabulary (%u)", i, id,
@@ -440,7 +440,8 @@ static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_i
 	return 0;
 }
 
-static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
+static int submit(void *arg, const struct msg_gen_req *g, const char *prompt, uint32_t n_prompt,
+		  struct intake_req *r)
 {
 	struct coord *c = arg;
 	/* a resubmission after a coordinator restart starts a fresh limit */
@@ -449,13 +450,17 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	if (rc)
 		return rc;
 	struct tok_ids ids = { 0 };
+	if ((g->flags & MSG_GEN_TOKENS) && n_prompt / 4 >= c->n_ctx)
+		/* refused before a buffer of ids is made for it */
+		return err_set(ERR_RANGE, "prompt: %u tokens do not fit the context of %u", n_prompt / 4,
+			       c->n_ctx);
 	if (g->flags & MSG_GEN_TOKENS)
-		rc = prompt_ids(c, g, &ids);
+		rc = prompt_ids(c, prompt, n_prompt, &ids);
 	else if (g->flags & MSG_GEN_CHAT) {
-		struct chat_msg cm = { "user", g->prompt };
+		struct chat_msg cm = { "user", prompt };
 		rc = chat_encode(c->tok, &cm, 1, true, &ids);
 	} else {
-		rc = chat_encode_plain(c->tok, g->prompt, g->n_prompt, &ids);
+		rc = chat_encode_plain(c->tok, prompt, n_prompt, &ids);
 	}
 	if (rc)
 		return rc;

@@ -58,6 +58,9 @@ struct engine_opts {
 	/* split placement's attention worker: no FFN matrices (only attention
 	 * stage calls then; the rest fail with ERR_STATE) */
 	bool attn_only;
+	/* split placement's FFN worker: no attention matrices (Q/K/V/O) and no
+	 * KV pools; embed, FFN stages and head only (the rest: ERR_STATE) */
+	bool ffn_only;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of
