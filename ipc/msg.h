@@ -443,7 +443,8 @@ struct msg_gen_cancel {
  * carries (MSG_MAX_PROMPT): the client sends the first `total` bytes in order
  * (offset = bytes sent before), then GEN_REQ with MSG_GEN_STAGED and the rest
  * in prompt[]. offset 0 (re)starts the request's staging. Answered by ACK
- * value = bytes staged so far (a resent part is acknowledged again), or
+ * value = bytes staged so far (a resent part is acknowledged again: the
+ * client continues from value), or
  * ERROR: ERR_NOTFOUND (nothing staged under that id: the coordinator
  * restarted or dropped it; start again at offset 0), ERR_RANGE (too many
  * prompts being staged at once). The receiver allocates `total` (checked

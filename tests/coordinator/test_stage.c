@@ -35,6 +35,10 @@ Test(stage, parts_make_the_whole_prompt)
 	cr_assert_eq(stage_part(&t, &p, 1, 12, &got), ERR_INVAL, "another total");
 	part(7, total, MSG_MAX_PROMPT, MSG_MAX_PROMPT, 'b');
 	cr_assert_eq(stage_part(&t, &p, 1, 12, &got), 0, "%s", err_msg());
+	/* a client that lost an answer stages again from 0: told how far it got */
+	part(7, total, 0, MSG_MAX_PROMPT, 'a');
+	cr_assert_eq(stage_part(&t, &p, 1, 12, &got), 0, "%s", err_msg());
+	cr_assert_eq(got, 2 * MSG_MAX_PROMPT, "the staged bytes are kept: %u", got);
 	part(7, total, 2 * MSG_MAX_PROMPT, 100, 'c');
 	cr_assert_eq(stage_part(&t, &p, 1, 13, &got), 0, "%s", err_msg());
 	cr_assert_eq(got, total);
