@@ -149,7 +149,7 @@ Test(engine, chunked_prefill_equals_decode, .timeout = 120)
 Test(engine, split_engines_hold_their_share, .timeout = 120)
 {
 	struct engine_opts o = { .max_ctx = 128, .max_batch = 16, .n_split = 4, .kv_type = KV_TYPE_F32,
-				 .weights_import = ENGINE_IMPORT_UPLOAD };
+				 .weights_import = ENGINE_IMPORT_UPLOAD, .max_seqs = 2 };
 	struct fx full, at, ff;
 	fx_open_opts(&full, "f32", &o);
 	o.attn_only = true;
@@ -202,6 +202,17 @@ Test(engine, split_engines_hold_their_share, .timeout = 120)
 		bm = b[i] > b[bm] ? i : bm;
 	}
 	cr_assert_eq(am, bm, "greedy token: fused %zu, split %zu", am, bm);
+	/* the batched FFN stage (split's decode micro-batches), narrow and wide:
+	 * the FFN engine's rows are the fused engine's, bit for bit */
+	uint32_t seqs[2] = { 0, 1 }, pos[2] = { n, 3 };
+	float *r1 = malloc(2 * (size_t)E * sizeof *r1), *r2 = malloc(2 * (size_t)E * sizeof *r2);
+	for (int wide = 0; wide < 2; wide++) {
+		cr_assert_eq(engine_stage_batch(full.e, 2, ENGINE_STAGE_FFN, 2, seqs, pos, wide, h, r1), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_batch(ff.e, 2, ENGINE_STAGE_FFN, 2, seqs, pos, wide, h, r2), 0, "%s", err_msg());
+		cr_assert_arr_eq(r1, r2, 2 * (size_t)E * sizeof *r1, "stage_batch FFN (wide %d): fused and FFN engines differ", wide);
+	}
+	free(r1);
+	free(r2);
 	/* what an engine does not hold it refuses */
 	cr_assert_eq(engine_stage_io(ff.e, 0, 1, ENGINE_STAGE_ATTN, 1, 0, h, h), ERR_STATE);
 	cr_assert_eq(engine_stage(ff.e, 0, ENGINE_STAGE_ATTN, 1, 0), ERR_STATE);
