@@ -3,7 +3,8 @@
 # BENCHMARKS.md, against llama.cpp's `llama-bench -d` anchors (H100: tg128 at
 # depth 0 / 8,192: 1B 347.5 / 314.0 tok/s, 27B 68.3 / 67.0).
 #   bench  `unicorn bench -p 0 -n 128 -d 0,8192,32768` on mkmodel's 1B and 27B
-#          shapes (Q4_0, f16 KV cache)
+#          shapes (Q4_0, f16 KV cache; the 1B file with --ctx 33024: its own
+#          32,768 positions cannot hold 128 tokens after a depth of 32,768)
 #   api    a ~100,000-token prompt on 27B through the OpenAI API (one cluster,
 #          --max-seqs 1, the model's 131,072-position context): the prompt is
 #          sized with POST /tokenize, sent streamed; TTFT and prompt tok/s
@@ -52,16 +53,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 bin/unicorn devices | tee -a "$OUT/log.txt"
 status=0
 
-model() { # SHAPE -> path of its Q4_0 file (written once)
+model() { # SHAPE [run|CTX] -> path of its Q4_0 file (written once); CTX: mkmodel --ctx
 	if [ -n "${LONGCTX_GGUF:-}" ] && [ "${2:-}" = run ]; then
 		echo "$LONGCTX_GGUF"
 		return
 	fi
-	local f=$M/$1-q4_0.gguf
+	local ctx=
+	case ${2:-} in [0-9]*) ctx=$2 ;; esac
+	local f=$M/$1-q4_0${ctx:+-ctx$ctx}.gguf
 	if [ ! -s "$f" ]; then
-		log "mkmodel $1 q4_0" >&2
-		/usr/bin/time -f "mkmodel $1 %e s" bin/unicorn-mkmodel --shape "$1" --type q4_0 --seed 1 -q -o "$f" \
-			2>&1 | tail -2 | tee -a "$OUT/log.txt" >&2
+		log "mkmodel $1 q4_0${ctx:+ --ctx $ctx}" >&2
+		/usr/bin/time -f "mkmodel $1 %e s" bin/unicorn-mkmodel --shape "$1" --type q4_0 --seed 1 ${ctx:+--ctx $ctx} \
+			-q -o "$f" 2>&1 | tail -2 | tee -a "$OUT/log.txt" >&2
 	fi
 	echo "$f"
 }
@@ -79,7 +82,9 @@ for part in $PARTS; do
 case $part in
 bench)
 	for shape in ${LONGCTX_SHAPES:-1b 27b}; do
-		f=$(model "$shape")
+		# 1B reads 32,768 positions: 128 tokens after a depth of 32,768 need a
+		# longer one (llama-bench sizes its context to depth + n the same way)
+		if [ "$shape" = 1b ]; then f=$(model "$shape" 33024); else f=$(model "$shape"); fi
 		log "bench $shape: tg128 at depths ${LONGCTX_DEPTHS:-0,8192,32768}"
 		bin/unicorn bench "$f" -p 0 -n 128 -d "${LONGCTX_DEPTHS:-0,8192,32768}" -r "${REPS:-3}" --json \
 			> "$OUT/bench-$shape.json" 2>>"$OUT/log.txt" || status=1
