@@ -13,13 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OAI_MAX_BODY (32u << 20)    /* request body bytes: an image_url of IMAGE_MAX_BYTES (20 MiB) is 27 MiB of base64 */
+/* request body bytes: an image_url of IMAGE_MAX_BYTES (20 MiB) is 27 MiB of
+ * base64; a prompt of OAI_MAX_PROMPT_BYTES with JSON's escapes fits too */
+#define OAI_MAX_BODY (32u << 20)
 #define OAI_MAX_STOP 4              /* stop strings */
 #define OAI_MAX_STOP_LEN 256        /* bytes of one stop string */
 #define OAI_MAX_MESSAGES 256
 #define OAI_MAX_TOKENS_CAP 4096     /* = MSG_MAX_GEN */
 #define OAI_DEFAULT_MAX_TOKENS 256
-#define OAI_MAX_PROMPT_BYTES 262144 /* prompt text (all messages together) */
+#define OAI_MAX_PROMPT_BYTES (4 << 20) /* prompt text (all messages together) = MSG_MAX_PROMPT_ALL */
 #define OAI_MAX_TIMEOUT_S 1e7       /* "timeout" bound (keeps its nanoseconds in an int64) */
 
 #define OAI_MAX_TOP_LOGPROBS 20     /* chat top_logprobs */

@@ -315,11 +315,11 @@ static bool tokenize(struct relay *r)
 		tok_ids_free(&ids);
 		return false;
 	}
-	if (ids.n == 0 || ids.n >= r->rc->n_ctx || ids.n > MSG_MAX_PROMPT / 4) {
+	if (ids.n == 0 || ids.n >= r->rc->n_ctx || ids.n > MSG_MAX_PROMPT_ALL / 4) {
 		char m[200];
-		if (ids.n > MSG_MAX_PROMPT / 4 && ids.n < r->rc->n_ctx)
-			snprintf(m, sizeof m, "the prompt is %zu tokens; a request holds at most %d prompt tokens",
-				 ids.n, MSG_MAX_PROMPT / 4);
+		if (ids.n > MSG_MAX_PROMPT_ALL / 4 && ids.n < r->rc->n_ctx)
+			snprintf(m, sizeof m, "the prompt is %zu tokens; a request holds at most %u prompt tokens",
+				 ids.n, MSG_MAX_PROMPT_ALL / 4);
 		else
 			snprintf(m, sizeof m, "the prompt is %zu tokens; the model's context is %u tokens "
 				 "(the prompt must leave room for at least one generated token; unicorn-up --ctx "

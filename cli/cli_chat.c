@@ -23,7 +23,7 @@
 #include "ipc/rundir.h"
 
 #define CHAT_MAX_TURNS 512
-#define CHAT_MAX_LINE (MSG_MAX_PROMPT) /* a longer message cannot be sent anyway */
+#define CHAT_MAX_LINE (MSG_MAX_PROMPT_ALL) /* a longer message cannot be sent anyway */
 #define CHAT_PROMPT ">>> "
 
 static void usage(FILE *f)
@@ -306,7 +306,7 @@ static void cmd_set(struct chat *c, char *args)
 }
 
 /* Whether the generation failed because the conversation is too long (the
- * coordinator's "do not fit the context", or a prompt over MSG_MAX_PROMPT). */
+ * coordinator's "do not fit the context", or a prompt over MSG_MAX_PROMPT_ALL). */
 static bool too_long(void)
 {
 	const char *m = err_msg();
@@ -342,17 +342,17 @@ static int reply(struct chat *c)
 			o.images = (const uint8_t(*)[MSG_DIGEST])c->ci.digest;
 			o.n_images = c->ci.n;
 			if (r)
-				len = MSG_MAX_PROMPT + 1; /* too long: handled as such below */
+				len = MSG_MAX_PROMPT_ALL + 1; /* too long: handled as such below */
 			else
 				r = intake_client_generate(c->rundir, NULL, 0, &o, &res);
-		} else if (len > MSG_MAX_PROMPT)
+		} else if (len > MSG_MAX_PROMPT_ALL)
 			r = err_set(ERR_RANGE, "prompt: %zu bytes", len);
 		else
 			r = intake_client_generate(c->rundir, text, len, &c->o, &res);
 		free(ids);
 		free(text);
-		if (r && too_long() && (len > MSG_MAX_PROMPT || res.n_ids == 0)) {
-			if (len <= MSG_MAX_PROMPT)
+		if (r && too_long() && (len > MSG_MAX_PROMPT_ALL || res.n_ids == 0)) {
+			if (len <= MSG_MAX_PROMPT_ALL)
 				intake_gen_result_free(&res);
 			if (c->n <= 1) {
 				fprintf(stderr, "unicorn chat: this message does not fit the model's "
@@ -464,7 +464,7 @@ int cli_chat_session(const char *rundir, const char *system, const struct intake
 			break;
 		}
 		if (got == -3) {
-			fprintf(stderr, "unicorn chat: a message over %d bytes was skipped\n",
+			fprintf(stderr, "unicorn chat: a message over %u bytes was skipped\n",
 				CHAT_MAX_LINE);
 			continue;
 		}

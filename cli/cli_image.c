@@ -83,8 +83,8 @@ int cli_images_encode(const struct cli_images *ci, const struct chat_msg *msgs, 
 	struct tok_ids t = { 0 };
 	int rc = chat_encode_images(ci->tok, msgs, n, true, rows, ci->n, R, &t);
 	free(rows);
-	if (!rc && (t.n == 0 || t.n > MSG_MAX_PROMPT / 4))
-		rc = err_set(ERR_RANGE, "prompt: %zu tokens (at most %d)", t.n, MSG_MAX_PROMPT / 4);
+	if (!rc && (t.n == 0 || t.n > MSG_MAX_PROMPT_ALL / 4))
+		rc = err_set(ERR_RANGE, "prompt: %zu tokens (at most %u)", t.n, MSG_MAX_PROMPT_ALL / 4);
 	if (!rc && !(*ids = malloc(t.n * sizeof **ids)))
 		rc = err_set(ERR_NOMEM, "out of memory");
 	for (size_t i = 0; !rc && i < t.n; i++)

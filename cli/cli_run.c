@@ -82,7 +82,7 @@ static char *read_stdin(size_t *len)
 		if (got == 0)
 			break;
 		if (n == cap) {
-			char *q = cap > MSG_MAX_PROMPT * 2 ? NULL : realloc(p, cap * 2);
+			char *q = cap > MSG_MAX_PROMPT_ALL ? NULL : realloc(p, cap * 2);
 			if (!q) {
 				free(p);
 				return NULL;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coordinator/stage.h"
 #include "ipc/bus.h"
 #include "common/err.h"
 #include "common/le.h"
@@ -37,6 +38,7 @@ struct intake {
 	struct pending pend[INTAKE_MAX_PENDING];
 	uint32_t n_pend;
 	struct msg in, out;  /* large: kept off the stack */
+	struct stage_table stage; /* long prompts arriving in GEN_PROMPT parts */
 	/* connections that closed (bus_on_peer_gone, from an nng thread): their
 	 * requests are cancelled by the next intake_serve */
 	pthread_mutex_t gone_mu;
@@ -110,6 +112,7 @@ void intake_close(struct intake *in)
 		bus_pending_drop(in->pend[i].p);
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
 		intake_req_clear(&in->reqs[i]);
+	stage_clear(&in->stage);
 	bus_close(in->bus);
 	free(in);
 }
@@ -340,7 +343,20 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		r->t_start = r->t_last_poll = now;
 		r->peer = bus_pending_peer(p);
 		err_clear();
-		int rc = in->submit(in->arg, g, r);
+		/* a long prompt: its staged parts, then GEN_REQ's own */
+		char *whole = NULL;
+		uint32_t n_whole = 0;
+		int rc = 0;
+		if (g->flags & MSG_GEN_STAGED) {
+			rc = stage_take(&in->stage, g->request_id, g->prompt, g->n_prompt, &whole, &n_whole);
+			if (!rc && (g->flags & MSG_GEN_TOKENS) && n_whole % 4)
+				rc = err_set(ERR_INVAL, "prompt: %u bytes of token ids (whole u32 ids)", n_whole);
+			if (!rc && !(g->flags & MSG_GEN_TOKENS) && memchr(whole, 0, n_whole))
+				rc = err_set(ERR_INVAL, "prompt contains a NUL byte");
+		}
+		if (!rc)
+			rc = in->submit(in->arg, g, whole ? whole : g->prompt, whole ? n_whole : g->n_prompt, r);
+		free(whole);
 		if (rc) {
 			char text[MSG_MAX_TEXT];
 			snprintf(text, sizeof text, "%s", err_msg());
@@ -349,6 +365,16 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 			return;
 		}
 		reply_ack(in, p, 0, r->id);
+		return;
+	}
+	case MSG_GEN_PROMPT: {
+		uint32_t got = 0;
+		err_clear();
+		int rc = stage_part(&in->stage, &m->u.gen_prompt, bus_pending_peer(p), now, &got);
+		if (rc)
+			reply_error(in, p, rc, err_msg());
+		else
+			reply_ack(in, p, 0, got);
 		return;
 	}
 	case MSG_GEN_POLL: {
@@ -400,7 +426,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	}
 	case MSG_STATUS_REQ:
 	default:
-		reply_error(in, p, ERR_UNSUP, "coordinator.ipc takes GEN_REQ, GEN_POLL, GEN_CANCEL");
+		reply_error(in, p, ERR_UNSUP, "coordinator.ipc takes GEN_REQ, GEN_PROMPT, GEN_POLL, GEN_CANCEL");
 		return;
 	}
 }
@@ -416,6 +442,7 @@ static void cancel_gone(struct intake *in)
 	in->n_gone = 0;
 	pthread_mutex_unlock(&in->gone_mu);
 	for (uint32_t k = 0; k < n; k++) {
+		stage_drop_peer(&in->stage, gone[k]);
 		for (uint32_t i = 0; i < in->n_pend;) {
 			if (bus_pending_peer(in->pend[i].p) == gone[k]) {
 				bus_pending_drop(in->pend[i].p);
@@ -457,6 +484,8 @@ int intake_serve(struct intake *in, int timeout_ms)
 	}
 	int64_t now = intake_now_ns();
 	cancel_gone(in);
+	/* a client that stopped sending its prompt's parts */
+	stage_expire(&in->stage, now, (int64_t)INTAKE_ABANDON_MS * 1000000);
 	for (uint32_t i = 0; i < in->n_pend;) {
 		if (try_answer(in, &in->pend[i], now)) {
 			in->pend[i] = in->pend[--in->n_pend];
@@ -625,6 +654,37 @@ static int client_lost(const char *url, struct bus **b, uint32_t *lost)
 	return client_dial(url, b);
 }
 
+/* Send wire[0..n) as GEN_PROMPT parts of request id, in order. ERR_TIMEOUT /
+ * ERR_IO / ERR_STATE: a call was lost or the coordinator lost the parts
+ * (stage again); another ERR_*: the coordinator refused (its text in err). */
+static int client_stage(struct bus *b, struct msg *m, struct msg *a, uint64_t id, const uint8_t *wire,
+			size_t n)
+{
+	for (size_t off = 0; off < n;) {
+		msg_init(m, MSG_GEN_PROMPT);
+		struct msg_gen_prompt *p = &m->u.gen_prompt;
+		p->request_id = id;
+		p->total = (uint32_t)n;
+		p->offset = (uint32_t)off;
+		p->n = (uint32_t)(n - off < MSG_MAX_PROMPT ? n - off : MSG_MAX_PROMPT);
+		memcpy(p->data, wire + off, p->n);
+		int rc = bus_call(b, m, 3000, a);
+		if (rc)
+			return rc;
+		if (a->type == MSG_ERROR && a->u.error.code == ERR_NOTFOUND)
+			return err_set(ERR_STATE, "coordinator: %s", a->u.error.text);
+		if (a->type == MSG_ERROR)
+			return err_set(a->u.error.code, "coordinator: %s", a->u.error.text);
+		/* the bytes staged so far: more than this part's end when a
+		 * restaged prompt finds its parts still there (a lost answer) */
+		if (a->type != MSG_ACK || a->u.ack.code || a->u.ack.value < off + p->n || a->u.ack.value > n)
+			return err_set(ERR_STATE, "coordinator: unexpected answer %s to GEN_PROMPT",
+				       msg_type_name(a->type));
+		off = (size_t)a->u.ack.value;
+	}
+	return 0;
+}
+
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res)
 {
@@ -633,11 +693,11 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 	if (!res->text)
 		return err_set(ERR_NOMEM, "out of memory");
 	if (o->prompt_ids) {
-		if (o->n_prompt_ids < 1 || o->n_prompt_ids > MSG_MAX_PROMPT / 4)
-			return err_set(ERR_INVAL, "prompt: %u tokens (1..%d)", o->n_prompt_ids,
-				       MSG_MAX_PROMPT / 4);
-	} else if (len < 1 || len > MSG_MAX_PROMPT || memchr(prompt, 0, len)) {
-		return err_set(ERR_INVAL, "prompt: %zu bytes (1..%d, no NUL)", len, MSG_MAX_PROMPT);
+		if (o->n_prompt_ids < 1 || o->n_prompt_ids > MSG_MAX_PROMPT_ALL / 4)
+			return err_set(ERR_INVAL, "prompt: %u tokens (1..%u)", o->n_prompt_ids,
+				       MSG_MAX_PROMPT_ALL / 4);
+	} else if (len < 1 || len > MSG_MAX_PROMPT_ALL || memchr(prompt, 0, len)) {
+		return err_set(ERR_INVAL, "prompt: %zu bytes (1..%u, no NUL)", len, MSG_MAX_PROMPT_ALL);
 	}
 	char url[BUS_URL_MAX];
 	int rc = rundir_url(rundir, RUNDIR_COORDINATOR, url, sizeof url);
@@ -648,10 +708,19 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 		return rc;
 	uint32_t lost = 0; /* calls lost in a row (the coordinator restarting) */
 	struct msg *m = malloc(sizeof *m), *a = malloc(sizeof *a);
-	if (!m || !a) {
+	/* the prompt as the wire carries it: text, or u32 LE ids */
+	size_t n_wire = o->prompt_ids ? 4 * (size_t)o->n_prompt_ids : len;
+	uint8_t *ids_le = o->prompt_ids ? malloc(n_wire) : NULL;
+	const uint8_t *wire = o->prompt_ids ? ids_le : (const uint8_t *)prompt;
+	if (!m || !a || (o->prompt_ids && !ids_le)) {
 		rc = err_set(ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	for (uint32_t i = 0; ids_le && i < o->n_prompt_ids; i++)
+		le_put(ids_le + 4 * i, o->prompt_ids[i], 4);
+	/* longer than one GEN_REQ: all but the last part go ahead as GEN_PROMPTs
+	 * (whole ids: MSG_MAX_PROMPT is a multiple of 4) */
+	size_t n_staged = n_wire > MSG_MAX_PROMPT ? MSG_MAX_PROMPT * ((n_wire - 1) / MSG_MAX_PROMPT) : 0;
 	uint64_t id = 0;
 	while (!id)
 		if (getrandom(&id, sizeof id, 0) != sizeof id)
@@ -659,6 +728,7 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 	int deadline_ms = o->deadline_ms > 0 ? o->deadline_ms : 60000;
 	int64_t give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
 	bool submitted = false;
+	uint32_t restage = 0; /* GEN_REQs that found their staged prompt gone */
 	for (;;) {
 		if (intake_now_ns() > give_up) {
 			rc = err_set(ERR_TIMEOUT, "the coordinator made no progress for %d ms "
@@ -674,6 +744,17 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			res->reason = MSG_END_CANCELLED;
 			rc = 0;
 			goto out;
+		}
+		if (!submitted && n_staged) {
+			rc = client_stage(b, m, a, id, wire, n_staged);
+			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
+				usleep(200000);
+				if ((rc = client_lost(url, &b, &lost)))
+					goto out;
+				continue; /* coordinator (re)starting: stage again */
+			}
+			if (rc)
+				goto out;
 		}
 		if (!submitted) {
 			msg_init(m, MSG_GEN_REQ);
@@ -714,15 +795,12 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->n_resume = res->n_ids;
 			if (res->n_ids) /* ids is NULL before the first token */
 				memcpy(g->resume, res->ids, res->n_ids * sizeof *res->ids);
-			if (o->prompt_ids) {
+			if (o->prompt_ids)
 				g->flags = (g->flags & ~MSG_GEN_CHAT) | MSG_GEN_TOKENS;
-				g->n_prompt = 4 * o->n_prompt_ids;
-				for (uint32_t i = 0; i < o->n_prompt_ids; i++)
-					le_put((uint8_t *)g->prompt + 4 * i, o->prompt_ids[i], 4);
-			} else {
-				g->n_prompt = (uint32_t)len;
-				memcpy(g->prompt, prompt, len);
-			}
+			if (n_staged)
+				g->flags |= MSG_GEN_STAGED;
+			g->n_prompt = (uint32_t)(n_wire - n_staged);
+			memcpy(g->prompt, wire + n_staged, g->n_prompt);
 			g->prompt[g->n_prompt] = 0;
 			rc = bus_call(b, m, 3000, a);
 			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
@@ -734,6 +812,9 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			lost = 0;
 			if (rc)
 				goto out;
+			if (a->type == MSG_ERROR && a->u.error.code == ERR_NOTFOUND && n_staged &&
+			    ++restage <= 3)
+				continue; /* its staged parts are gone (a restart between): again */
 			if (a->type == MSG_ERROR) {
 				rc = err_set(a->u.error.code, "coordinator: %s", a->u.error.text);
 				goto out;
@@ -792,6 +873,7 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 		}
 	}
 out:
+	free(ids_le);
 	free(m);
 	free(a);
 	bus_close(b);

@@ -92,10 +92,12 @@ void intake_req_clear(struct intake_req *r);
 
 struct intake;
 
-/* Called for a new GEN_REQ: tokenize g into r->prompt (and place r: slot or
- * queue, setting r->state). Return 0 or ERR_* with err_set (the client gets
- * ERROR with that text, and r is dropped). */
-typedef int (*intake_submit_fn)(void *arg, const struct msg_gen_req *g, struct intake_req *r);
+/* Called for a new GEN_REQ: tokenize its prompt (prompt[n_prompt], NUL after
+ * it: g's own, or with MSG_GEN_STAGED the staged parts and g's) into
+ * r->prompt (and place r: slot or queue, setting r->state). Return 0 or ERR_*
+ * with err_set (the client gets ERROR with that text, and r is dropped). */
+typedef int (*intake_submit_fn)(void *arg, const struct msg_gen_req *g, const char *prompt,
+				uint32_t n_prompt, struct intake_req *r);
 
 int intake_open(const char *url, intake_submit_fn submit, void *arg, struct intake **out);
 void intake_close(struct intake *in);

@@ -425,17 +425,18 @@ static int64_t deadline_of(const struct coord *c, int64_t t_start, int64_t want_
 }
 
 /* A MSG_GEN_TOKENS prompt: n_prompt / 4 little-endian ids, each checked
- * against the vocabulary. */
-static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_ids *ids)
+ * against the vocabulary (with images, an image's rows are left to
+ * images_check_prompt). */
+static int prompt_ids(struct coord *c, const char *prompt, uint32_t n_prompt, bool images, struct tok_ids *ids)
 {
-	size_t n = g->n_prompt / 4;
+	size_t n = n_prompt / 4;
 	ids->ids = malloc(n * sizeof *ids->ids);
 	if (!ids->ids)
 		return err_set(ERR_NOMEM, "out of memory");
 	ids->n = ids->cap = n;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
-		if (g->n_images && (id & IMAGES_ROW)) { /* an image's row: checked by images_check_prompt */
+		uint32_t id = (uint32_t)le_get((const uint8_t *)prompt + 4 * i, 4);
+		if (images && (id & IMAGES_ROW)) { /* an image's row: checked by images_check_prompt */
 			ids->ids[i] = (int32_t)(id & ~IMAGES_ROW);
 			continue;
 		}
@@ -452,14 +453,15 @@ static int prompt_ids(struct coord *c, const struct msg_gen_req *g, struct tok_i
 /* A prompt's images (GEN_REQ v12): their rows back to the ids the client
  * sent (prompt_ids kept them without bit 31 in its int32 ids), checked
  * against the digests (coordinator/images.h). */
-static int submit_images(struct coord *c, const struct msg_gen_req *g, struct intake_req *r)
+static int submit_images(struct coord *c, const struct msg_gen_req *g, const char *prompt, uint32_t n_prompt,
+			 struct intake_req *r)
 {
 	if (c->split)
 		return err_set(ERR_UNSUP, "images need --placement fused");
-	if (le_get((const uint8_t *)g->prompt + g->n_prompt - 4, 4) & IMAGES_ROW)
+	if (le_get((const uint8_t *)prompt + n_prompt - 4, 4) & IMAGES_ROW)
 		return err_set(ERR_INVAL, "prompt: ends with an image's row (the model answers after text)");
 	for (uint32_t i = 0; i < r->n_prompt; i++) {
-		uint32_t id = (uint32_t)le_get((const uint8_t *)g->prompt + 4 * i, 4);
+		uint32_t id = (uint32_t)le_get((const uint8_t *)prompt + 4 * i, 4);
 		if (id & IMAGES_ROW)
 			r->prompt[i] = id;
 	}
@@ -482,7 +484,8 @@ static int submit_images(struct coord *c, const struct msg_gen_req *g, struct in
 	return rc ? rc : images_area_rows(&c->img, r->img_rows);
 }
 
-static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
+static int submit(void *arg, const struct msg_gen_req *g, const char *prompt, uint32_t n_prompt,
+		  struct intake_req *r)
 {
 	struct coord *c = arg;
 	/* a resubmission after a coordinator restart starts a fresh limit */
@@ -491,13 +494,17 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	if (rc)
 		return rc;
 	struct tok_ids ids = { 0 };
+	if ((g->flags & MSG_GEN_TOKENS) && n_prompt / 4 >= c->n_ctx)
+		/* refused before a buffer of ids is made for it */
+		return err_set(ERR_RANGE, "prompt: %u tokens do not fit the context of %u", n_prompt / 4,
+			       c->n_ctx);
 	if (g->flags & MSG_GEN_TOKENS)
-		rc = prompt_ids(c, g, &ids);
+		rc = prompt_ids(c, prompt, n_prompt, g->n_images > 0, &ids);
 	else if (g->flags & MSG_GEN_CHAT) {
-		struct chat_msg cm = { "user", g->prompt };
+		struct chat_msg cm = { "user", prompt };
 		rc = chat_encode(c->tok, &cm, 1, true, &ids);
 	} else {
-		rc = chat_encode_plain(c->tok, g->prompt, g->n_prompt, &ids);
+		rc = chat_encode_plain(c->tok, prompt, n_prompt, &ids);
 	}
 	if (rc)
 		return rc;
@@ -524,7 +531,7 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	}
 	r->n_prompt = (uint32_t)ids.n;
 	tok_ids_free(&ids);
-	if (g->n_images && (rc = submit_images(c, g, r)))
+	if (g->n_images && (rc = submit_images(c, g, prompt, n_prompt, r)))
 		return rc;
 	for (uint32_t i = 0; i < g->n_resume; i++) {
 		if (g->resume[i] >= tok_n_vocab(c->tok))

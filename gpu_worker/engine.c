@@ -278,6 +278,7 @@ struct engine {
 	uint32_t stager_l0, stager_n;
 	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
 	bool attn_only;                /* engine_opts.attn_only: no FFN matrices */
+	bool ffn_only;                 /* engine_opts.ffn_only: no attention matrices, no KV pools */
 	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
 	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
 	bool timed;                    /* last submission wrote timestamps */
@@ -558,6 +559,8 @@ static int whole_check(const struct engine *e, const char *fn)
 {
 	if (e->attn_only)
 		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	if (e->ffn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds no attention weights (split's FFN worker)", fn);
 	if (e->l_lo == 0 && e->l_hi == e->cfg.n_layer)
 		return 0;
 	return err_set(ERR_STATE, "engine: %s: this engine holds only layers [%u, %u) of %u (a pipeline stage)", fn,
@@ -1002,6 +1005,9 @@ static int weights_upload(struct engine *e, const struct model *m)
 			continue;
 		}
 		const struct model_tensor *qkv[3] = { ml->wq, ml->wk, ml->wv };
+		if (e->ffn_only) {
+			/* split placement's FFN worker: no Q/K/V/O (n_qkv 0) */
+		} else {
 		bool qkv_adj = (const char *)ml->wk->data == (const char *)ml->wq->data + ml->wq->nbytes &&
 			       (const char *)ml->wv->data == (const char *)ml->wk->data + ml->wk->nbytes;
 		/* zero-copy: q, k and v that are not back to back run as three
@@ -1014,6 +1020,8 @@ static int weights_upload(struct engine *e, const struct model *m)
 			for (int i = 0; i < 3 && !rc; i++)
 				rc = ew_upload(e, &qkv[i], 1, &l->qkv[i]);
 		}
+		if (!rc) rc = ew_upload(e, &ml->wo, 1, &l->wo);
+		}
 		const struct model_tensor *gu[2] = { ml->ffn_gate, ml->ffn_up };
 		if (e->attn_only) {
 			/* split placement's attention worker: no FFN matrices */
@@ -1025,7 +1033,6 @@ static int weights_upload(struct engine *e, const struct model *m)
 			for (int i = 0; i < 2 && !rc; i++)
 				rc = ew_upload(e, &gu[i], 1, &l->gu[i]);
 		}
-		if (!rc) rc = ew_upload(e, &ml->wo, 1, &l->wo);
 		if (!rc && !e->attn_only) rc = ew_upload(e, &ml->ffn_down, 1, &l->down);
 		if (!rc) rc = norm_upload(e, ml->attn_norm, c->n_embd, &l->attn_norm);
 		if (!rc) rc = norm_upload(e, ml->q_norm, c->head_dim, &l->q_norm);
@@ -1040,8 +1047,8 @@ static int weights_upload(struct engine *e, const struct model *m)
 		for (uint32_t i = 0; i < l->n_qkv; i++)
 			qkv_rows += l->qkv[i].nrows;
 		uint32_t gu_rows = l->gu[0].nrows + (l->n_gu == 2 ? l->gu[1].nrows : 0);
-		if (qkv_rows != e->qkv_stride || l->qkv[0].ncols != c->n_embd || l->wo.ncols != e->n_q ||
-		    l->wo.nrows != c->n_embd ||
+		if ((!e->ffn_only && (qkv_rows != e->qkv_stride || l->qkv[0].ncols != c->n_embd || l->wo.ncols != e->n_q ||
+				      l->wo.nrows != c->n_embd)) ||
 		    (!e->attn_only && (gu_rows != 2 * c->n_ff || l->gu[0].ncols != c->n_embd ||
 				       l->down.ncols != c->n_ff || l->down.nrows != c->n_embd)))
 			return err_set(ERR_INVAL, "engine: layer %u: weight shapes do not match the config", il);
@@ -1067,6 +1074,8 @@ static int sets_create(struct engine *e)
 			continue;
 		struct vk_buf *next = il + 1 < c->n_layer ? e->L[il + 1].attn_norm : e->output_norm;
 		rc = mkset(e, &e->norm, &l->s_attn_norm, e->h, l->attn_norm, e->xb, d, d, e->xq);
+		if (e->ffn_only)
+			goto ffn; /* no attention here: only the FFN's sets */
 		for (uint32_t i = 0; i < l->n_qkv && !rc; i++)
 			rc = mksetxb(e, &e->mv[type_slot(l->qkv[i].type)], &l->s_qkv[i], &l->qkv[i], e->qkv);
 		struct vk_buf *rb[7] = { e->qkv, l->q_norm, l->k_norm, l->kc, l->vc, e->stepd, e->tabd };
@@ -1080,6 +1089,7 @@ static int sets_create(struct engine *e)
 					 e->norm_tail ? e->xq : e->xqa };
 		if (!rc) rc = mksetwv(e, &e->mv[type_slot(l->wo.type)], &l->s_wo, &l->wo, wo, 8);
 		if (!rc) rc = mkset(e, &e->norm, &l->s_post_attn, e->o, l->post_attn, e->h, l->ffn_norm, e->xb, e->xq);
+	ffn:
 		if (!rc) rc = mkset(e, &e->norm, &l->s_ffn_norm, e->h, l->ffn_norm, e->xb, d, d, e->xq);
 		if (e->attn_only)
 			continue;
@@ -1188,6 +1198,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->qkv_stride = (c->n_head + 2 * c->n_head_kv) * c->head_dim;
 	int rc = 0;
 	e->attn_only = o->attn_only;
+	e->ffn_only = o->ffn_only;
+	if (e->attn_only && e->ffn_only) {
+		rc = err_set(ERR_INVAL, "engine: options: attn_only and ffn_only together hold nothing to run");
+		goto fail;
+	}
 	e->l_lo = o->layer_first;
 	e->l_hi = o->layer_end ? o->layer_end : c->n_layer;
 	if (e->l_lo >= e->l_hi || e->l_hi > c->n_layer) {
@@ -1312,7 +1327,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		if (!rc && !(e->img_cp = calloc(R, sizeof *e->img_cp)))
 			rc = err_set(ERR_NOMEM, "engine: out of memory");
 	}
-	for (uint32_t il = e->l_lo; il < e->l_hi && !rc; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi && !rc && !e->ffn_only; il++) { /* the FFN worker keeps no KV */
 		uint64_t kv_bytes = c->layer_global[il] ? kv_g : kv_l;
 		rc = vk_buf_create(e->vk, VK_BUF_DEVICE, kv_bytes, &e->L[il].kc);
 		if (!rc)
@@ -1540,7 +1555,7 @@ int engine_seq_reset(struct engine *e, uint32_t seq)
 
 int engine_reset(struct engine *e)
 {
-	for (uint32_t il = e->l_lo; il < e->l_hi; il++) {
+	for (uint32_t il = e->l_lo; il < e->l_hi && !e->ffn_only; il++) {
 		int rc = vk_fill_zero(e->vk, e->L[il].kc);
 		if (!rc)
 			rc = vk_fill_zero(e->vk, e->L[il].vc);
@@ -2480,11 +2495,15 @@ int engine_hidden_get(struct engine *e, float *h, uint32_t n)
 	return vk_download(e->vk, e->h, 0, h, (size_t)n * e->cfg.n_embd * 4);
 }
 
+static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage stage, const char *fn);
+
 int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, uint32_t pos0)
 {
 	if (layer >= e->cfg.n_layer || (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN))
 		return err_set(ERR_INVAL, "engine: stage: layer %u / stage %d out of range", layer, (int)stage);
-	int rc = step_write(e, NULL, n, pos0, 0);
+	int rc = stage_check(e, layer, stage, "stage");
+	if (!rc)
+		rc = step_write(e, NULL, n, pos0, 0);
 	if (!rc)
 		rc = once_begin(e);
 	if (rc)
@@ -2573,6 +2592,8 @@ int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum en
 		return ERR_STATE;
 	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
 		return err_set(ERR_STATE, "engine: stage_io: this engine holds only the attention's weights");
+	if (e->ffn_only && stage != ENGINE_STAGE_FFN)
+		return err_set(ERR_STATE, "engine: stage_io: this engine holds no attention weights (split's FFN worker)");
 	int rc = step_write(e, NULL, n, pos0, 0);
 	if (rc)
 		return rc;
@@ -2609,6 +2630,8 @@ static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage
 		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
 	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
 		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	if (e->ffn_only && stage != ENGINE_STAGE_FFN)
+		return err_set(ERR_STATE, "engine: %s: this engine holds no attention weights (split's FFN worker)", fn);
 	return own_check(e, layer, 1, fn);
 }
 
@@ -2659,8 +2682,9 @@ static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers
 	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
 		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
 			       e->cfg.n_layer);
-	if (e->attn_only)
-		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
+	if (e->attn_only || e->ffn_only)
+		return err_set(ERR_STATE, "engine: %s: this engine holds only the %s's weights", fn,
+			       e->attn_only ? "attention" : "FFN");
 	return own_check(e, layer, n_layers, fn);
 }
 

@@ -61,6 +61,9 @@ struct engine_opts {
 	/* the image area (gpu_worker/engine_image.h): image_slots images of
 	 * image_rows rows (n_embd floats each); 0: none */
 	uint32_t image_rows, image_slots;
+	/* split placement's FFN worker: no attention matrices (Q/K/V/O) and no
+	 * KV pools; embed, FFN stages and head only (the rest: ERR_STATE) */
+	bool ffn_only;
 };
 
 /* The prefill kernel on matrix cores (shaders/mul_mm_cm.glsl): a workgroup of

@@ -79,6 +79,7 @@ struct worker {
 	bool pipe;
 	uint32_t l0, l1;
 	bool attn_only;         /* split's attention worker: its engine holds no FFN matrices */
+	bool ffn_only;          /* split's FFN worker: no attention matrices, no KV pools */
 	bool per_layer;         /* UNICORN_PIPE_PER_LAYER=1: a stage runs each op alone (A/B) */
 	uint32_t range_n;       /* >= 1 while a pipeline FLOW's ATTN op runs that many whole layers at once */
 	uint64_t t_free_ns;     /* when it finished its last step message (a FLOW's handoff counts from
@@ -171,6 +172,7 @@ static int worker_selfcheck(struct worker *w)
 	const struct gemma3_config *c = &w->att->model->cfg;
 	int rc = w->pipe	 ? selfcheck_run_layers(w->e, ENGINE_STAGE_BOTH, w->l0, w->l1, c->n_embd, &d)
 		 : w->attn_only ? selfcheck_run_layers(w->e, ENGINE_STAGE_ATTN, 0, c->n_layer, c->n_embd, &d)
+		 : w->ffn_only	? selfcheck_run_layers(w->e, ENGINE_STAGE_FFN, 0, c->n_layer, c->n_embd, &d)
 				 : selfcheck_run(w->e, c->n_vocab, &d);
 	if (!rc)
 		rc = selfcheck_verify(w->o.rundir, role, d, &first);
@@ -359,6 +361,9 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	/* the attention worker (split placement; never a pipeline stage) runs
 	 * attention stages only: the FFN matrices stay out of its device */
 	w->attn_only = o->role == MSG_ROLE_NPU_WORKER && !w->pipe;
+	/* and the FFN worker (--ffn-only, which unicorn-up gives split's gpu
+	 * worker) the rest: no Q/K/V/O, no KV pools */
+	w->ffn_only = o->ffn_only && o->role == MSG_ROLE_GPU_WORKER && !w->pipe;
 	w->kv_identity = w->kv.n_gblocks >= w->max_seqs * w->kv.max_blocks && w->kv.n_lblocks >= w->max_seqs * w->kv.ring;
 	/* the engine may use the read-only weight mappings in place: they stay
 	 * mapped until attach_close, which worker_destroy runs after
@@ -372,10 +377,10 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 				  .max_seqs = w->max_seqs, .max_rows = MSG_MAX_ROWS, .weights_import = o->weights_import,
 				  .spans = spans, .n_spans = n_spans, .kv = &w->kv, .progress = o->progress,
 				  .progress_arg = o->progress_arg, .layer_first = w->pipe ? w->l0 : 0,
-				  .layer_end = w->pipe ? w->l1 : 0, .attn_only = w->attn_only };
+				  .layer_end = w->pipe ? w->l1 : 0, .attn_only = w->attn_only, .ffn_only = w->ffn_only };
 	/* images: the fused placement's gpu worker (the one that embeds and
 	 * runs whole prompts) holds the tower and an image area */
-	if (o->mmproj && o->role == MSG_ROLE_GPU_WORKER && !w->pipe &&
+	if (o->mmproj && o->role == MSG_ROLE_GPU_WORKER && !w->pipe && !w->ffn_only &&
 	    (rc = worker_image_open(o->mmproj, c, &w->img, &eo.image_rows, &eo.image_slots)))
 		goto fail;
 	rc = engine_create(m, &eo, &w->e);
@@ -434,6 +439,12 @@ int worker_create(const struct worker_opts *o, struct worker **out)
 	}
 	if (w->attn_only)
 		w->weights_bytes -= m->tok_embd->nbytes;
+	for (uint32_t l = 0; w->ffn_only && l < w->n_layer; l++) {
+		const struct model_layer *ml = &m->layers[l];
+		w->weights_bytes -= ml->wq->nbytes + ml->wk->nbytes + ml->wv->nbytes + ml->wo->nbytes;
+	}
+	if (w->ffn_only)
+		w->kv_bytes = 0;
 	uint64_t dl = 0, hv = 0;
 	engine_placement(w->e, &dl, &hv);
 	dl += imp; /* weights used in place still count as placed */
@@ -1590,6 +1601,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 		{ "layers", required_argument, 0, 'L' },
 		{ "device-mem", required_argument, 0, 'D' },
 		{ "mmproj", required_argument, 0, 'M' },
+		{ "ffn-only", no_argument, 0, 'F' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -1664,6 +1676,13 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				return 2;
 			}
 			break;
+		case 'F':
+			if (role != MSG_ROLE_GPU_WORKER) {
+				fprintf(stderr, "%s: --ffn-only: split placement's FFN worker (gpu worker only)\n", prog);
+				return 2;
+			}
+			o.ffn_only = true;
+			break;
 		case 'a':
 			if (role != MSG_ROLE_NPU_WORKER || strcmp(optarg, "vulkan")) {
 				fprintf(stderr, "%s: --attn-backend %s not served here\n", prog, optarg);
@@ -1675,7 +1694,7 @@ int worker_main(int argc, char **argv, enum msg_role role)
 				"[--import auto|upload|zero-copy] [--kv-budget BYTES|auto] [--ctx N] "
 				"[--kv-type f16|q8_0|f32] [--stage K/N [--layers A-B,...]] [--device-mem BYTES] "
 				"[--mmproj FILE]%s\n", prog,
-				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : "");
+				role == MSG_ROLE_NPU_WORKER ? " --attn-backend vulkan|xrt" : " [--ffn-only]");
 			return 2;
 		}
 	}

@@ -71,6 +71,7 @@ struct worker_opts {
 	const char *layers;
 	uint64_t device_mem;        /* --device-mem: weights + KV + scratch on the device at most; 0 = no cap */
 	const char *mmproj;         /* --mmproj: the vision projector (IMAGE messages); NULL = none */
+	bool ffn_only;              /* --ffn-only: split placement's FFN worker (engine_opts.ffn_only) */
 };
 
 struct worker;
@@ -100,7 +101,7 @@ void worker_status(struct worker *w, struct msg_status *st);
 
 /* The whole process: parse --rundir DIR [--vk-device D] [--max-seqs N]
  * [--max-batch N] [--import auto|upload|zero-copy] [--kv-budget BYTES] [--ctx N] [--kv-type T] [--attn-backend B (npu role)]
- * [--stage K/N [--layers A-B,...]] [--device-mem BYTES], start the control link
+ * [--stage K/N [--layers A-B,...]] [--device-mem BYTES] [--ffn-only], start the control link
  * (ipc/ctl.h), create the worker and serve until SHUTDOWN or SIGTERM.
  * Returns the exit code: 0 ok, 1 restartable failure, 2 fatal (no Vulkan
  * device, bad arguments). */

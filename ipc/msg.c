@@ -286,6 +286,14 @@ static void codec(struct cur *c, struct msg *m)
 	case MSG_GEN_CANCEL:
 		c_u64(c, &m->u.gen_cancel.request_id);
 		break;
+	case MSG_GEN_PROMPT: {
+		struct msg_gen_prompt *g = &m->u.gen_prompt;
+		c_u64(c, &g->request_id), c_u32(c, &g->total), c_u32(c, &g->offset);
+		c_count(c, &g->n, MSG_MAX_PROMPT, "GEN_PROMPT: n exceeds MSG_MAX_PROMPT");
+		if (!c->bad)
+			c_bytes(c, g->data, g->n);
+		break;
+	}
 	default:
 		c->bad = 1;
 		c->why = "unknown type";
@@ -320,6 +328,7 @@ const char *msg_type_name(uint32_t type)
 	case MSG_GEN_TOKEN: return "GEN_TOKEN";
 	case MSG_GEN_END: return "GEN_END";
 	case MSG_GEN_CANCEL: return "GEN_CANCEL";
+	case MSG_GEN_PROMPT: return "GEN_PROMPT";
 	}
 	return "?";
 }
@@ -613,6 +622,17 @@ int msg_validate(const struct msg *m)
 		if (m->u.image.rows < 1 || m->u.image.rows > MSG_MAX_TOKENS || m->u.image.pad)
 			return BAD("IMAGE: rows %u outside [1, %d] or pad set", m->u.image.rows, MSG_MAX_TOKENS);
 		return 0;
+	case MSG_GEN_PROMPT: {
+		const struct msg_gen_prompt *g = &m->u.gen_prompt;
+		if (!g->request_id)
+			return BAD("GEN_PROMPT: request_id 0");
+		if (g->total < 1 || g->total > MSG_MAX_PROMPT_ALL)
+			return BAD("GEN_PROMPT: total %u outside [1, %u]", g->total, MSG_MAX_PROMPT_ALL);
+		if (g->n < 1 || g->n > MSG_MAX_PROMPT || g->offset > g->total || g->n > g->total - g->offset)
+			return BAD("GEN_PROMPT: bytes %u+%u outside the total %u (a part holds 1..%d)", g->offset,
+				   g->n, g->total, MSG_MAX_PROMPT);
+		return 0;
+	}
 	case MSG_GEN_POLL:
 		if (!m->u.gen_poll.request_id)
 			return BAD("GEN_POLL: request_id 0");
@@ -700,6 +720,7 @@ int msg_payload_size(const struct msg *m, size_t *size)
 		break;
 	case MSG_GEN_END: s = MSG_SIZE_GEN_END; break;
 	case MSG_GEN_CANCEL: s = MSG_SIZE_GEN_CANCEL; break;
+	case MSG_GEN_PROMPT: s = MSG_SIZE_GEN_PROMPT_BASE + (size_t)m->u.gen_prompt.n; break;
 	}
 	*size = s;
 	return 0;

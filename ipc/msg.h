@@ -22,7 +22,7 @@
  * every count against its cap, enums, strings) and fills a struct msg. Both
  * apply the same rules (msg_validate), so a message that encodes decodes.
  *
- * struct msg is large (~50 KiB, because GEN_REQ carries a prompt inline):
+ * struct msg is large (~190 KiB, because GEN_REQ carries a prompt inline):
  * allocate it statically or on the heap in threads with small stacks.
  *
  * This module has no nng dependency (it is fuzzed); ipc/bus.h moves messages. */
@@ -33,11 +33,12 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 12 /* 12: GEN_REQ images, IMAGE; 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 12 /* 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
                         * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
-                        * 10: chunk FLOWs of up to 512 tokens */
+                        * 10: chunk FLOWs of up to 512 tokens;
+                        * 12: GEN_REQ images, IMAGE; GEN_PROMPT parts + GEN_REQ MSG_GEN_STAGED (prompts up to 4 MiB) */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -51,7 +52,8 @@
 #define MSG_MAX_TEXT 256          /* ERROR text field (NUL-terminated within it) */
 #define MSG_MAX_BACKEND 32        /* STATUS backend field */
 #define MSG_MAX_DEVICE 128        /* STATUS device field */
-#define MSG_MAX_PROMPT 131072     /* GEN_REQ prompt bytes (MSG_GEN_TOKENS: 32768 ids) */
+#define MSG_MAX_PROMPT 131072     /* prompt bytes in one GEN_REQ or GEN_PROMPT (MSG_GEN_TOKENS: 32768 ids) */
+#define MSG_MAX_PROMPT_ALL (4u << 20) /* v12: a whole prompt, staged parts + GEN_REQ's (1,048,576 ids) */
 #define MSG_MAX_GEN 4096          /* GEN_REQ max_tokens and resumed tokens */
 #define MSG_MAX_PIECE 256         /* GEN_TOKEN piece bytes */
 #define MSG_MAX_WAIT_MS 10000     /* GEN_POLL long-poll wait */
@@ -91,6 +93,7 @@ enum msg_type {
 	MSG_GEN_TOKEN = 34,
 	MSG_GEN_END = 35,
 	MSG_GEN_CANCEL = 36,
+	MSG_GEN_PROMPT = 37, /* v12: a part of a long prompt, before its GEN_REQ */
 };
 
 enum msg_role {
@@ -127,7 +130,10 @@ enum msg_end_reason {
 /* GEN_REQ flags (v11): the output must be JSON valid against schema[] (empty:
  * any JSON object); the coordinator masks every step's full logit row */
 #define MSG_GEN_JSON 0x8u
-#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS | MSG_GEN_TOKENS | MSG_GEN_JSON)
+/* GEN_REQ flags (v12): the prompt is the GEN_PROMPT parts staged under this
+ * request id, then prompt[] (a prompt longer than one message carries) */
+#define MSG_GEN_STAGED 0x10u
+#define MSG_GEN_FLAGS_ALL (MSG_GEN_CHAT | MSG_GEN_LOGPROBS | MSG_GEN_TOKENS | MSG_GEN_JSON | MSG_GEN_STAGED)
 #define MSG_TOK_LOGPROB 0x1u    /* GEN_TOKEN flags: logprob and top[] are set */
 #define MSG_TOK_FLAGS_ALL MSG_TOK_LOGPROB
 #define MSG_RESET_ALL 0x1u      /* RESET_SEQ flags: drop every sequence (seq_id ignored) */
@@ -378,7 +384,7 @@ struct msg_gen_req {
 	float top_p;                    /* (0, 1]; 1 = off */
 	uint32_t flags;                 /* MSG_GEN_CHAT, MSG_GEN_LOGPROBS */
 	uint32_t n_resume;              /* <= max_tokens */
-	uint32_t n_prompt;              /* 1..MSG_MAX_PROMPT */
+	uint32_t n_prompt;              /* 1..MSG_MAX_PROMPT (MSG_GEN_STAGED: the part after the staged ones) */
 	float min_p;                    /* [0, 1]; 0 = off */
 	float repetition_penalty;       /* (0, 100]; 1 = off */
 	float presence_penalty;         /* [-2, 2]; 0 = off */
@@ -454,6 +460,24 @@ struct msg_gen_cancel {
 	uint64_t request_id;
 };
 
+/* GEN_PROMPT (v12): 20 + n bytes. Part of a prompt longer than one GEN_REQ
+ * carries (MSG_MAX_PROMPT): the client sends the first `total` bytes in order
+ * (offset = bytes sent before), then GEN_REQ with MSG_GEN_STAGED and the rest
+ * in prompt[]. offset 0 (re)starts the request's staging. Answered by ACK
+ * value = bytes staged so far (a resent part is acknowledged again: the
+ * client continues from value), or
+ * ERROR: ERR_NOTFOUND (nothing staged under that id: the coordinator
+ * restarted or dropped it; start again at offset 0), ERR_RANGE (too many
+ * prompts being staged at once). The receiver allocates `total` (checked
+ * against MSG_MAX_PROMPT_ALL) at offset 0 and nothing later. */
+struct msg_gen_prompt {
+	uint64_t request_id;
+	uint32_t total;                 /* 1..MSG_MAX_PROMPT_ALL (with GEN_REQ's part: at most that) */
+	uint32_t offset;                /* offset + n <= total */
+	uint32_t n;                     /* 1..MSG_MAX_PROMPT */
+	char data[MSG_MAX_PROMPT];
+};
+
 struct msg {
 	uint16_t type;                  /* enum msg_type */
 	uint32_t seq;
@@ -480,6 +504,7 @@ struct msg {
 		struct msg_gen_token gen_token;
 		struct msg_gen_end gen_end;
 		struct msg_gen_cancel gen_cancel;
+		struct msg_gen_prompt gen_prompt;
 	} u;                            /* STATUS_REQ has no payload */
 };
 
@@ -508,6 +533,7 @@ struct msg {
 #define MSG_SIZE_GEN_END 16
 #define MSG_SIZE_GEN_CANCEL 8
 #define MSG_SIZE_IMAGE 44
+#define MSG_SIZE_GEN_PROMPT_BASE 20
 
 _Static_assert(MSG_SIZE_STATUS == 232, "STATUS wire size");
 _Static_assert(MSG_SIZE_ERROR == 264, "ERROR wire size");
@@ -525,6 +551,8 @@ _Static_assert(MSG_SIZE_GEN_REQ_BASE + 4 * MSG_MAX_GEN + MSG_MAX_PROMPT + MSG_MA
 		       MSG_DIGEST * MSG_MAX_IMAGES <=
 	       MSG_MAX_PAYLOAD,
 	       "GEN_REQ fits");
+_Static_assert(MSG_SIZE_GEN_PROMPT_BASE + MSG_MAX_PROMPT <= MSG_MAX_PAYLOAD, "GEN_PROMPT fits");
+_Static_assert(MSG_MAX_PROMPT % 4 == 0 && MSG_MAX_PROMPT_ALL % 4 == 0, "token ids split on whole ids");
 _Static_assert(MSG_SIZE_GEN_TOKEN_BASE + 8 * MSG_MAX_TOP_LP + MSG_MAX_PIECE <= MSG_MAX_PAYLOAD,
 	       "GEN_TOKEN fits");
 

@@ -749,6 +749,8 @@ int main(int argc, char **argv)
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }
 		if (o.device_mem) { ARG("--device-mem"); ARG(o.device_mem); }
 		if (o.mmproj[0] && !pipe && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
+		if (!strcmp(o.placement, "split"))
+			ARG("--ffn-only"); /* the attention worker holds the attention's weights and KV */
 		if (pipe) {
 			snprintf(stage_arg[st], sizeof stage_arg[st], "%d/%u", st, o.n_stages);
 			ARG("--stage"); ARG(stage_arg[st]);

@@ -27,6 +27,7 @@
 
 #include <jansson.h>
 
+#include "api/openai.h"
 #include "common/err.h"
 #include "coordinator/intake.h"
 #include "ipc/bus.h"
@@ -165,8 +166,8 @@ static void check_413(const struct proc_cluster *c)
 	char head[512];
 	snprintf(head, sizeof head,
 		 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY "\r\n"
-		 "Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
-		 33 << 20); /* past OAI_MAX_BODY (32 MiB) */
+		 "Content-Type: application/json\r\nContent-Length: %u\r\nConnection: close\r\n\r\n",
+		 OAI_MAX_BODY + 1);
 	size_t n;
 	char *r = request(c->port, head, "{\"prompt\": \"", &n);
 	cr_assert(!strncmp(r, "HTTP/1.1 413", 12), "413 expected: %.200s", r);

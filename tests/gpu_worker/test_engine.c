@@ -141,6 +141,92 @@ Test(engine, chunked_prefill_equals_decode, .timeout = 120)
 	fx_close(&x);
 }
 
+/* Split placement's two engines each hold what they run (issue 30): the
+ * attention worker's no FFN matrices and no embedding, the FFN worker's no
+ * Q/K/V/O and no KV pools (fewer device bytes by at least those), and the
+ * two together (embed, attention, FFN, head, rows through the host as the
+ * workers pass them) give the fused engine's logits and greedy token. */
+Test(engine, split_engines_hold_their_share, .timeout = 120)
+{
+	struct engine_opts o = { .max_ctx = 128, .max_batch = 16, .n_split = 4, .kv_type = KV_TYPE_F32,
+				 .weights_import = ENGINE_IMPORT_UPLOAD, .max_seqs = 2 };
+	struct fx full, at, ff;
+	fx_open_opts(&full, "f32", &o);
+	o.attn_only = true;
+	fx_open_opts(&at, "f32", &o);
+	o.attn_only = false;
+	o.ffn_only = true;
+	fx_open_opts(&ff, "f32", &o);
+	o.attn_only = true;
+	struct engine *bad = NULL;
+	cr_assert_eq(engine_create(full.m, &o, &bad), ERR_INVAL, "attn_only and ffn_only together");
+	const struct model *m = full.m;
+	uint64_t qkvo = 0, ffn = m->tok_embd->nbytes;
+	for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+		const struct model_layer *ml = &m->layers[l];
+		qkvo += ml->wq->nbytes + ml->wk->nbytes + ml->wv->nbytes + ml->wo->nbytes;
+		ffn += ml->ffn_gate->nbytes + ml->ffn_up->nbytes + ml->ffn_down->nbytes;
+	}
+	uint64_t imp, t_full, t_at, t_ff, dl_full, dl_ff, hv;
+	engine_weights_import(full.e, &imp, &t_full);
+	engine_weights_import(at.e, &imp, &t_at);
+	engine_weights_import(ff.e, &imp, &t_ff);
+	cr_assert_eq(t_full - t_ff, qkvo, "the FFN engine's matrices: %llu of %llu bytes (Q/K/V/O are %llu)",
+		     (unsigned long long)t_ff, (unsigned long long)t_full, (unsigned long long)qkvo);
+	cr_assert_eq(t_full - t_at, ffn, "the attention engine's matrices: %llu of %llu bytes",
+		     (unsigned long long)t_at, (unsigned long long)t_full);
+	engine_placement(full.e, &dl_full, &hv);
+	engine_placement(ff.e, &dl_ff, &hv);
+	uint64_t kv = engine_kv_layout(full.e)->bytes;
+	cr_assert_geq(dl_full - dl_ff, qkvo + kv, "device bytes: fused %llu, FFN %llu (Q/K/V/O %llu + KV %llu less)",
+		      (unsigned long long)dl_full, (unsigned long long)dl_ff, (unsigned long long)qkvo,
+		      (unsigned long long)kv);
+
+	uint32_t n = 12, E = m->cfg.n_embd;
+	size_t V = full.g.n_vocab;
+	float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *h = malloc((size_t)n * E * sizeof *h);
+	cr_assert_eq(engine_forward(full.e, full.g.tokens, n, 0, a, false), 0, "%s", err_msg());
+	cr_assert_eq(engine_embed(ff.e, full.g.tokens, n), 0, "%s", err_msg());
+	cr_assert_eq(engine_hidden_get(ff.e, h, n), 0, "%s", err_msg());
+	for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+		cr_assert_eq(engine_stage_io(at.e, l, 1, ENGINE_STAGE_ATTN, n, 0, h, h), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_io(ff.e, l, 1, ENGINE_STAGE_FFN, n, 0, h, h), 0, "%s", err_msg());
+	}
+	cr_assert_eq(engine_hidden_set(ff.e, h, n), 0, "%s", err_msg());
+	cr_assert_eq(engine_head(ff.e, n, b), 0, "%s", err_msg());
+	size_t am = 0, bm = 0;
+	for (size_t i = 0; i < V; i++) {
+		if (!(isinf(a[i]) && isinf(b[i])))
+			cr_assert(fabsf(a[i] - b[i]) < 1e-3f, "logit %zu: fused %g, split %g", i, a[i], b[i]);
+		am = a[i] > a[am] ? i : am;
+		bm = b[i] > b[bm] ? i : bm;
+	}
+	cr_assert_eq(am, bm, "greedy token: fused %zu, split %zu", am, bm);
+	/* the batched FFN stage (split's decode micro-batches), narrow and wide:
+	 * the FFN engine's rows are the fused engine's, bit for bit */
+	uint32_t seqs[2] = { 0, 1 }, pos[2] = { n, 3 };
+	float *r1 = malloc(2 * (size_t)E * sizeof *r1), *r2 = malloc(2 * (size_t)E * sizeof *r2);
+	for (int wide = 0; wide < 2; wide++) {
+		cr_assert_eq(engine_stage_batch(full.e, 2, ENGINE_STAGE_FFN, 2, seqs, pos, wide, h, r1), 0, "%s", err_msg());
+		cr_assert_eq(engine_stage_batch(ff.e, 2, ENGINE_STAGE_FFN, 2, seqs, pos, wide, h, r2), 0, "%s", err_msg());
+		cr_assert_arr_eq(r1, r2, 2 * (size_t)E * sizeof *r1, "stage_batch FFN (wide %d): fused and FFN engines differ", wide);
+	}
+	free(r1);
+	free(r2);
+	/* what an engine does not hold it refuses */
+	cr_assert_eq(engine_stage_io(ff.e, 0, 1, ENGINE_STAGE_ATTN, 1, 0, h, h), ERR_STATE);
+	cr_assert_eq(engine_stage(ff.e, 0, ENGINE_STAGE_ATTN, 1, 0), ERR_STATE);
+	cr_assert_eq(engine_forward(ff.e, full.g.tokens, 1, 0, NULL, false), ERR_STATE);
+	cr_assert_eq(engine_stage_io(at.e, 0, 1, ENGINE_STAGE_FFN, 1, 0, h, h), ERR_STATE);
+	cr_assert_eq(engine_embed(at.e, full.g.tokens, 1), ERR_STATE);
+	free(a);
+	free(b);
+	free(h);
+	fx_close(&ff);
+	fx_close(&at);
+	fx_close(&full);
+}
+
 /* embed + per-layer stages + head reproduce the fused forward's last logits. */
 Test(engine, stages_equal_fused, .timeout = 120)
 {

@@ -97,13 +97,19 @@ static void fill(struct msg *m, uint16_t type)
 		break;
 	case MSG_GEN_END: m->u.gen_end = (struct msg_gen_end){ 11, 64, MSG_END_LENGTH }; break;
 	case MSG_GEN_CANCEL: m->u.gen_cancel.request_id = 11; break;
+	case MSG_GEN_PROMPT:
+		m->u.gen_prompt.request_id = 11, m->u.gen_prompt.total = 3 * MSG_MAX_PROMPT;
+		m->u.gen_prompt.offset = MSG_MAX_PROMPT, m->u.gen_prompt.n = MSG_MAX_PROMPT;
+		for (uint32_t i = 0; i < MSG_MAX_PROMPT; i++)
+			m->u.gen_prompt.data[i] = (char)(i * 7 + 1);
+		break;
 	}
 }
 
 static const uint16_t all_types[] = {
 	MSG_HELLO, MSG_WELCOME, MSG_ACK, MSG_PING, MSG_PONG, MSG_STATUS_REQ, MSG_STATUS, MSG_SHUTDOWN,
 	MSG_ERROR, MSG_EMBED, MSG_STAGE, MSG_HEAD, MSG_RUN, MSG_RUN_BATCH, MSG_STAGE_BATCH, MSG_RUN_CHUNKS, MSG_FLOW, MSG_DONE, MSG_RESET_SEQ, MSG_GEN_REQ,
-	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL,
+	MSG_GEN_POLL, MSG_GEN_TOKEN, MSG_GEN_END, MSG_GEN_CANCEL, MSG_GEN_PROMPT,
 };
 
 static size_t enc(const struct msg *m)
@@ -745,4 +751,32 @@ Test(msg, images_round_trip)
 	cr_assert_eq(b.u.image.digest[0], 7);
 	a.u.image.rows = 0;
 	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
+}
+
+/* GEN_PROMPT (v12): a part of a long prompt; payload: request_id u64, total,
+ * offset, n, data[n]. Hostile totals, offsets and counts are refused. */
+Test(msg, gen_prompt_rules)
+{
+	fill(&a, MSG_GEN_PROMPT);
+	size_t len = enc(&a);
+	cr_assert_eq(len, MSG_HDR_SIZE + MSG_SIZE_GEN_PROMPT_BASE + MSG_MAX_PROMPT);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_prompt.total, 3 * MSG_MAX_PROMPT);
+	cr_assert_arr_eq(b.u.gen_prompt.data, a.u.gen_prompt.data, MSG_MAX_PROMPT);
+	patch_reject(MSG_GEN_PROMPT, 8, 0, "total 0");
+	patch_reject(MSG_GEN_PROMPT, 8, MSG_MAX_PROMPT_ALL + 1, "total over MSG_MAX_PROMPT_ALL");
+	patch_reject(MSG_GEN_PROMPT, 8, 0xffffffffu, "total 2^32-1");
+	patch_reject(MSG_GEN_PROMPT, 8, MSG_MAX_PROMPT, "a part past the total");
+	patch_reject(MSG_GEN_PROMPT, 12, 0xffffffffu - 10, "offset + n wraps");
+	patch_reject(MSG_GEN_PROMPT, 16, MSG_MAX_PROMPT + 1, "n over MSG_MAX_PROMPT");
+	patch_reject(MSG_GEN_PROMPT, 16, 0, "n 0 with bytes following");
+	patch_reject(MSG_GEN_PROMPT, 0, 0, "request_id 0 (low half)");
+	/* a GEN_REQ may say its prompt was staged; unknown flags stay refused */
+	fill(&a, MSG_GEN_REQ);
+	a.u.gen_req.flags |= MSG_GEN_STAGED;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert(b.u.gen_req.flags & MSG_GEN_STAGED);
+	a.u.gen_req.flags = MSG_GEN_STAGED << 1;
+	cr_assert_neq(msg_encode(&a, buf, sizeof buf, &len), 0, "flag 0x20 is unknown");
 }

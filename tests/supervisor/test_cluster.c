@@ -302,10 +302,38 @@ Test(cluster, fused_reference_kills_watchdog_down)
 	down(&c);
 }
 
+/* A process's numeric field from `unicorn status --json` (name: "gpu", ...). */
+static double status_field(json_t *st, const char *name, const char *field)
+{
+	json_t *ps = json_object_get(st, "processes"), *p;
+	size_t i;
+	json_array_foreach(ps, i, p) {
+		const char *n = json_string_value(json_object_get(p, "name"));
+		if (n && !strcmp(n, name))
+			return json_number_value(json_object_get(p, field));
+	}
+	cr_assert_fail("no process %s in the status", name);
+	return 0;
+}
+
 Test(cluster, split_reference_and_npu_kill)
 {
 	struct cluster c;
 	start(&c, "split");
+	/* each worker holds what it runs (issue 30): the attention worker the
+	 * attention's matrices and the KV cache, the FFN worker (--ffn-only) the
+	 * rest and no KV; only the norms are in both */
+	char cmd[512], out[16384];
+	snprintf(cmd, sizeof cmd, "%s/unicorn status --name %s --json", proc_bin_dir(), c.name);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	json_t *st = json_loads(out, 0, NULL);
+	cr_assert_not_null(st, "%s", out);
+	double all = status_field(st, "loader", "weights_bytes"), gw = status_field(st, "gpu", "weights_bytes"),
+	       nw = status_field(st, "npu", "weights_bytes");
+	cr_assert(nw > 0 && gw > 0 && gw + nw < all + nw / 2, "weights: gpu %.0f + npu %.0f of the model's %.0f bytes",
+		  gw, nw, all);
+	cr_assert(status_field(st, "gpu", "kv_bytes") == 0 && status_field(st, "npu", "kv_bytes") > 0, "%s", out);
+	json_decref(st);
 	struct run base;
 	run_sync(&base, &c);
 	assert_reference(&base);

@@ -3,13 +3,17 @@
  * `unicorn status` and /metrics; a budget that cannot hold one sequence stops
  * the start with the bytes needed and the options that help; a worker that
  * starts slowly but reports progress is not taken for a hung one; a prompt of
- * more than 16K tokens through the API on a tiny model with a 64K context. */
+ * more than 16K tokens through the API on a tiny model with a 64K context;
+ * prompts past one message's 32,768 tokens through the API and the CLI. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "api/openai.h"
 #include "tests/golden.h"
 #include "tests/proc.h"
 
@@ -140,6 +144,105 @@ Test(longctx, long_prompt_through_the_api, .timeout = 1200)
 	long n = strtol(pt + 16, NULL, 10);
 	cr_assert_gt(n, 16384, "the prompt should be past 16K tokens: %ld", n);
 	cr_assert(strstr(out, "\"completion_tokens\":3"), "%.600s", out);
+	proc_cluster_stop(&c);
+	unlink(model);
+}
+
+/* A text file of n words (as write_body's prompt) for `unicorn run -`. */
+static void write_words(const char *path, int n)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%s", i ? " " : "", (const char *[]){ "the", "cat", "sat", "on", "a", "mat" }[i % 6]);
+	fclose(f);
+}
+
+/* Prompts longer than one GEN_REQ carries (32,768 token ids, 131,072 bytes of
+ * text) go ahead in GEN_PROMPT parts: PAST_32K_WORDS words (a token each) on
+ * a one-layer tinyctx model (a sliding layer only: such a prompt costs
+ * seconds on lavapipe) through the API (token ids: 5 parts' worth) and
+ * through `unicorn run -` (text: 2 parts), the same greedy answer both ways;
+ * past the context a 400 that names it; a body over the API's cap a 413; and
+ * the cluster still answers. */
+#define PAST_32K_WORDS 45000
+Test(longctx, prompts_past_32k_tokens_through_api_and_cli, .timeout = 600)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	char model[] = "/tmp/unicorn-l32k-XXXXXX.gguf";
+	int fd = mkstemps(model, 5);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	char cmd[1024], out[16384];
+	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tinyctx --layers 1 --seed 3 --vocab "
+		 "%s/golden/gemma3-tiny-f32.gguf -q -o %s", bin, golden_shared_dir(), model);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	struct proc_cluster c;
+	proc_cluster_start(&c, "l32k", (const char *const[]){ "--model", model, "--max-seqs", "1", NULL });
+	char body[256], words[256];
+	snprintf(body, sizeof body, "%s/long.json", c.tmp);
+	write_body(body, PAST_32K_WORDS, 3);
+	double t0 = proc_now_s();
+	cr_assert_eq(post(&c, body, out, sizeof out), 0, "%s", out);
+	double t_api = proc_now_s() - t0;
+	cr_assert(strstr(out, "HTTP200"), "%.600s", out);
+	char *pt = strstr(out, "\"prompt_tokens\":");
+	cr_assert_not_null(pt, "%.600s", out);
+	long n = strtol(pt + 16, NULL, 10);
+	cr_assert_gt(n, 32768, "the prompt should be past 32K tokens: %ld", n);
+	cr_assert(strstr(out, "\"completion_tokens\":3"), "%.600s", out);
+	char *js = strchr(out, '{'), *hc = strstr(out, " HTTP200");
+	*hc = 0;
+	json_t *api = json_loads(js, 0, NULL);
+	cr_assert_not_null(api, "%.600s", js);
+	const char *api_text = json_string_value(json_object_get(json_array_get(json_object_get(api, "choices"), 0), "text"));
+	cr_assert_not_null(api_text, "%.600s", js);
+
+	/* the CLI sends text: over 131,072 bytes, staged too */
+	snprintf(words, sizeof words, "%s/words.txt", c.tmp);
+	write_words(words, PAST_32K_WORDS);
+	snprintf(cmd, sizeof cmd, "%s/unicorn run --name %s --max-tokens 3 --temp 0 --json - < %s", bin, c.name, words);
+	size_t cap = 1u << 20;
+	char *big = malloc(cap);
+	cr_assert_not_null(big);
+	t0 = proc_now_s();
+	cr_assert_eq(proc_sh(cmd, big, cap), 0, "%.600s", big);
+	double t_cli = proc_now_s() - t0;
+	json_t *cli = json_loads(big, 0, NULL);
+	cr_assert_not_null(cli, "%.600s", big);
+	cr_assert_eq(json_array_size(json_object_get(cli, "prompt_ids")), (size_t)n, "the same prompt both ways");
+	cr_assert_eq(json_array_size(json_object_get(cli, "ids")), 3);
+	const char *cli_text = json_string_value(json_object_get(cli, "text"));
+	cr_assert_not_null(cli_text);
+	cr_assert_str_eq(cli_text, api_text, "the same greedy text both ways");
+	json_decref(cli);
+	json_decref(api);
+	free(big);
+	/* the coordinator put each whole prompt together from its parts */
+	snprintf(cmd, sizeof cmd, "grep -c 'coordinator: request .*: %ld prompt tokens' %s", n, c.log);
+	cr_assert_eq(proc_sh(cmd, out, sizeof out), 0, "%s", out);
+	cr_assert_eq(atoi(out), 2, "both requests reached the coordinator whole: %s", out);
+	fprintf(stderr, "longctx: %d-word prompt: API %.1f s, CLI %.1f s\n", PAST_32K_WORDS, t_api, t_cli);
+
+	/* past the model's 65,536 positions: a 400 naming the context */
+	write_body(body, 70000, 3);
+	cr_assert_eq(post(&c, body, out, sizeof out), 0, "%s", out);
+	cr_assert(strstr(out, "HTTP400") && strstr(out, "65536 tokens") && strstr(out, "context_length_exceeded"),
+		  "%.600s", out);
+	/* a body over the API's cap: 413 before any of it is parsed */
+	FILE *f = fopen(body, "w");
+	cr_assert_not_null(f);
+	fputs("{\"prompt\":\"", f);
+	for (uint32_t i = 0; i < OAI_MAX_BODY / 64 + 1; i++)
+		fputs("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", f);
+	fputs("\"}", f);
+	fclose(f);
+	cr_assert_eq(post(&c, body, out, sizeof out), 0, "%s", out);
+	cr_assert(strstr(out, "HTTP413") && strstr(out, "body_too_large"), "%.600s", out);
+	write_body(body, 20, 2);
+	cr_assert_eq(post(&c, body, out, sizeof out), 0, "%s", out);
+	cr_assert(strstr(out, "HTTP200"), "the cluster still answers: %.600s", out);
+	cr_assert(!proc_log_has(c.log, "recovering"), "no worker was lost on the way");
 	proc_cluster_stop(&c);
 	unlink(model);
 }
