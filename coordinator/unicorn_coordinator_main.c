@@ -45,6 +45,7 @@
 #include <jansson.h>
 
 #define STEP_TIMEOUT_MS_DEFAULT 10000  /* one message without DONE = worker dead */
+#define STEP_TIMEOUT_MS_MAX 160000     /* ... each timeout doubles it, up to this (a slow device) */
 #define REQUEST_TIMEOUT_S_DEFAULT 600  /* --request-timeout: longest a request may run */
 #define REQUEST_TIMEOUT_S_MAX 10000000 /* = OAI_MAX_TIMEOUT_S; its ns fit an int64 */
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
@@ -2076,6 +2077,15 @@ static void run_live(struct coord *c)
 			for (uint32_t i = 0; i < n; i++)
 				intake_finish(live[i], MSG_END_ERROR);
 		return;
+	}
+	if (rc == ERR_TIMEOUT && c->step_timeout_ms < STEP_TIMEOUT_MS_MAX) {
+		/* a slow device, not only a hung worker, misses the step timeout
+		 * (a long prompt's chunk on a loaded CPU device): the replay would
+		 * miss it again, so each miss doubles it, up to STEP_TIMEOUT_MS_MAX */
+		int was = c->step_timeout_ms;
+		c->step_timeout_ms = was > STEP_TIMEOUT_MS_MAX / 2 ? STEP_TIMEOUT_MS_MAX : 2 * was;
+		fprintf(stderr, "coordinator: a step ran past %d ms: the step timeout is %d ms from now on\n", was,
+			c->step_timeout_ms);
 	}
 	if (recover(c, live, n)) {
 		fprintf(stderr, "coordinator: giving up: %s\n", err_msg());

@@ -93,6 +93,9 @@ static void usage(FILE *f)
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
 		"                          (default 600, 0 = no limit); a request's own timeout\n"
 		"                          (HTTP \"timeout\", unicorn run --timeout) is capped by it\n"
+		"  --step-timeout-ms MS    a worker step without an answer after MS ms is a hung\n"
+		"                          worker: restart and replay (default 10000; each miss\n"
+		"                          doubles it up to 160000, for slow devices)\n"
 		"  --drain-timeout S       SIGTERM drains: /health turns 503 (\"draining\"), new\n"
 		"                          requests get 503 with Retry-After, running ones finish\n"
 		"                          within S seconds (default %d; then they are cut) and\n"
@@ -114,6 +117,7 @@ struct up_opts {
 	int detach, no_http;
 	bool demo;                   /* serving bin/unicorn-demo.gguf */
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
+	const char *step_timeout;    /* ms, passed to the coordinator (NULL = its default) */
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 	uint32_t drain_ms;           /* SIGTERM's drain limit */
 	const char *ctx, *kv_type;   /* --ctx, --kv-type: to every process that plans the KV cache */
@@ -136,6 +140,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "api-key", required_argument, 0, 'K' },   { "cors", required_argument, 0, 'C' },
 		{ "no-http", no_argument, 0, 'N' },
 		{ "request-timeout", required_argument, 0, 'R' },
+		{ "step-timeout-ms", required_argument, 0, 'S' },
 		{ "kv-budget", required_argument, 0, 'B' },
 		{ "ctx", required_argument, 0, 'c' },       { "kv-type", required_argument, 0, 'T' },
 		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
@@ -168,6 +173,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'C': o->cors = optarg; break;
 		case 'N': o->no_http = 1; break;
 		case 'R': o->request_timeout = optarg; break;
+		case 'S': o->step_timeout = optarg; break;
 		case 'B': o->kv_budget = optarg; break;
 		case 'D': drain = optarg; break;
 		case 'c': o->ctx = optarg; break;
@@ -279,6 +285,15 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		if (*end || end == o->request_timeout || !(v >= 0 && v <= OAI_MAX_TIMEOUT_S)) {
 			fprintf(stderr, "unicorn-up: --request-timeout '%s': seconds, 0..%.0f (0 = no "
 				"limit)\n", o->request_timeout, OAI_MAX_TIMEOUT_S);
+			return 2;
+		}
+	}
+	if (o->step_timeout) {
+		char *end;
+		long v = strtol(o->step_timeout, &end, 10);
+		if (*end || end == o->step_timeout || v < 100 || v > 3600000) {
+			fprintf(stderr, "unicorn-up: --step-timeout-ms '%s': milliseconds, 100..3600000\n",
+				o->step_timeout);
 			return 2;
 		}
 	}
@@ -769,6 +784,7 @@ int main(int argc, char **argv)
 		if (pipe && o.layers) { ARG("--layers"); ARG(o.layers); }
 		if (o.max_seqs) { ARG("--max-seqs"); ARG(o.max_seqs); }
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
+		if (o.step_timeout) { ARG("--step-timeout-ms"); ARG(o.step_timeout); }
 		if (o.kv_budget) { ARG("--kv-budget"); ARG(o.kv_budget); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		if (o.kv_type) { ARG("--kv-type"); ARG(o.kv_type); }

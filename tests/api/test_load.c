@@ -101,3 +101,31 @@ Test(load, streams_against_a_slow_cluster, .timeout = 300)
 	cr_assert(!proc_log_has(c.log, "a request failed"));
 	proc_cluster_stop(&c);
 }
+
+/* A device slower than the step timeout is not a hung worker forever: the
+ * first step past --step-timeout-ms is replayed (as for a hung worker), and
+ * the timeout doubles until the steps fit, so the request still completes,
+ * with the text a fast cluster gives (before: every replay timed out again
+ * until the request failed; a long prompt's chunks on a loaded CI machine
+ * took more than the fixed 10 s). */
+Test(load, slow_steps_double_the_step_timeout, .timeout = 180)
+{
+	struct proc_cluster c;
+	setenv("UNICORN_TEST_STEP_DELAY_MS", "600", 1);
+	proc_cluster_start(&c, "slowstep", (const char *const[]){ "--placement", "fused", "--step-timeout-ms", "250",
+								   NULL });
+	unsetenv("UNICORN_TEST_STEP_DELAY_MS");
+	const char *bin = proc_bin_dir();
+	char cmd[512], slow[4096], again[4096];
+	snprintf(cmd, sizeof cmd, "'%s/unicorn' run --name %s --max-tokens 3 --temp 0 --raw 'Once upon a time'",
+		 bin, c.name);
+	int st = proc_sh(cmd, slow, sizeof slow);
+	if (st)
+		proc_tail(c.log, 30);
+	cr_assert_eq(st, 0, "the request failed on a slow device: %s", slow);
+	cr_assert(proc_log_has(c.log, "the step timeout is 500 ms from now on"), "no doubling logged (log %s)", c.log);
+	/* the same request again, now within the timeout: the same text */
+	cr_assert_eq(proc_sh(cmd, again, sizeof again), 0, "%s", again);
+	cr_assert_str_eq(slow, again);
+	proc_cluster_stop(&c);
+}
