@@ -490,10 +490,9 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	}
 	r->n_resume = g->n_resume;
 	if ((g->flags & MSG_GEN_JSON) || g->n_bias) {
-		/* structured output and logit_bias pick from the whole logit row,
-		 * which only the fused RUN_CHUNKS head gives */
-		if (c->split)
-			return err_set(ERR_UNSUP, "response_format json / logit_bias need --placement fused");
+		/* structured output and logit_bias pick from the whole logit row:
+		 * the fused RUN_CHUNKS head's MSG_CHUNK_HEAD_FULL entries, the
+		 * split and pipeline heads' MSG_HEAD_FULL mode (split_head_join) */
 		if ((g->flags & MSG_GEN_JSON) && !c->csv) {
 			int64_t t0 = intake_now_ns();
 			if ((rc = constrained_vocab(c->tok, &c->csv)))
@@ -893,6 +892,22 @@ static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 	return MSG_HEAD_ARGMAX;
 }
 
+/* Split and pipeline heads: one mode for all the rows of a head op. A
+ * full-row request (structured output, logit_bias) makes it MSG_HEAD_FULL
+ * (every row's logit row into its logits area, the top-k into the head
+ * areas: the others sample from those as usual), else top-k when a row
+ * samples with it, else argmax (the modes' values rise in that order). */
+static void split_head_join(const struct intake_req *r, uint32_t *mode, uint32_t *k)
+{
+	uint32_t kk = 1, m = head_mode(r, &kk);
+	if (intake_req_full_row(r))
+		m = MSG_HEAD_FULL;
+	if (m > *mode)
+		*mode = m;
+	if (m != MSG_HEAD_ARGMAX && kk > *k)
+		*k = kk;
+}
+
 /* True when r's next chunk is one token: it can join a split batch. */
 static bool single_token_next(const struct intake_req *r)
 {
@@ -1032,7 +1047,9 @@ static int send_op(struct coord *c, struct wlink *w, const struct sched_op *op,
 		c->m.u.head.seq_id = r->slot;
 		c->m.u.head.slot = r->slot;
 		c->m.u.head.n = ch->n;
-		c->m.u.head.mode = head_mode(r, &c->m.u.head.k);
+		c->m.u.head.mode = MSG_HEAD_ARGMAX;
+		c->m.u.head.k = 1;
+		split_head_join(r, &c->m.u.head.mode, &c->m.u.head.k);
 		break;
 	default:
 		return 0;
@@ -1193,12 +1210,9 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 		struct intake_req *r = rs[i];
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
 		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
-		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
-		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
-			mb->mode = MSG_HEAD_TOPK;
-			mb->k = k;
-		}
+		if (sb->samples[i])
+			split_head_join(r, &mb->mode, &mb->k);
 	}
 	for (uint32_t w = 0; w < sb->n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
@@ -1595,12 +1609,9 @@ static int pipe_finish(void *ctx, uint32_t w, bool *more)
 	mb->mode = MSG_HEAD_ARGMAX;
 	mb->k = 1;
 	for (uint32_t i = mb->first; i < mb->first + kept; i++) {
-		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
-		if (sb->samples[i] && head_mode(sb->rs[i], &k) == MSG_HEAD_TOPK) {
-			mb->mode = MSG_HEAD_TOPK;
-			mb->k = k;
-		}
+		if (sb->samples[i])
+			split_head_join(sb->rs[i], &mb->mode, &mb->k);
 	}
 	*more = kept > 0 && c->sched.q_len == 0; /* a waiting request gets its slot at the next round */
 	return 0;
@@ -1698,13 +1709,9 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 				break; /* the next FLOW takes it */
 			head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
 			flow_of[i] = (uint8_t)n_flow;
-			uint32_t k = 1;
 			if (head[i]) {
 				f->flags |= MSG_FLOW_HEAD;
-				if (head_mode(r, &k) == MSG_HEAD_TOPK) {
-					f->mode = MSG_HEAD_TOPK;
-					f->k = k > f->k ? k : f->k;
-				}
+				split_head_join(r, &f->mode, &f->k);
 			}
 			f->e[f->n++] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0,
 								     ch[i].n | (head[i] ? MSG_CHUNK_HEAD : 0) };

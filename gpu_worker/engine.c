@@ -2712,13 +2712,14 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 {
 	if (e->attn_only)
 		return err_set(ERR_STATE, "engine: head_batch: this engine holds only the attention's weights");
-	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
-		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax or top-k)", (int)mode);
-	if (mode == ENGINE_BATCH_ARGMAX)
+	bool all = mode == ENGINE_BATCH_LOGITS; /* every row's whole logit row into vals */
+	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK && !all)
+		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax, top-k or logits)", (int)mode);
+	if (mode != ENGINE_BATCH_TOPK)
 		k = 1;
 	if (k == 0 || k > ENGINE_TOPK_MAX)
 		return err_set(ERR_INVAL, "engine: head_batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
-	if (n == 0 || n > e->batch_max || !in || !ids || (mode == ENGINE_BATCH_TOPK && !vals))
+	if (n == 0 || n > e->batch_max || !in || (!all && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: head_batch: %u rows (1..%u) or a missing array", n, e->batch_max);
 	struct engine_step *s = e->step->map;
 	s->n = n;
@@ -2741,14 +2742,15 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 	e->rec_batch = true;
 	e->rec_wide = wide;
 	rec_norm(e, cb, e->s_final, 0, n);
-	rec_logits_to(e, cb, n, n, e->s_logits_d);
+	rec_logits_to(e, cb, n, n, all ? e->s_logits : e->s_logits_d);
 	e->rec_batch = e->rec_wide = false;
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (mode == ENGINE_BATCH_ARGMAX)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n, 1);
-	else
+	else if (!all)
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n, 1);
-	fbar(e, cb);
+	if (!all)
+		fbar(e, cb);
 	if (e->vk->timestamps)
 		vk_cmd_timestamp(cb, e->vk, qs + 1);
 	rc = once_submit(e);
@@ -2756,7 +2758,10 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 		gpu_ns_add(e, qs, qs + 1);
 	if (rc)
 		return rc;
-	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	if (all)
+		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
+	else
+		batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 

@@ -372,7 +372,8 @@ int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layer
  * (max_rows x n_embd f32). */
 float *engine_stage_rows(struct engine *e);
 /* Final norm, logits and argmax / top-k (k per row) of n hidden rows (wide:
- * the logits on the mat-mat kernel). */
+ * the logits on the mat-mat kernel); ENGINE_BATCH_LOGITS: every row's whole
+ * logit row into vals (n x n_vocab; ids unused), for constrained decoding. */
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals);
 int engine_head(struct engine *e, uint32_t n, float *logits);

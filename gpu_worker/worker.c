@@ -629,6 +629,41 @@ static uint32_t topk(const float *x, uint32_t n, uint32_t k, uint32_t *ids, floa
 	return have;
 }
 
+/* A CPU head of one logit row into slot's head area: its top-k and the
+ * row's log-sum-exp for logprobs, as the GPU top-k kernel gives them (over
+ * the text ids, the others -inf; in double, max-shifted); MSG_HEAD_FULL
+ * also copies the row into the slot's logits area (the non-text ids -inf)
+ * for the coordinator's constrained decoding. *got: candidates found. */
+static int row_head(struct worker *w, uint32_t slot, const float *row, uint32_t k, bool full, uint32_t *got)
+{
+	float *vals, *lse;
+	uint32_t *ids;
+	int rc = attach_head(w->att, slot, &ids, &vals);
+	if (!rc)
+		rc = attach_head_lse(w->att, slot, &lse);
+	if (!rc && full) {
+		float *dst;
+		if ((rc = attach_logits(w->att, slot, &dst)))
+			return rc;
+		memcpy(dst, row, (size_t)w->n_vocab_text * sizeof *dst);
+		for (uint32_t i = w->n_vocab_text; i < w->n_vocab; i++)
+			dst[i] = -INFINITY;
+	}
+	if (rc)
+		return rc;
+	*got = topk(row, w->n_vocab_text, k, ids, vals);
+	if (*got == 0)
+		return err_set(ERR_RANGE, "worker: head: no finite logit");
+	for (uint32_t i = *got; i < k; i++)
+		ids[i] = ids[0], vals[i] = -INFINITY;
+	double mx = vals[0], sum = 0;
+	for (uint32_t i = 0; i < w->n_vocab_text; i++)
+		if (row[i] > -INFINITY)
+			sum += exp((double)row[i] - mx);
+	*lse = (float)(mx + log(sum));
+	return 0;
+}
+
 static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, uint32_t *k_out)
 {
 	int rc = check_rows(w, m->slot, m->n);
@@ -637,34 +672,24 @@ static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, 
 	uint32_t k = m->mode == MSG_HEAD_ARGMAX ? 1 : m->k;
 	if (k < 1 || k > MSG_MAX_TOPK)
 		return err_set(ERR_RANGE, "worker: head k %u outside [1, %d]", k, MSG_MAX_TOPK);
-	float *h, *vals;
-	uint32_t *ids;
+	float *h;
 	rc = attach_hidden(w->att, m->slot, m->n - 1, 1, &h);
-	if (!rc)
-		rc = attach_head(w->att, m->slot, &ids, &vals);
 	/* only the last row feeds the logits: upload just that one */
 	if (!rc)
 		rc = engine_hidden_set(w->e, h, 1);
 	if (!rc)
 		rc = engine_head(w->e, 1, w->logits);
+	uint32_t got = 0;
+	if (!rc)
+		rc = row_head(w, m->slot, w->logits, k, m->mode == MSG_HEAD_FULL, &got);
 	if (rc)
 		return rc;
-	uint32_t got = topk(w->logits, w->n_vocab_text, k, ids, vals);
-	if (got == 0)
-		return err_set(ERR_RANGE, "worker: head: no finite logit");
-	/* the row's log-sum-exp for logprobs, as the GPU top-k kernel gives it:
-	 * over the text ids (the others are -inf), in double, max-shifted */
-	float *lse;
-	rc = attach_head_lse(w->att, m->slot, &lse);
-	if (rc)
+	uint32_t *ids;
+	float *vals;
+	if ((rc = attach_head(w->att, m->slot, &ids, &vals)))
 		return rc;
-	double mx = vals[0], sum = 0;
-	for (uint32_t i = 0; i < w->n_vocab_text; i++)
-		if (w->logits[i] > -INFINITY)
-			sum += exp((double)w->logits[i] - mx);
-	*lse = (float)(mx + log(sum));
 	*token = ids[0];
-	*k_out = got;
+	*k_out = m->mode == MSG_HEAD_FULL ? k : got;
 	return 0;
 }
 
@@ -891,6 +916,39 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	return 0;
 }
 
+/* A STAGE_BATCH head of mode MSG_HEAD_FULL (a constrained request among its
+ * rows): every row's whole logit row from the engine, into its slot's
+ * logits area, and its top-k and log-sum-exp into the head area from the
+ * row on the CPU (the split placement's counterpart of run_chunks_full). */
+static int stage_batch_full(struct worker *w, const struct msg_stage_batch *m, bool wide, uint32_t k,
+			    uint32_t *token, uint32_t *k_out)
+{
+	static float *rows;
+	static size_t cap;
+	size_t need = (size_t)m->n * w->n_vocab;
+	if (need > cap) {
+		float *r = realloc(rows, need * sizeof *r);
+		if (!r)
+			return err_set(ERR_NOMEM, "worker: stage_batch: %zu logits: out of memory", need);
+		rows = r;
+		cap = need;
+	}
+	int rc = engine_head_batch(w->e, m->n, w->rows, wide, ENGINE_BATCH_LOGITS, k, NULL, rows);
+	for (uint32_t i = 0; !rc && i < m->n; i++) {
+		uint32_t got;
+		rc = row_head(w, m->e[i].slot, rows + (size_t)i * w->n_vocab, k, true, &got);
+	}
+	uint32_t *ids;
+	float *vals;
+	if (!rc)
+		rc = attach_head(w->att, m->e[0].slot, &ids, &vals);
+	if (rc)
+		return rc;
+	*token = ids[0];
+	*k_out = k;
+	return 0;
+}
+
 /* Split placement, several sequences: one op for every entry (row 0 of its
  * slot). Rows are gathered from their slots into one engine submission and
  * scattered back; each is computed as a lone token's stage would be. */
@@ -902,7 +960,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 			       engine_batch_max(w->e));
 	if ((m->op == MSG_OP_ATTN || m->op == MSG_OP_FFN) && m->layer >= w->n_layer)
 		return err_set(ERR_RANGE, "worker: stage_batch: layer %u outside the model's %u", m->layer, w->n_layer);
-	uint32_t k = m->op == MSG_OP_HEAD && m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	uint32_t k = m->op == MSG_OP_HEAD && m->mode != MSG_HEAD_ARGMAX ? m->k : 1;
 	if (k < 1 || k > MSG_MAX_TOPK)
 		return err_set(ERR_RANGE, "worker: stage_batch k %u outside [1, %d]", k, MSG_MAX_TOPK);
 	uint32_t tok[MSG_MAX_SLOTS], seq[MSG_MAX_SLOTS], pos[MSG_MAX_SLOTS];
@@ -948,6 +1006,8 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 						  m->n, seq, pos, wide, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
+		if (m->mode == MSG_HEAD_FULL)
+			return stage_batch_full(w, m, wide, k, token, k_out);
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 		static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 		bool tk = m->mode == MSG_HEAD_TOPK;

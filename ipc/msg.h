@@ -104,7 +104,12 @@ enum msg_role {
 enum msg_share_path { MSG_SHARE_NONE = 0, MSG_SHARE_MEMFD = 1, MSG_SHARE_UDMABUF = 2 };
 enum msg_import { MSG_IMPORT_NONE = 0, MSG_IMPORT_ZERO_COPY = 1, MSG_IMPORT_UPLOAD = 2 };
 enum msg_stage_kind { MSG_STAGE_ATTN = 1, MSG_STAGE_FFN = 2, MSG_STAGE_LAYERS = 3 };
-enum msg_head_mode { MSG_HEAD_ARGMAX = 1, MSG_HEAD_TOPK = 2 };
+/* MSG_HEAD_FULL (HEAD, STAGE_BATCH and FLOW heads of the split and pipeline
+ * placements): the top-k as MSG_HEAD_TOPK, and every head row's whole
+ * logit row into its slot's logits area (ipc/attach.h), for structured
+ * output and logit_bias (the fused placement's RUN_CHUNKS marks such rows
+ * per entry instead: MSG_CHUNK_HEAD_FULL). */
+enum msg_head_mode { MSG_HEAD_ARGMAX = 1, MSG_HEAD_TOPK = 2, MSG_HEAD_FULL = 3 };
 enum msg_end_reason {
 	MSG_END_STOP = 1,      /* end-of-turn / EOS token */
 	MSG_END_LENGTH = 2,    /* max_tokens reached */

@@ -241,7 +241,7 @@ Test(msg, field_rules)
 	patch_reject(MSG_STAGE, 12, 256, "layer cap");
 	patch_reject(MSG_STAGE, 16, 300, "layer range");
 	patch_reject(MSG_STAGE, 24, MSG_MAX_POS, "pos cap");
-	patch_reject(MSG_HEAD, 12, 3, "head mode");
+	patch_reject(MSG_HEAD, 12, 4, "head mode"); /* 3 is MSG_HEAD_FULL */
 	patch_reject(MSG_HEAD, 16, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_RUN, 16, 5, "run head mode");
 }
@@ -260,7 +260,7 @@ Test(msg, run_batch_rules)
 	patch_reject(MSG_RUN_BATCH, 0, 2, "n disagrees with the length");
 	patch_reject(MSG_RUN_BATCH, 0, 0, "n 0");
 	patch_reject(MSG_RUN_BATCH, 0, MSG_MAX_SLOTS + 1, "n cap");
-	patch_reject(MSG_RUN_BATCH, 4, 3, "batch head mode");
+	patch_reject(MSG_RUN_BATCH, 4, 3, "batch head mode"); /* MSG_HEAD_FULL: only HEAD, STAGE_BATCH, FLOW */
 	patch_reject(MSG_RUN_BATCH, 8, MSG_MAX_TOPK + 1, "batch k");
 	patch_reject(MSG_RUN_BATCH, 8, 0, "batch k 0");
 	patch_reject(MSG_RUN_BATCH, 16, MSG_MAX_SLOTS, "entry slot cap");
@@ -527,7 +527,7 @@ Test(msg, stage_batch_rules)
 	patch_reject(MSG_STAGE_BATCH, 0, 5, "op 5");
 	patch_reject(MSG_STAGE_BATCH, 4, 3, "layer on a head op");
 	patch_reject(MSG_STAGE_BATCH, 8, 3, "n disagrees with the length");
-	patch_reject(MSG_STAGE_BATCH, 12, 3, "head mode");
+	patch_reject(MSG_STAGE_BATCH, 12, 4, "head mode"); /* 3 is MSG_HEAD_FULL */
 	patch_reject(MSG_STAGE_BATCH, 16, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_STAGE_BATCH, 20 + 16 + 4, 0, "duplicate slot");
 	patch_reject(MSG_STAGE_BATCH, 20 + 4, MSG_MAX_SLOTS, "slot cap");
