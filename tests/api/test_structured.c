@@ -646,8 +646,12 @@ Test(structured, split_placement_full_row, .timeout = 240)
 		",\"tool_choice\":\"required\"}' &\n", c.port, c.tmp);
 	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/bias.txt -d '{\"prompt\":\"Hello\","
 		"\"max_tokens\":3,\"temperature\":0,\"logit_bias\":{\"%lld\":100}}' &\n", c.port, c.tmp, zid);
-	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/plain.txt -d '%s' &\nwait\n", c.port,
-		c.tmp, plain);
+	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/plain.txt -d '%s' &\n", c.port, c.tmp,
+		plain);
+	/* a negligible bias: the full-row path, which must give the greedy answer
+	 * (the row is the model's, not stale or another slot's) */
+	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/row.txt -d '{\"prompt\":\"Once upon\","
+		"\"max_tokens\":12,\"temperature\":0,\"logit_bias\":{\"%lld\":0.001}}' &\nwait\n", c.port, c.tmp, zid);
 	fclose(f);
 	snprintf(cmd, sizeof cmd, "sh %s", sp);
 	proc_sh(cmd, out, 1 << 18);
@@ -694,6 +698,12 @@ Test(structured, split_placement_full_row, .timeout = 240)
 	raw = slurp(sp);
 	text = answer_text(raw, false, true, fin, sizeof fin);
 	cr_assert_str_eq(text, alone, "a plain greedy request changed beside constrained ones");
+	free(text);
+	free(raw);
+	snprintf(sp, sizeof sp, "%s/row.txt", c.tmp);
+	raw = slurp(sp);
+	text = answer_text(raw, false, true, fin, sizeof fin);
+	cr_assert_str_eq(text, alone, "greedy from the full row differs from the head's argmax");
 	free(text);
 	free(raw);
 	free(alone);
