@@ -146,7 +146,8 @@ int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float
 	static uint64_t *allowed;
 	static uint32_t allowed_n;
 	*k = 0;
-	uint32_t n = cs_vocab_size(v) < n_text ? cs_vocab_size(v) : n_text;
+	/* a bias alone has no vocabulary trie (v NULL until a schema came) */
+	uint32_t n = r->cs && cs_vocab_size(v) < n_text ? cs_vocab_size(v) : n_text;
 	if (r->cs && allowed_n < n) {
 		uint64_t *a = realloc(allowed, ((size_t)cs_vocab_size(v) + 63) / 64 * sizeof *a);
 		if (!a)

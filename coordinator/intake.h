@@ -72,14 +72,18 @@ struct intake_req {
 	struct cs_schema *cs;        /* MSG_GEN_JSON: the compiled schema */
 	struct cs_state *cst;        /* where the generated text stands against it */
 	uint32_t n_bias;
-	uint32_t *bias_ids;          /* [n_bias] */
+	uint32_t *bias_ids;          /* [n_bias], ascending */
 	float *bias;                 /* [n_bias] */
+	bool bias_gpu;               /* logit_bias without a schema or logprobs, fused
+				      * placement: the GPU top-k adds the biases
+				      * (MSG_CHUNK_HEAD_BIAS), no row comes back */
 };
 
-/* The request picks from the whole logit row (a schema or a logit_bias). */
+/* The request picks from the whole logit row (a schema, or a logit_bias the
+ * GPU does not add). */
 static inline bool intake_req_full_row(const struct intake_req *r)
 {
-	return r->cs || r->n_bias;
+	return r->cs || (r->n_bias && !r->bias_gpu);
 }
 
 /* Free everything r owns (pieces, tokens, logprobs, its sequence) and zero it. */

@@ -116,6 +116,7 @@ struct coord {
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
+	bool bias_cpu;         /* UNICORN_BIAS_CPU=1: logit_bias from the full row, never the GPU top-k (A/B) */
 	bool no_chain;         /* UNICORN_PIPE_CHAIN=0: pipeline decode steps in lockstep rounds (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
@@ -502,6 +503,9 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 		}
 		if ((rc = constrained_setup(c->csv, tok_n_vocab(c->tok), g, r)))
 			return rc;
+		/* a bias alone goes to the fused GPU top-k (MSG_CHUNK_HEAD_BIAS);
+		 * logprobs (of the raw row) and the other placements take the row */
+		r->bias_gpu = r->n_bias && !r->cs && !(g->flags & MSG_GEN_LOGPROBS) && !c->split && !c->bias_cpu;
 	}
 	/* Re-run the detokenizer over the resumed tokens so the held UTF-8
 	 * bytes (and the pieces of late polls) match the first run. */
@@ -527,7 +531,8 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	r->state = INTAKE_QUEUED;
 	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens%s%s, %u resumed\n",
 		(unsigned long long)r->id, r->n_prompt,
-		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "", "", r->n_resume);
+		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "",
+		r->bias_gpu ? ", logit_bias on the GPU top-k" : intake_req_full_row(r) ? ", full logit row" : "", r->n_resume);
 	return 0;
 }
 
@@ -880,11 +885,34 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	return 0;
 }
 
+/* A MSG_CHUNK_HEAD_BIAS request's biases into its slot's logits area, as
+ * the worker reads them: the count, then (id, bias) pairs, ids ascending and
+ * distinct (equal ids summed). */
+static int bias_to_slot(struct coord *c, const struct intake_req *r)
+{
+	float *row;
+	int rc = attach_logits(c->att, r->slot, &row);
+	if (rc)
+		return rc;
+	uint32_t n = 0, *w = (uint32_t *)row;
+	for (uint32_t i = 0; i < r->n_bias; i++) {
+		if (n && w[1 + 2 * (n - 1)] == r->bias_ids[i]) {
+			row[2 + 2 * (n - 1)] += r->bias[i];
+			continue;
+		}
+		w[1 + 2 * n] = r->bias_ids[i];
+		row[2 + 2 * n] = r->bias[i];
+		n++;
+	}
+	w[0] = n;
+	return 0;
+}
+
 static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
 	/* logprobs need the top-k and the log-sum-exp even for greedy; a
 	 * full-row request's head area carries the raw top-k for them */
-	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r)) {
+	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r) || r->bias_gpu) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
@@ -955,7 +983,12 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 			m->mode = MSG_HEAD_TOPK;
 			m->k = k;
 		}
-		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL : 1;
+		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL : r->bias_gpu ? MSG_CHUNK_HEAD_BIAS : 1;
+		if (hv == MSG_CHUNK_HEAD_BIAS) {
+			int rc = bias_to_slot(c, r);
+			if (rc)
+				return rc;
+		}
 		m->e[i] = (struct msg_run_chunk){ r->slot, r->slot, e->c.pos0, e->c.n, hv };
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
@@ -2299,6 +2332,7 @@ int main(int argc, char **argv)
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	c.no_chain = getenv("UNICORN_PIPE_CHAIN") && !strcmp(getenv("UNICORN_PIPE_CHAIN"), "0");
+	c.bias_cpu = getenv("UNICORN_BIAS_CPU") && !strcmp(getenv("UNICORN_BIAS_CPU"), "1");
 	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
 			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
 	if (c.pipeline) {

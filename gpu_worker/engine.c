@@ -180,6 +180,9 @@ struct engine {
 	struct elayer *L;
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
+	struct vk_buf *biasb; /* logit_bias lists of a chunks step's head rows (shaders/topk.comp) */
+	struct { const uint32_t *ids; const float *v; uint32_t n; } cbias[256]; /* engine_chunk_bias, by chunk */
+	uint32_t n_cbias;     /* chunks with biases set */
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe attn_pre; /* attn without the rope code, where rope_kv ran before (rec_attn) */
@@ -975,7 +978,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 							    : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
-	if (!rc) rc = vk_pipe_create(e->vk, "topk", 4, sizeof(struct argmax_push), wg32, 1, &e->topk);
+	if (!rc) rc = vk_pipe_create(e->vk, "topk", 5, sizeof(struct argmax_push), wg32, 1, &e->topk);
 	return rc;
 }
 
@@ -1055,7 +1058,7 @@ static int sets_create(struct engine *e)
 	if (!rc && !e->attn_only)
 		rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, e->biasb, d);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		if (!own_layer(e, il))
@@ -1282,6 +1285,8 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		/* stage rows: a batch, or the chunks of engine_stage_chunks (up to R) */
 		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
+		/* (id, bias bits) pairs, ENGINE_BIAS_MAX per head row (chunks_write) */
+		{ &e->biasb, VK_BUF_HOST, RB * ENGINE_BIAS_MAX * 8 + 16 },
 		{ &e->skp, VK_BUF_DEVICE, split_part_bytes(e, R) + 16 },
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		/* argmax's row counters and slice bests (shaders/argmax.comp) */
@@ -1383,7 +1388,7 @@ void engine_destroy(struct engine *e)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
 					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd,
-					e->skp };
+					e->skp, e->biasb };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->attn_fa, &e->combine, &e->gelu, &e->argmax,
@@ -2238,13 +2243,24 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 	s->n = (uint32_t)total;
 	s->k = k;
 	s->kv_base = ch[0].seq * e->tab_len;
-	uint32_t r = 0, h = (uint32_t)total - *m;
+	uint32_t r = 0, h = (uint32_t)total - *m, nb = 0;
+	uint32_t *bias = e->biasb->map;
 	e->step_short = true;
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t t = 0; t < ch[i].n; t++) {
 			e->step_short = e->step_short && ch[i].pos0 + t < e->attn_chunk;
-			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++;
-			s->tok[at] = (struct engine_step_tok){ ch[i].tokens[t], ch[i].pos0 + t, ch[i].seq * e->tab_len, 0 };
+			bool hd = ch[i].head && t + 1 == ch[i].n;
+			uint32_t at = hd ? h++ : r++, word = 0;
+			if (hd && i < e->n_cbias && e->cbias[i].n) {
+				/* the top-k kernel adds them before it ranks (s->k bit 31) */
+				word = e->cbias[i].n << 20 | nb;
+				for (uint32_t j = 0; j < e->cbias[i].n; j++, nb++) {
+					bias[2 * nb] = e->cbias[i].ids[j];
+					memcpy(&bias[2 * nb + 1], &e->cbias[i].v[j], 4);
+				}
+				s->k |= 1u << 31;
+			}
+			s->tok[at] = (struct engine_step_tok){ ch[i].tokens[t], ch[i].pos0 + t, ch[i].seq * e->tab_len, word };
 		}
 	*rows = (uint32_t)total;
 	return 0;
@@ -2261,8 +2277,11 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		return rc;
 	uint32_t rows, m;
 	rc = chunks_write(e, n, ch, k, &rows, &m);
+	e->n_cbias = 0; /* the biases were for this call */
 	if (rc)
 		return rc;
+	if ((((struct engine_step *)e->step->map)->k >> 31) && mode == ENGINE_BATCH_ARGMAX)
+		return err_set(ERR_INVAL, "engine: chunks: logit biases need the top-k head");
 	if (m && ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals)))
 		return err_set(ERR_INVAL, "engine: chunks: missing output array");
 	int md = wide ? base - MODE_B_ALL + MODE_W_ALL : base;
@@ -2282,6 +2301,24 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		memcpy(vals, e->logits->map, (size_t)m * e->cfg.n_vocab * 4);
 	else
 		batch_results(e, m, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	return 0;
+}
+
+int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n)
+{
+	bool ok = i < e->batch_max && n <= ENGINE_BIAS_MAX && (!n || (ids && bias));
+	for (uint32_t j = 0; ok && j < n; j++)
+		ok = ids[j] < e->cfg.n_vocab && (!j || ids[j] > ids[j - 1]) && isfinite(bias[j]);
+	if (!ok) {
+		e->n_cbias = 0; /* none of this call's biases stay */
+		return err_set(ERR_INVAL, "engine: chunk_bias: chunk %u (< %u): %u biases (at most %d, ids ascending, "
+			       "finite)", i, e->batch_max, n, ENGINE_BIAS_MAX);
+	}
+	for (; e->n_cbias <= i; e->n_cbias++)
+		e->cbias[e->n_cbias].n = 0;
+	e->cbias[i].ids = ids;
+	e->cbias[i].v = bias;
+	e->cbias[i].n = n;
 	return 0;
 }
 

@@ -797,6 +797,30 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
+/* A MSG_CHUNK_HEAD_BIAS entry's logit_bias list, as the coordinator wrote
+ * it to the slot's logits area (msg.h): checked (count, ids ascending and
+ * distinct text ids, biases finite within [-100, 100]) into ids/vals. */
+static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals, uint32_t *n)
+{
+	float *row;
+	int rc = attach_logits(w->att, slot, &row);
+	if (rc)
+		return rc;
+	uint32_t cnt;
+	memcpy(&cnt, row, 4);
+	if (cnt > MSG_MAX_BIAS || cnt > ENGINE_BIAS_MAX || 1 + 2 * (uint64_t)cnt > w->n_vocab)
+		return err_set(ERR_RANGE, "worker: run_chunks: slot %u: %u logit biases (at most %d)", slot, cnt, MSG_MAX_BIAS);
+	for (uint32_t j = 0; j < cnt; j++) {
+		memcpy(&ids[j], &row[1 + 2 * j], 4);
+		vals[j] = row[2 + 2 * j];
+		if (ids[j] >= w->n_vocab_text || (j && ids[j] <= ids[j - 1]) || !(vals[j] >= -100.0f && vals[j] <= 100.0f))
+			return err_set(ERR_INVAL, "worker: run_chunks: slot %u: logit bias %u (token %u, %g) bad or out of order",
+				       slot, j, ids[j], (double)vals[j]);
+	}
+	*n = cnt;
+	return 0;
+}
+
 /* run_chunks with a MSG_CHUNK_HEAD_FULL entry: the engine gives every head
  * row's whole logit row; the rows of the full entries go to their logits
  * areas (their head areas get no candidates: the coordinator reads the row),
@@ -805,6 +829,7 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
  * the others keep the GPU's own top-k. */
 static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, const struct engine_chunk *ch,
 			   uint32_t n_head, uint32_t k, uint32_t **ids, float **vals, float **lse, float **full,
+			   const uint32_t *nb, uint32_t (*b_ids)[MSG_MAX_BIAS], float (*b_vals)[MSG_MAX_BIAS],
 			   uint32_t *token, uint32_t *k_out)
 {
 	static float *rows;
@@ -818,6 +843,10 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 		cap = need;
 	}
 	static uint32_t dummy_ids[MSG_MAX_SLOTS];
+	uint32_t hc[MSG_MAX_SLOTS]; /* the head chunks' entries, in order */
+	for (uint32_t i = 0, j = 0; i < m->n; i++)
+		if (ch[i].head)
+			hc[j++] = i;
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE, ENGINE_BATCH_LOGITS, 1, dummy_ids,
 				       rows);
 	if (rc)
@@ -835,6 +864,9 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 			*lse[j] = NAN;
 			continue;
 		}
+		/* a MSG_CHUNK_HEAD_BIAS row beside full ones: its biases added here */
+		for (uint32_t b = 0; b < nb[hc[j]]; b++)
+			row[b_ids[hc[j]][b]] += b_vals[hc[j]][b];
 		uint32_t got = topk(row, w->n_vocab_text, k, ids[j], vals[j]);
 		if (got == 0)
 			return err_set(ERR_RANGE, "worker: run_chunks: head row %u has no finite logit", j);
@@ -869,6 +901,8 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS], *full[MSG_MAX_SLOTS];
 	uint64_t used = 0;
 	bool any_full = false;
+	static uint32_t b_ids[MSG_MAX_SLOTS][MSG_MAX_BIAS], nb[MSG_MAX_SLOTS];
+	static float b_vals[MSG_MAX_SLOTS][MSG_MAX_BIAS];
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_chunk *e = &m->e[i];
 		if (e->head == MSG_CHUNK_HEAD_FULL) {
@@ -894,13 +928,26 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 			return err_prefix(rc, "run_chunks entry %u", i);
 		used |= (uint64_t)1 << e->slot;
 		ch[i] = (struct engine_chunk){ e->slot, e->pos0, e->n, m->tokens + at, e->head != 0 };
+		nb[i] = 0;
+		if (e->head == MSG_CHUNK_HEAD_BIAS) {
+			if (m->mode != MSG_HEAD_TOPK)
+				return err_set(ERR_INVAL, "worker: run_chunks entry %u: logit biases need the top-k head", i);
+			if ((rc = slot_bias(w, e->slot, b_ids[i], b_vals[i], &nb[i])))
+				return err_prefix(rc, "run_chunks entry %u", i);
+		}
 		at += e->n;
 	}
 	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 	bool tk = m->mode == MSG_HEAD_TOPK;
+	/* the GPU top-k adds the biases (the full path adds them on the CPU) */
+	for (uint32_t i = 0; i < m->n && !any_full; i++) {
+		int rc = nb[i] ? engine_chunk_bias(w->e, i, b_ids[i], b_vals[i], nb[i]) : 0;
+		if (rc)
+			return err_prefix(rc, "run_chunks entry %u", i);
+	}
 	if (any_full)
-		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, token, k_out);
+		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, nb, b_ids, b_vals, token, k_out);
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE,
 				       tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids, tk ? out_vals : NULL);
 	if (!rc && tk && n_head)

@@ -479,8 +479,8 @@ int msg_validate(const struct msg *m)
 				return err_prefix(rc, "RUN_CHUNKS entry %u", i);
 			if (used >> e->slot & 1)
 				return BAD("RUN_CHUNKS: entry %u: slot %u appears twice", i, e->slot);
-			if (e->head > MSG_CHUNK_HEAD_FULL)
-				return BAD("RUN_CHUNKS: entry %u: head %u (0, 1 or 2)", i, e->head);
+			if (e->head > MSG_CHUNK_HEAD_BIAS)
+				return BAD("RUN_CHUNKS: entry %u: head %u (0..3)", i, e->head);
 			used |= (uint64_t)1 << e->slot;
 			rows += e->n;
 		}

@@ -328,12 +328,17 @@ struct msg_run_chunk {
 	uint32_t slot;                  /* < MSG_MAX_SLOTS, distinct within the message */
 	uint32_t pos0;                  /* pos0 + n <= MSG_MAX_POS */
 	uint32_t n;                     /* 1..MSG_MAX_TOKENS */
-	uint32_t head;                  /* 0, 1 or MSG_CHUNK_HEAD_FULL */
+	uint32_t head;                  /* 0, 1, MSG_CHUNK_HEAD_FULL or MSG_CHUNK_HEAD_BIAS */
 };
 /* RUN_CHUNKS head (v11): the head result as for 1, and the whole logit row
  * (n_vocab f32) in the slot's logits area (ipc/attach.h): constrained
  * decoding and logit_bias choose from every token */
 #define MSG_CHUNK_HEAD_FULL 2u
+/* RUN_CHUNKS head: the head result as for 1 (top-k mode), of the logit row
+ * plus the logit_bias list the coordinator wrote to the slot's logits area
+ * (word 0 the count <= MSG_MAX_BIAS, then (id u32, bias f32) pairs, ids
+ * ascending): the GPU top-k adds them, no row comes back */
+#define MSG_CHUNK_HEAD_BIAS 3u
 struct msg_run_chunks {
 	uint32_t n;                     /* entries, 1..MSG_MAX_SLOTS */
 	uint32_t n_tok;                 /* sum of the entries' n, <= MSG_MAX_ROWS */

@@ -28,6 +28,14 @@
 // online (max, sum of exp(v - max)) of its part, thread 0 merges them (and
 // the last workgroup the G slices') and writes the f32 bits to res[lse_off +
 // r] (for OpenAI logprobs).
+//
+// logit_bias (STEP_K's bit 31, chunks steps only): head row r's step entry
+// (STEP_TOKENS + 4 (STEP_N - rows + r), its last word) holds count << 20 |
+// first: bias[2 (first + j)] is a token id, bias[2 (first + j) + 1] the f32
+// bits of what to add to its logit (ids distinct within a row). Each
+// workgroup adds the biases of its own slice in place before it scans, so
+// the top k and the log-sum-exp are of the biased row (what the host's
+// full-row path ranks).
 #include "common.glsl"
 
 #define KMAX 64u
@@ -36,12 +44,13 @@
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 0) buffer L { float logits[]; };
 layout(binding = 1) writeonly buffer R { uint res[]; };
 layout(binding = 2) readonly buffer Step { uint step[]; };
 // G > 1: per row a counter at part[row], then the slices' records from
 // part[TK_PART + TK_REC (row G + g)]
 layout(binding = 3) coherent buffer Part { uint part[]; };
+layout(binding = 4) readonly buffer Bias { uint bias[]; };
 
 // Mirrors struct argmax_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -156,9 +165,21 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	uint row = gl_WorkGroupID.y, G = gl_NumWorkGroups.x, g = gl_WorkGroupID.x;
 	uint lo = p.off + row * p.stride, ro = row * 128u;
-	uint k = min(step[STEP_K], KMAX);
+	uint kw = step[STEP_K];
+	uint k = min(kw & 0xffffu, KMAX);
 	uint slice = (p.n + G - 1u) / G;
 	uint first = min(g * slice, p.n), last = min(first + slice, p.n);
+	if ((kw >> 31) != 0u) {
+		uint d = step[STEP_TOKENS + 4u * (step[STEP_N] - gl_NumWorkGroups.y + row) + 3u];
+		uint nb = d >> 20, b0 = d & 0xfffffu;
+		for (uint j = tid; j < nb; j += WG) {
+			uint id = bias[2u * (b0 + j)];
+			if (id >= first && id < last)
+				logits[lo + id] += uintBitsToFloat(bias[2u * (b0 + j) + 1u]);
+		}
+		memoryBarrierBuffer();
+		barrier();
+	}
 	uint b = tid * KMAX;
 	uint c = 0u;
 	float mx = NEG_INF, sum = 0.0;

@@ -710,3 +710,59 @@ Test(structured, split_placement_full_row, .timeout = 240)
 	free(out);
 	proc_cluster_stop(&c);
 }
+
+/* logit_bias alone runs on the GPU (fused): the top-k kernel adds the biases
+ * before it ranks (MSG_CHUNK_HEAD_BIAS), no logit row comes back. The same
+ * requests with logprobs take the coordinator's full-row path; both must
+ * give the same tokens, sampled and greedy, several at once beside plain
+ * requests. */
+Test(structured, logit_bias_gpu_equals_full_row, .timeout = 180)
+{
+	struct proc_cluster c;
+	proc_cluster_start(&c, "jbias", (const char *const[]){ "--max-seqs", "12", NULL });
+	const char *biases[] = { "{\"1000\":5,\"2000\":3,\"30\":-100,\"999\":4,\"5000\":4.5}",
+				 "{\"17\":2.5,\"400\":6,\"12000\":-3,\"31000\":5,\"8\":1}" };
+	char sp[256], cmd[512];
+	snprintf(sp, sizeof sp, "%s/bias.sh", c.tmp);
+	FILE *f = fopen(sp, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 4; i++) /* biases 0-1 sampled, then 0-1 greedy; each without and with logprobs */
+		for (int lp = 0; lp < 2; lp++)
+			fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/completions -o %s/b%d_%d.txt -d '{\"prompt\":"
+				"\"Once upon a time\",\"max_tokens\":10,\"temperature\":%s,\"seed\":%d,\"logprobs\":%s,"
+				"\"logit_bias\":%s}' &\n", c.port, c.tmp, i, lp, i < 2 ? "1" : "0", i, lp ? "2" : "null",
+				biases[i % 2]);
+	fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/completions -o %s/p.txt -d '{\"prompt\":\"Once upon a "
+		"time\",\"max_tokens\":10,\"temperature\":0}' &\nwait\n", c.port, c.tmp);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "sh %s", sp);
+	char out[256];
+	proc_sh(cmd, out, sizeof out);
+	snprintf(sp, sizeof sp, "%s/p.txt", c.tmp);
+	char *raw = slurp(sp), fin[32];
+	char *plain = answer_text(raw, false, true, fin, sizeof fin);
+	free(raw);
+	for (int i = 0; i < 4; i++) {
+		char *t[2];
+		for (int lp = 0; lp < 2; lp++) {
+			snprintf(sp, sizeof sp, "%s/b%d_%d.txt", c.tmp, i, lp);
+			raw = slurp(sp);
+			cr_assert_not_null(raw);
+			t[lp] = answer_text(raw, false, true, fin, sizeof fin);
+			cr_assert_str_eq(fin, "length", "%s", raw);
+			free(raw);
+		}
+		cr_assert_str_eq(t[0], t[1], "bias %d (%s): the GPU top-k and the full row disagree", i % 2,
+				 i < 2 ? "sampled" : "greedy");
+		cr_assert_str_neq(t[0], plain, "bias %d changed nothing", i);
+		free(t[0]);
+		free(t[1]);
+	}
+	free(plain);
+	/* the requests without logprobs ran on the GPU top-k, those with on the row */
+	char *log = slurp(c.log);
+	cr_assert_not_null(strstr(log, "logit_bias on the GPU top-k"), "no request took the GPU path");
+	cr_assert_not_null(strstr(log, "full logit row"));
+	free(log);
+	proc_cluster_stop(&c);
+}
