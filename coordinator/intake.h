@@ -74,16 +74,17 @@ struct intake_req {
 	uint32_t n_bias;
 	uint32_t *bias_ids;          /* [n_bias], ascending */
 	float *bias;                 /* [n_bias] */
-	bool bias_gpu;               /* logit_bias without a schema or logprobs, fused
-				      * placement: the GPU top-k adds the biases
-				      * (MSG_CHUNK_HEAD_BIAS), no row comes back */
+	bool head_gpu;               /* without logprobs, fused placement: the GPU top-k
+				      * adds the biases and drops what the schema does not
+				      * allow (MSG_CHUNK_HEAD_BIAS); no row comes back */
+	bool mask_none;              /* head_gpu: the last mask allowed no token */
 };
 
-/* The request picks from the whole logit row (a schema, or a logit_bias the
- * GPU does not add). */
+/* The request picks from the whole logit row (a schema or a logit_bias the
+ * GPU top-k does not apply). */
 static inline bool intake_req_full_row(const struct intake_req *r)
 {
-	return r->cs || (r->n_bias && !r->bias_gpu);
+	return (r->cs || r->n_bias) && !r->head_gpu;
 }
 
 /* Free everything r owns (pieces, tokens, logprobs, its sequence) and zero it. */

@@ -116,7 +116,7 @@ struct coord {
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
-	bool bias_cpu;         /* UNICORN_BIAS_CPU=1: logit_bias from the full row, never the GPU top-k (A/B) */
+	bool full_row;         /* UNICORN_FULL_ROW=1: schemas and logit_bias from the full row, never the GPU top-k (A/B) */
 	bool no_chain;         /* UNICORN_PIPE_CHAIN=0: pipeline decode steps in lockstep rounds (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
@@ -503,9 +503,11 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 		}
 		if ((rc = constrained_setup(c->csv, tok_n_vocab(c->tok), g, r)))
 			return rc;
-		/* a bias alone goes to the fused GPU top-k (MSG_CHUNK_HEAD_BIAS);
-		 * logprobs (of the raw row) and the other placements take the row */
-		r->bias_gpu = r->n_bias && !r->cs && !(g->flags & MSG_GEN_LOGPROBS) && !c->split && !c->bias_cpu;
+		/* the fused GPU top-k adds the biases and masks what the schema
+		 * does not allow (MSG_CHUNK_HEAD_BIAS); logprobs (of the raw row)
+		 * and the other placements take the row */
+		r->head_gpu = !(g->flags & MSG_GEN_LOGPROBS) && !c->split && !c->full_row &&
+			      (!r->cs || MSG_SLOT_MASK + ((uint64_t)c->att->n_vocab + 31) / 32 <= c->att->n_vocab);
 	}
 	/* Re-run the detokenizer over the resumed tokens so the held UTF-8
 	 * bytes (and the pieces of late polls) match the first run. */
@@ -532,7 +534,8 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens%s%s, %u resumed\n",
 		(unsigned long long)r->id, r->n_prompt,
 		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "",
-		r->bias_gpu ? ", logit_bias on the GPU top-k" : intake_req_full_row(r) ? ", full logit row" : "", r->n_resume);
+		r->head_gpu && r->cs ? ", schema mask on the GPU top-k" : r->head_gpu && r->n_bias ? ", logit_bias on the GPU top-k"
+		: intake_req_full_row(r) ? ", full logit row" : "", r->n_resume);
 	return 0;
 }
 
@@ -787,6 +790,12 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	uint32_t token = done->token;
 	uint32_t *ids = NULL, k = 0;
 	float *logits = NULL;
+	if (r->head_gpu && r->mask_none) {
+		/* the GPU's mask allowed nothing (its top-k is all -inf) */
+		fprintf(stderr, "coordinator: request %016llx: no token fits its schema; ended\n", (unsigned long long)r->id);
+		intake_finish(r, MSG_END_LENGTH);
+		return 0;
+	}
 	if (sampler_wants_topk(&r->sp) || r->want_lp) {
 		int rc = attach_head(c->att, r->slot, &ids, &logits);
 		if (rc)
@@ -834,6 +843,9 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		int rc;
 		uint32_t id_copy[MSG_MAX_TOPK];
 		float lg_copy[MSG_MAX_TOPK];
+		/* a masked row's top-k may end in -inf ranks past what the mask allows */
+		while (r->head_gpu && k > 1 && !(logits[k - 1] > -INFINITY))
+			k--;
 		memcpy(id_copy, ids, k * sizeof *ids);
 		memcpy(lg_copy, logits, k * sizeof *logits);
 		/* penalties look at the whole sequence and the generated tokens */
@@ -885,15 +897,44 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	return 0;
 }
 
-/* A MSG_CHUNK_HEAD_BIAS request's biases into its slot's logits area, as
- * the worker reads them: the count, then (id, bias) pairs, ids ascending and
- * distinct (equal ids summed). */
-static int bias_to_slot(struct coord *c, const struct intake_req *r)
+/* A MSG_CHUNK_HEAD_BIAS request's biases and mask into its slot's logits
+ * area, as the worker reads them (ipc/msg.h): the count, then (id, bias)
+ * pairs, ids ascending and distinct (equal ids summed); with a schema, the
+ * tokens it allows next (as take_token's full-row path would: within the
+ * tokens left, eos where the value may end). */
+static int head_inputs_to_slot(struct coord *c, struct intake_req *r)
 {
 	float *row;
 	int rc = attach_logits(c->att, r->slot, &row);
 	if (rc)
 		return rc;
+	uint32_t flag = 0;
+	if (r->cs) {
+		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
+		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
+		left = left < ctx_left ? left : ctx_left;
+		/* the walk's words (u64, the trie's vocabulary) into the slot's
+		 * (u32, the model's; the rest none) */
+		static uint64_t *mask;
+		static size_t mask_words;
+		size_t vw = ((size_t)cs_vocab_size(c->csv) + 63) / 64, sw = ((size_t)c->att->n_vocab + 31) / 32;
+		if (mask_words < vw) {
+			uint64_t *m = realloc(mask, vw * sizeof *m);
+			if (!m)
+				return err_set(ERR_NOMEM, "coordinator: mask: out of memory");
+			mask = m;
+			mask_words = vw;
+		}
+		memset(mask, 0, vw * sizeof *mask);
+		int64_t got = constrained_mask(c->csv, r, left ? left - 1 : 0, tok_eot(c->tok), mask);
+		if (got < 0)
+			return (int)got;
+		r->mask_none = got == 0;
+		memset(row + MSG_SLOT_MASK, 0, sw * 4);
+		memcpy(row + MSG_SLOT_MASK, mask, vw * 8 < sw * 4 ? vw * 8 : sw * 4);
+		flag = 1;
+	}
+	memcpy(&row[MSG_SLOT_MASK_FLAG], &flag, 4);
 	uint32_t n = 0, *w = (uint32_t *)row;
 	for (uint32_t i = 0; i < r->n_bias; i++) {
 		if (n && w[1 + 2 * (n - 1)] == r->bias_ids[i]) {
@@ -912,7 +953,7 @@ static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
 	/* logprobs need the top-k and the log-sum-exp even for greedy; a
 	 * full-row request's head area carries the raw top-k for them */
-	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r) || r->bias_gpu) {
+	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r) || r->head_gpu) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
@@ -983,9 +1024,10 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 			m->mode = MSG_HEAD_TOPK;
 			m->k = k;
 		}
-		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL : r->bias_gpu ? MSG_CHUNK_HEAD_BIAS : 1;
+		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL
+				       : r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
 		if (hv == MSG_CHUNK_HEAD_BIAS) {
-			int rc = bias_to_slot(c, r);
+			int rc = head_inputs_to_slot(c, r);
 			if (rc)
 				return rc;
 		}
@@ -2332,7 +2374,7 @@ int main(int argc, char **argv)
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	c.no_chain = getenv("UNICORN_PIPE_CHAIN") && !strcmp(getenv("UNICORN_PIPE_CHAIN"), "0");
-	c.bias_cpu = getenv("UNICORN_BIAS_CPU") && !strcmp(getenv("UNICORN_BIAS_CPU"), "1");
+	c.full_row = getenv("UNICORN_FULL_ROW") && !strcmp(getenv("UNICORN_FULL_ROW"), "1");
 	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
 			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
 	if (c.pipeline) {

@@ -181,7 +181,8 @@ struct engine {
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
 	struct vk_buf *biasb; /* logit_bias lists of a chunks step's head rows (shaders/topk.comp) */
-	struct { const uint32_t *ids; const float *v; uint32_t n; } cbias[256]; /* engine_chunk_bias, by chunk */
+	struct vk_buf *maskb; /* their token masks, one row of (n_vocab + 31) / 32 words per head */
+	struct { const uint32_t *ids; const float *v; const uint32_t *mask; uint32_t n; } cbias[256]; /* engine_chunk_bias */
 	uint32_t n_cbias;     /* chunks with biases set */
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
@@ -978,7 +979,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 							    : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
-	if (!rc) rc = vk_pipe_create(e->vk, "topk", 5, sizeof(struct argmax_push), wg32, 1, &e->topk);
+	if (!rc) rc = vk_pipe_create(e->vk, "topk", 6, sizeof(struct argmax_push), wg32, 1, &e->topk);
 	return rc;
 }
 
@@ -1058,7 +1059,7 @@ static int sets_create(struct engine *e)
 	if (!rc && !e->attn_only)
 		rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, e->biasb, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, e->biasb, e->maskb);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		if (!own_layer(e, il))
@@ -1287,6 +1288,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
 		/* (id, bias bits) pairs, ENGINE_BIAS_MAX per head row (chunks_write) */
 		{ &e->biasb, VK_BUF_HOST, RB * ENGINE_BIAS_MAX * 8 + 16 },
+		{ &e->maskb, VK_BUF_HOST, RB * ((c->n_vocab + 31) / 32) * 4 + 16 },
 		{ &e->skp, VK_BUF_DEVICE, split_part_bytes(e, R) + 16 },
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		/* argmax's row counters and slice bests (shaders/argmax.comp) */
@@ -1388,7 +1390,7 @@ void engine_destroy(struct engine *e)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
 					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd,
-					e->skp, e->biasb };
+					e->skp, e->biasb, e->maskb };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->attn_fa, &e->combine, &e->gelu, &e->argmax,
@@ -2251,9 +2253,14 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 			e->step_short = e->step_short && ch[i].pos0 + t < e->attn_chunk;
 			bool hd = ch[i].head && t + 1 == ch[i].n;
 			uint32_t at = hd ? h++ : r++, word = 0;
-			if (hd && i < e->n_cbias && e->cbias[i].n) {
-				/* the top-k kernel adds them before it ranks (s->k bit 31) */
-				word = e->cbias[i].n << 20 | nb;
+			if (hd && i < e->n_cbias && (e->cbias[i].n || e->cbias[i].mask)) {
+				/* the top-k kernel adds them (and masks) before it ranks (s->k bit 31) */
+				word = (e->cbias[i].mask ? 1u << 31 : 0) | e->cbias[i].n << 20 | nb;
+				if (e->cbias[i].mask) {
+					size_t mw = ((size_t)e->cfg.n_vocab + 31) / 32;
+					memcpy((uint32_t *)e->maskb->map + (size_t)(at - ((uint32_t)total - *m)) * mw,
+					       e->cbias[i].mask, mw * 4);
+				}
 				for (uint32_t j = 0; j < e->cbias[i].n; j++, nb++) {
 					bias[2 * nb] = e->cbias[i].ids[j];
 					memcpy(&bias[2 * nb + 1], &e->cbias[i].v[j], 4);
@@ -2304,7 +2311,8 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 	return 0;
 }
 
-int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n)
+int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n,
+		      const uint32_t *mask)
 {
 	bool ok = i < e->batch_max && n <= ENGINE_BIAS_MAX && (!n || (ids && bias));
 	for (uint32_t j = 0; ok && j < n; j++)
@@ -2315,10 +2323,11 @@ int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const f
 			       "finite)", i, e->batch_max, n, ENGINE_BIAS_MAX);
 	}
 	for (; e->n_cbias <= i; e->n_cbias++)
-		e->cbias[e->n_cbias].n = 0;
+		e->cbias[e->n_cbias].n = 0, e->cbias[e->n_cbias].mask = NULL;
 	e->cbias[i].ids = ids;
 	e->cbias[i].v = bias;
 	e->cbias[i].n = n;
+	e->cbias[i].mask = mask;
 	return 0;
 }
 

@@ -270,13 +270,16 @@ struct engine_chunk {
 	const uint32_t *tokens;
 	bool head;
 };
-/* Logit biases for head chunk i of the next engine_forward_chunks (which
- * uses and forgets them; the arrays are borrowed until then): distinct ids
- * < n_vocab, at most ENGINE_BIAS_MAX, top-k mode only. The top-k kernel
- * adds them to the row before it ranks (and before the log-sum-exp), so the
- * top-k is of the biased logits, as the coordinator's full-row path ranks. */
+/* Logit biases and a token mask for head chunk i of the next
+ * engine_forward_chunks (which uses and forgets them; the arrays are
+ * borrowed until then): ids ascending < n_vocab, at most ENGINE_BIAS_MAX;
+ * mask NULL or (n_vocab + 31) / 32 words, bit t of word t / 32 set where
+ * token t may be chosen; top-k mode only. The top-k kernel adds the biases
+ * and drops the masked tokens before it ranks (and before the log-sum-exp),
+ * so the top-k is what the coordinator's full-row path ranks. */
 #define ENGINE_BIAS_MAX 512
-int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n);
+int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n,
+		      const uint32_t *mask);
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
 /* Rows of one engine_forward_chunks submission (max_rows). */

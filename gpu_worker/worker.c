@@ -797,10 +797,11 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
-/* A MSG_CHUNK_HEAD_BIAS entry's logit_bias list, as the coordinator wrote
- * it to the slot's logits area (msg.h): checked (count, ids ascending and
- * distinct text ids, biases finite within [-100, 100]) into ids/vals. */
-static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals, uint32_t *n)
+/* A MSG_CHUNK_HEAD_BIAS entry's logit_bias list and token mask, as the
+ * coordinator wrote them to the slot's logits area (msg.h): checked (count,
+ * ids ascending and distinct text ids, biases finite within [-100, 100])
+ * into ids/vals; *mask points at the slot's mask words, or NULL. */
+static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals, uint32_t *n, const uint32_t **mask)
 {
 	float *row;
 	int rc = attach_logits(w->att, slot, &row);
@@ -818,6 +819,12 @@ static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals
 				       slot, j, ids[j], (double)vals[j]);
 	}
 	*n = cnt;
+	uint32_t flag;
+	memcpy(&flag, &row[MSG_SLOT_MASK_FLAG], 4);
+	if (flag > 1 || (flag && MSG_SLOT_MASK + ((uint64_t)w->n_vocab + 31) / 32 > w->n_vocab))
+		return err_set(ERR_INVAL, "worker: run_chunks: slot %u: mask flag %u (a vocabulary of %u)", slot, flag,
+			       w->n_vocab);
+	*mask = flag ? (const uint32_t *)&row[MSG_SLOT_MASK] : NULL;
 	return 0;
 }
 
@@ -830,7 +837,7 @@ static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals
 static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, const struct engine_chunk *ch,
 			   uint32_t n_head, uint32_t k, uint32_t **ids, float **vals, float **lse, float **full,
 			   const uint32_t *nb, uint32_t (*b_ids)[MSG_MAX_BIAS], float (*b_vals)[MSG_MAX_BIAS],
-			   uint32_t *token, uint32_t *k_out)
+			   const uint32_t *const *bm, uint32_t *token, uint32_t *k_out)
 {
 	static float *rows;
 	static size_t cap;
@@ -864,9 +871,12 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 			*lse[j] = NAN;
 			continue;
 		}
-		/* a MSG_CHUNK_HEAD_BIAS row beside full ones: its biases added here */
+		/* a MSG_CHUNK_HEAD_BIAS row beside full ones: its biases and mask here */
 		for (uint32_t b = 0; b < nb[hc[j]]; b++)
 			row[b_ids[hc[j]][b]] += b_vals[hc[j]][b];
+		for (uint32_t t = 0; bm[hc[j]] && t < w->n_vocab_text; t++)
+			if (!(bm[hc[j]][t / 32] >> (t % 32) & 1))
+				row[t] = -INFINITY;
 		uint32_t got = topk(row, w->n_vocab_text, k, ids[j], vals[j]);
 		if (got == 0)
 			return err_set(ERR_RANGE, "worker: run_chunks: head row %u has no finite logit", j);
@@ -902,6 +912,7 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	uint64_t used = 0;
 	bool any_full = false;
 	static uint32_t b_ids[MSG_MAX_SLOTS][MSG_MAX_BIAS], nb[MSG_MAX_SLOTS];
+	static const uint32_t *bm[MSG_MAX_SLOTS];
 	static float b_vals[MSG_MAX_SLOTS][MSG_MAX_BIAS];
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_chunk *e = &m->e[i];
@@ -929,10 +940,11 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 		used |= (uint64_t)1 << e->slot;
 		ch[i] = (struct engine_chunk){ e->slot, e->pos0, e->n, m->tokens + at, e->head != 0 };
 		nb[i] = 0;
+		bm[i] = NULL;
 		if (e->head == MSG_CHUNK_HEAD_BIAS) {
 			if (m->mode != MSG_HEAD_TOPK)
 				return err_set(ERR_INVAL, "worker: run_chunks entry %u: logit biases need the top-k head", i);
-			if ((rc = slot_bias(w, e->slot, b_ids[i], b_vals[i], &nb[i])))
+			if ((rc = slot_bias(w, e->slot, b_ids[i], b_vals[i], &nb[i], &bm[i])))
 				return err_prefix(rc, "run_chunks entry %u", i);
 		}
 		at += e->n;
@@ -942,12 +954,12 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	bool tk = m->mode == MSG_HEAD_TOPK;
 	/* the GPU top-k adds the biases (the full path adds them on the CPU) */
 	for (uint32_t i = 0; i < m->n && !any_full; i++) {
-		int rc = nb[i] ? engine_chunk_bias(w->e, i, b_ids[i], b_vals[i], nb[i]) : 0;
+		int rc = nb[i] || bm[i] ? engine_chunk_bias(w->e, i, b_ids[i], b_vals[i], nb[i], bm[i]) : 0;
 		if (rc)
 			return err_prefix(rc, "run_chunks entry %u", i);
 	}
 	if (any_full)
-		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, nb, b_ids, b_vals, token, k_out);
+		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, nb, b_ids, b_vals, bm, token, k_out);
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE,
 				       tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids, tk ? out_vals : NULL);
 	if (!rc && tk && n_head)

@@ -335,10 +335,15 @@ struct msg_run_chunk {
  * decoding and logit_bias choose from every token */
 #define MSG_CHUNK_HEAD_FULL 2u
 /* RUN_CHUNKS head: the head result as for 1 (top-k mode), of the logit row
- * plus the logit_bias list the coordinator wrote to the slot's logits area
- * (word 0 the count <= MSG_MAX_BIAS, then (id u32, bias f32) pairs, ids
- * ascending): the GPU top-k adds them, no row comes back */
+ * plus the logit_bias list and with the token mask the coordinator wrote to
+ * the slot's logits area: word 0 the bias count <= MSG_MAX_BIAS, then (id
+ * u32, bias f32) pairs, ids ascending; word MSG_SLOT_MASK_FLAG 1 when a mask
+ * follows at word MSG_SLOT_MASK, (n_vocab + 31) / 32 words, bit t set where
+ * token t may be chosen (structured output). The GPU top-k adds the biases
+ * and drops the masked tokens; no row comes back */
 #define MSG_CHUNK_HEAD_BIAS 3u
+#define MSG_SLOT_MASK_FLAG 608u
+#define MSG_SLOT_MASK 610u   /* 8-byte aligned: the coordinator writes it as u64 words */
 struct msg_run_chunks {
 	uint32_t n;                     /* entries, 1..MSG_MAX_SLOTS */
 	uint32_t n_tok;                 /* sum of the entries' n, <= MSG_MAX_ROWS */

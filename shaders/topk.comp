@@ -29,12 +29,14 @@
 // the last workgroup the G slices') and writes the f32 bits to res[lse_off +
 // r] (for OpenAI logprobs).
 //
-// logit_bias (STEP_K's bit 31, chunks steps only): head row r's step entry
-// (STEP_TOKENS + 4 (STEP_N - rows + r), its last word) holds count << 20 |
-// first: bias[2 (first + j)] is a token id, bias[2 (first + j) + 1] the f32
-// bits of what to add to its logit (ids distinct within a row). Each
-// workgroup adds the biases of its own slice in place before it scans, so
-// the top k and the log-sum-exp are of the biased row (what the host's
+// logit_bias and the structured-output mask (STEP_K's bit 31, chunks steps
+// only): head row r's step entry (STEP_TOKENS + 4 (STEP_N - rows + r), its
+// last word) holds mask << 31 | count << 20 | first: bias[2 (first + j)] is
+// a token id, bias[2 (first + j) + 1] the f32 bits of what to add to its
+// logit (ids distinct within a row); with the mask bit, a token i whose bit
+// (mask[r words + i / 32] >> i % 32) is clear ranks as -inf. Each workgroup
+// adds the biases of its own slice in place before it scans, so the top k
+// and the log-sum-exp are of the biased, masked row (what the host's
 // full-row path ranks).
 #include "common.glsl"
 
@@ -51,6 +53,7 @@ layout(binding = 2) readonly buffer Step { uint step[]; };
 // part[TK_PART + TK_REC (row G + g)]
 layout(binding = 3) coherent buffer Part { uint part[]; };
 layout(binding = 4) readonly buffer Bias { uint bias[]; };
+layout(binding = 5) readonly buffer Mask { uint mask[]; }; // (stride + 31) / 32 words per row
 
 // Mirrors struct argmax_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -169,9 +172,12 @@ void main()
 	uint k = min(kw & 0xffffu, KMAX);
 	uint slice = (p.n + G - 1u) / G;
 	uint first = min(g * slice, p.n), last = min(first + slice, p.n);
+	bool masked = false;
+	uint mo = row * ((p.stride + 31u) / 32u);
 	if ((kw >> 31) != 0u) {
 		uint d = step[STEP_TOKENS + 4u * (step[STEP_N] - gl_NumWorkGroups.y + row) + 3u];
-		uint nb = d >> 20, b0 = d & 0xfffffu;
+		uint nb = (d >> 20) & 0x7ffu, b0 = d & 0xfffffu;
+		masked = (d >> 31) != 0u;
 		for (uint j = tid; j < nb; j += WG) {
 			uint id = bias[2u * (b0 + j)];
 			if (id >= first && id < last)
@@ -185,6 +191,8 @@ void main()
 	float mx = NEG_INF, sum = 0.0;
 	for (uint i = first + tid; i < last; i += WG) {
 		float v = logits[lo + i];
+		if (masked && ((mask[mo + (i >> 5)] >> (i & 31u)) & 1u) == 0u)
+			v = NEG_INF;
 		lse_add(mx, sum, v, 1.0);
 		if (v == v) // NaN never ranks
 			insert(b, c, k, v, i);

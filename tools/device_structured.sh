@@ -6,7 +6,7 @@
 #   json_object; logit_bias alone on the GPU top-k (MSG_CHUNK_HEAD_BIAS, no
 #   logit row); tools with tool_choice required (calls streamed as argument
 #   deltas; http_bench counts them as arrivals);
-# then the cluster again with UNICORN_BIAS_CPU=1: logit_bias from the full
+# then the cluster again with UNICORN_FULL_ROW=1: logit_bias and schemas from the full
 # logit row (the path before the GPU bias, for A/B on the same card); and,
 # with STRUCT_SPLIT=1, json_schema and logit_bias on --placement split (the
 # full row through MSG_HEAD_FULL).
@@ -49,7 +49,7 @@ run json_object '{"response_format":{"type":"json_object"}}'
 run logit_bias_gpu "$BIAS"
 run tools_named "$TOOLS"
 down st
-UNICORN_BIAS_CPU=1 up stc
+UNICORN_FULL_ROW=1 up stc
 run logit_bias_full_row "$BIAS"
 down stc
 if [ "${STRUCT_SPLIT:-0}" = 1 ]; then

@@ -711,12 +711,12 @@ Test(structured, split_placement_full_row, .timeout = 240)
 	proc_cluster_stop(&c);
 }
 
-/* logit_bias alone runs on the GPU (fused): the top-k kernel adds the biases
- * before it ranks (MSG_CHUNK_HEAD_BIAS), no logit row comes back. The same
- * requests with logprobs take the coordinator's full-row path; both must
- * give the same tokens, sampled and greedy, several at once beside plain
- * requests. */
-Test(structured, logit_bias_gpu_equals_full_row, .timeout = 180)
+/* Schemas and logit_bias run on the GPU (fused): the top-k kernel adds the
+ * biases and drops what the schema's mask does not allow before it ranks
+ * (MSG_CHUNK_HEAD_BIAS), no logit row comes back. The same requests with
+ * logprobs take the coordinator's full-row path; both must give the same
+ * tokens, sampled and greedy, several at once beside plain requests. */
+Test(structured, gpu_head_equals_full_row, .timeout = 180)
 {
 	struct proc_cluster c;
 	proc_cluster_start(&c, "jbias", (const char *const[]){ "--max-seqs", "12", NULL });
@@ -732,6 +732,15 @@ Test(structured, logit_bias_gpu_equals_full_row, .timeout = 180)
 				"\"Once upon a time\",\"max_tokens\":10,\"temperature\":%s,\"seed\":%d,\"logprobs\":%s,"
 				"\"logit_bias\":%s}' &\n", c.port, c.tmp, i, lp, i < 2 ? "1" : "0", i, lp ? "2" : "null",
 				biases[i % 2]);
+	const char *schemas[] = { jsv_schemas[3], jsv_schemas[9], NULL };
+	for (int i = 0; i < 3; i++)
+		for (int lp = 0; lp < 2; lp++)
+			fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/chat/completions -o %s/s%d_%d.txt -d '{"
+				"\"messages\":[{\"role\":\"user\",\"content\":\"JSON\"}],\"max_tokens\":60,\"temperature\":%s,"
+				"\"seed\":%d,\"logprobs\":%s,\"response_format\":{\"type\":\"json_%s\"%s%s%s}}' &\n", c.port, c.tmp,
+				i, lp, i == 1 ? "0" : "1.2", i, lp ? "true" : "false", schemas[i] ? "schema" : "object",
+				schemas[i] ? ",\"json_schema\":{\"name\":\"s\",\"schema\":" : "", schemas[i] ? schemas[i] : "",
+				schemas[i] ? "}" : "");
 	fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/completions -o %s/p.txt -d '{\"prompt\":\"Once upon a "
 		"time\",\"max_tokens\":10,\"temperature\":0}' &\nwait\n", c.port, c.tmp);
 	fclose(f);
@@ -759,9 +768,30 @@ Test(structured, logit_bias_gpu_equals_full_row, .timeout = 180)
 		free(t[1]);
 	}
 	free(plain);
+	for (int i = 0; i < 3; i++) {
+		char *t[2];
+		for (int lp = 0; lp < 2; lp++) {
+			snprintf(sp, sizeof sp, "%s/s%d_%d.txt", c.tmp, i, lp);
+			raw = slurp(sp);
+			cr_assert_not_null(raw);
+			t[lp] = answer_text(raw, false, false, fin, sizeof fin);
+			cr_assert_str_eq(fin, "stop", "%s", raw);
+			free(raw);
+		}
+		cr_assert_str_eq(t[0], t[1], "schema %d: the GPU mask and the full row disagree", i);
+		json_t *v = json_loads(t[0], JSON_DECODE_ANY, NULL);
+		json_t *sc = json_loads(schemas[i] ? schemas[i] : "{\"type\":\"object\"}", 0, NULL);
+		char why[128] = "";
+		cr_assert(v && jsv_valid(v, sc, sc, why, sizeof why), "schema %d: %s: %s", i, t[0], why);
+		json_decref(v);
+		json_decref(sc);
+		free(t[0]);
+		free(t[1]);
+	}
 	/* the requests without logprobs ran on the GPU top-k, those with on the row */
 	char *log = slurp(c.log);
 	cr_assert_not_null(strstr(log, "logit_bias on the GPU top-k"), "no request took the GPU path");
+	cr_assert_not_null(strstr(log, "schema mask on the GPU top-k"), "no schema took the GPU path");
 	cr_assert_not_null(strstr(log, "full logit row"));
 	free(log);
 	proc_cluster_stop(&c);

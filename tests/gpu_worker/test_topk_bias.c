@@ -1,6 +1,7 @@
-/* logit_bias on the GPU (engine_chunk_bias, shaders/topk.comp): the top-k of
- * a chunks step whose head rows carry biases equals the CPU's top-k of the
- * same step's logit rows plus the biases (ids exact, values within 1e-4),
+/* logit_bias and the structured-output mask on the GPU (engine_chunk_bias,
+ * shaders/topk.comp): the top-k of a chunks step whose head rows carry
+ * biases and masks equals the CPU's top-k of the same step's logit rows
+ * plus the biases, masked tokens -inf (ids exact, values within 1e-4),
  * for prompt chunks and one-token chunks together; rows without biases and
  * the next step are untouched; bad bias lists are refused. */
 #include <criterion/criterion.h>
@@ -71,8 +72,24 @@ Test(topk_bias, gpu_topk_adds_biases_as_the_cpu, .timeout = 120)
 		biased[id0[j]] += b0[j];
 	for (int j = 0; j < 4; j++)
 		biased[2 * (size_t)V + id2[j]] += b2[j];
-	cr_assert_eq(engine_chunk_bias(e, 0, id0, b0, 3), 0, "%s", err_msg());
-	cr_assert_eq(engine_chunk_bias(e, 2, id2, b2, 4), 0, "%s", err_msg());
+	cr_assert_eq(engine_chunk_bias(e, 0, id0, b0, 3, NULL), 0, "%s", err_msg());
+	/* masks (structured output): row 1 alone, row 2 with its biases */
+	size_t mw = (V + 31) / 32;
+	uint32_t *m1 = calloc(mw, 4), *m2 = calloc(mw, 4);
+	for (uint32_t t = 0; t < V; t++) {
+		if (t % 7 == 3)
+			m1[t / 32] |= 1u << (t % 32);
+		if (t % 3 == 0 || t == 40)
+			m2[t / 32] |= 1u << (t % 32);
+	}
+	for (uint32_t t = 0; t < V; t++) {
+		if (!(m1[t / 32] >> (t % 32) & 1))
+			biased[V + t] = -INFINITY;
+		if (!(m2[t / 32] >> (t % 32) & 1))
+			biased[2 * (size_t)V + t] = -INFINITY;
+	}
+	cr_assert_eq(engine_chunk_bias(e, 1, NULL, NULL, 0, m1), 0, "%s", err_msg());
+	cr_assert_eq(engine_chunk_bias(e, 2, id2, b2, 4, m2), 0, "%s", err_msg());
 	uint32_t ids[3 * K];
 	float vals[3 * K];
 	cr_assert_eq(engine_forward_chunks(e, 3, ch, false, ENGINE_BATCH_TOPK, K, ids, vals), 0, "%s", err_msg());
@@ -86,6 +103,10 @@ Test(topk_bias, gpu_topk_adds_biases_as_the_cpu, .timeout = 120)
 		}
 	}
 	cr_assert_eq(ids[0], lo, "the lifted token leads row 0");
+	for (uint32_t i = 0; i < K; i++) {
+		cr_assert_eq(ids[K + i] % 7, 3, "row 1: masked token %u ranked", ids[K + i]);
+		cr_assert(ids[2 * K + i] % 3 == 0 || ids[2 * K + i] == 40, "row 2: masked token %u ranked", ids[2 * K + i]);
+	}
 	/* the biases were for that call only */
 	cr_assert_eq(engine_forward_chunks(e, 3, ch, false, ENGINE_BATCH_TOPK, K, ids, vals), 0, "%s", err_msg());
 	for (uint32_t r = 0; r < 3; r++) {
@@ -99,14 +120,16 @@ Test(topk_bias, gpu_topk_adds_biases_as_the_cpu, .timeout = 120)
 	 * finite; biases with an argmax head */
 	uint32_t bad_order[2] = { 9, 4 }, bad_id[1] = { V };
 	float two[2] = { 1, 1 }, inf[1] = { INFINITY };
-	cr_assert_eq(engine_chunk_bias(e, 0, bad_order, two, 2), ERR_INVAL);
-	cr_assert_eq(engine_chunk_bias(e, 0, bad_id, two, 1), ERR_INVAL);
-	cr_assert_eq(engine_chunk_bias(e, 0, id2, inf, 1), ERR_INVAL);
-	cr_assert_eq(engine_chunk_bias(e, 0, id2, b2, ENGINE_BIAS_MAX + 1), ERR_INVAL);
-	cr_assert_eq(engine_chunk_bias(e, 1, id2, b2, 2), 0);
+	cr_assert_eq(engine_chunk_bias(e, 0, bad_order, two, 2, NULL), ERR_INVAL);
+	cr_assert_eq(engine_chunk_bias(e, 0, bad_id, two, 1, NULL), ERR_INVAL);
+	cr_assert_eq(engine_chunk_bias(e, 0, id2, inf, 1, NULL), ERR_INVAL);
+	cr_assert_eq(engine_chunk_bias(e, 0, id2, b2, ENGINE_BIAS_MAX + 1, NULL), ERR_INVAL);
+	cr_assert_eq(engine_chunk_bias(e, 1, id2, b2, 2, NULL), 0);
 	cr_assert_eq(engine_forward_chunks(e, 3, ch, false, ENGINE_BATCH_ARGMAX, 1, ids, NULL), ERR_INVAL);
 	free(rows);
 	free(biased);
+	free(m1);
+	free(m2);
 	engine_destroy(e);
 	model_close(m);
 	golden_free(&g);
