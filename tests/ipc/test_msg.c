@@ -302,7 +302,7 @@ Test(msg, run_chunks_rules)
 	patch_reject(MSG_RUN_CHUNKS, 20 + 20 + 4, 0, "duplicate slot");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 8, MSG_MAX_POS, "entry pos cap");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 12, 0, "entry n 0");
-	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 3, "entry head 3 (2 is the full-row head, v11)");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 4, "entry head 4 (2 full row, 3 GPU bias and mask)");
 	/* the largest one fits a data-plane ring entry */
 	fill(&a, MSG_RUN_CHUNKS);
 	a.u.run_chunks.n = MSG_MAX_SLOTS;
