@@ -491,9 +491,11 @@ static int submit(void *arg, const struct msg_gen_req *g, struct intake_req *r)
 	}
 	r->n_resume = g->n_resume;
 	if ((g->flags & MSG_GEN_JSON) || g->n_bias) {
-		/* structured output and logit_bias pick from the whole logit row:
-		 * the fused RUN_CHUNKS head's MSG_CHUNK_HEAD_FULL entries, the
-		 * split and pipeline heads' MSG_HEAD_FULL mode (split_head_join) */
+		/* structured output and logit_bias pick from every token: the
+		 * fused GPU top-k of the masked, biased row (head_gpu below), or
+		 * the whole logit row (the fused RUN_CHUNKS head's
+		 * MSG_CHUNK_HEAD_FULL entries, the split and pipeline heads'
+		 * MSG_HEAD_FULL mode: split_head_join) */
 		if ((g->flags & MSG_GEN_JSON) && !c->csv) {
 			int64_t t0 = intake_now_ns();
 			if ((rc = constrained_vocab(c->tok, &c->csv)))
