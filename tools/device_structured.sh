@@ -3,11 +3,13 @@
 # streaming chat completions at 1 and 16 streams on mkmodel's 1B Q4_0,
 # through tools/http_bench.py, for
 #   plain; response_format json_schema (a free string: the widest masks);
-#   json_object; logit_bias alone on the GPU top-k (MSG_CHUNK_HEAD_BIAS, no
-#   logit row); tools with tool_choice required (calls streamed as argument
-#   deltas; http_bench counts them as arrivals);
-# then the cluster again with UNICORN_FULL_ROW=1: logit_bias and schemas from the full
-# logit row (the path before the GPU bias, for A/B on the same card); and,
+#   json_object; logit_bias alone; a named tool (its call streamed as
+#   argument deltas, which http_bench counts as arrivals) — the constrained
+#   ones on the GPU top-k (the schema's mask and the biases applied by
+#   shaders/topk.comp, MSG_CHUNK_HEAD_BIAS: no logit row leaves the GPU);
+# then the cluster again with UNICORN_FULL_ROW=1: json_schema, json_object and
+# logit_bias from the full logit row (the path before, for A/B on the same
+# card); and,
 # with STRUCT_SPLIT=1, json_schema and logit_bias on --placement split (the
 # full row through MSG_HEAD_FULL).
 # Writes $OUT/structured.md (one table per run) and the cluster logs. Same
@@ -28,6 +30,7 @@ N=${TOKENS:-96}
 up() { # name [unicorn-up options]
 	local n=$1
 	shift
+	rm -rf "${XDG_RUNTIME_DIR:?}/unicorn/$n" # a fresh log (paths.txt counts its lines)
 	"$BIN"/unicorn-up --model "$M" --max-seqs 16 --port 8650 --name "$n" -d "$@" > "$OUT/up-$n.txt" 2>&1 ||
 		{ cat "$OUT/up-$n.txt"; exit 1; }
 }
@@ -46,10 +49,12 @@ up st
 run plain ""
 run schema "$SCHEMA"
 run json_object '{"response_format":{"type":"json_object"}}'
-run logit_bias_gpu "$BIAS"
+run logit_bias "$BIAS"
 run tools_named "$TOOLS"
 down st
 UNICORN_FULL_ROW=1 up stc
+run schema_full_row "$SCHEMA"
+run json_object_full_row '{"response_format":{"type":"json_object"}}'
 run logit_bias_full_row "$BIAS"
 down stc
 if [ "${STRUCT_SPLIT:-0}" = 1 ]; then
@@ -61,6 +66,6 @@ if [ "${STRUCT_SPLIT:-0}" = 1 ]; then
 fi
 # which path each cluster's requests took (the coordinator logs it per request)
 for l in "$OUT"/cluster-*.log; do
-	echo "$(basename "$l"): $(grep -c 'logit_bias on the GPU' "$l") on the GPU top-k, $(grep -c 'full logit row' "$l") full row"
+	echo "$(basename "$l"): $(grep -c 'on the GPU top-k' "$l") on the GPU top-k, $(grep -c 'full logit row' "$l") full row"
 done | tee "$OUT/paths.txt" >> "$OUT/structured.md"
 cat "$OUT/structured.md"
