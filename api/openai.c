@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/utf8.h"
 #include "chat/template.h"
+#include "api/toolcall.h"
 #include "constrain/constrain.h"
 #include "ipc/msg.h"
 
@@ -388,7 +389,8 @@ static const char *call_name(json_t *msgs, size_t before, const char *id)
 }
 
 /* A tool message's text (role tool: its result as chat_tool_result says;
- * assistant with tool_calls: its content, then one call per line). */
+ * assistant with tool_calls: its content, then the call, or several as one
+ * JSON array, as the model is asked to write them). */
 static int tool_message(json_t *it, const char *role, json_t *tc, json_t *msgs, size_t i, const char *content,
 			char **out, struct oai_err *e)
 {
@@ -429,18 +431,25 @@ static int tool_message(json_t *it, const char *role, json_t *tc, json_t *msgs, 
 		char *call = a ? chat_tool_call(name, a) : NULL;
 		free(a);
 		size_t cl = call ? strlen(call) : 0;
-		char *nt = call ? realloc(t, n + cl + 2) : NULL;
+		char *nt = call ? realloc(t, n + cl + 4) : NULL;
 		if (!nt) {
 			free(call);
 			free(t);
 			return oai_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
 		}
 		t = nt;
-		if (n)
+		bool many = json_array_size(tc) > 1;
+		if (n && (!many || j == 0))
 			t[n++] = '\n';
+		if (many)
+			t[n++] = j == 0 ? '[' : ',';
 		memcpy(t + n, call, cl + 1);
 		n += cl;
 		free(call);
+		if (many && j + 1 == json_array_size(tc)) {
+			t[n++] = ']';
+			t[n] = 0;
+		}
 	}
 	*out = t;
 	return 0;
@@ -532,7 +541,10 @@ static int parse_messages(json_t *o, struct oai_req *r, struct oai_err *e)
  * answer is constrained to. */
 static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
 {
-	json_t *tools = field(o, "tools"), *tc = field(o, "tool_choice");
+	json_t *tools = field(o, "tools"), *tc = field(o, "tool_choice"), *par = field(o, "parallel_tool_calls");
+	if (par && !json_is_boolean(par))
+		return BAD(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+	r->parallel_calls = !par || json_is_true(par);
 	if (!tools || (json_is_array(tools) && json_array_size(tools) == 0)) {
 		if (tc && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "none") ||
 						   !strcmp(json_string_value(tc), "auto"))))
@@ -563,6 +575,7 @@ static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
 			return BAD(e, "tool_choice", "'tool_choice' must be none, auto, required or "
 				   "{\"type\": \"function\", \"function\": {\"name\": ...}}");
 		r->tool_choice = OAI_TOOLS_NAMED;
+		r->parallel_calls = false; /* exactly that function, once */
 	}
 	json_t *lines = json_array(), *alts = json_array(), *defs = json_object();
 	int rc = -1;
@@ -630,7 +643,7 @@ static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
 	if (fl)
 		fl[len ? len - 1 : 0] = 0;
 	if (r->tool_choice != OAI_TOOLS_NONE) {
-		char *pre = chat_tools_preamble(fl ? fl : "", r->tool_choice >= OAI_TOOLS_REQUIRED);
+		char *pre = chat_tools_preamble(fl ? fl : "", r->tool_choice >= OAI_TOOLS_REQUIRED, r->parallel_calls);
 		if (!pre)
 			goto nomem;
 		/* into the system text (a leading system message, or a new one) */
@@ -661,6 +674,12 @@ static int parse_tools(json_t *o, struct oai_req *r, struct oai_err *e)
 	if (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED) {
 		json_t *root = json_array_size(alts) == 1 ? json_incref(json_array_get(alts, 0))
 							   : json_pack("{s:O}", "anyOf", alts);
+		/* required with parallel calls: a JSON array of one or more calls */
+		if (r->parallel_calls)
+			root = json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", root, "minItems", 1, "maxItems",
+					 TC_MAX_CALLS);
+		if (!root)
+			goto nomem;
 		if (json_object_size(defs))
 			json_object_set(root, "$defs", defs);
 		char *txt = json_dumps(root, JSON_COMPACT);
@@ -1369,44 +1388,13 @@ char *oai_response_wrap(int kind, const char *id, int64_t created, const char *m
 			      (int)(prompt_tokens + completion_tokens)));
 }
 
-char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool stream)
+char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool parallel)
 {
-	/* tolerate a ``` fence around the object (models like to add one) */
-	size_t a = 0, b = len;
-	while (a < b && (text[a] == ' ' || text[a] == '\n' || text[a] == '\t' || text[a] == '\r'))
-		a++;
-	while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\n' || text[b - 1] == '\t' || text[b - 1] == '\r'))
-		b--;
-	if (b - a >= 6 && !strncmp(text + a, "```", 3) && !strncmp(text + b - 3, "```", 3)) {
-		a += 3;
-		while (a < b && text[a] != '\n' && text[a] != '{')
-			a++;
-		b -= 3;
-	}
-	json_t *v = json_loadb(text + a, b - a, 0, NULL);
-	const char *name = json_string_value(json_object_get(v, "name"));
-	json_t *args = json_object_get(v, "arguments");
-	if (!args)
-		args = json_object_get(v, "parameters");
-	bool known = false;
-	for (uint32_t i = 0; name && i < n; i++)
-		known = known || !strcmp(names[i], name);
-	if (!known || !json_is_object(args)) {
-		json_decref(v);
-		return NULL;
-	}
-	char *as = json_dumps(args, JSON_COMPACT);
-	unsigned char r[12];
-	char id[40] = "call_";
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		memset(r, 7, sizeof r);
-	for (size_t i = 0; i < sizeof r; i++)
-		snprintf(id + 5 + 2 * i, 3, "%02x", r[i]);
-	json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name", name,
-				 "arguments", as ? as : "{}");
-	if (stream && call)
-		json_object_set_new(call, "index", json_integer(0));
-	free(as);
-	json_decref(v);
-	return call ? dump(json_pack("[o]", call)) : NULL;
+	struct tc_parser p;
+	tc_init(&p, names, n, parallel);
+	char *calls = NULL;
+	if (!tc_feed(&p, text, len, NULL, NULL) && tc_end(&p, NULL, NULL, NULL))
+		calls = tc_calls_json(&p);
+	tc_free(&p);
+	return calls;
 }

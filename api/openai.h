@@ -81,6 +81,8 @@ struct oai_req {
 	 * answer to {"name", "arguments"} of the function's parameter schema
 	 * (schema above); auto parses a JSON call out of the answer */
 	int tool_choice;         /* enum oai_tool_choice; OAI_TOOLS_OFF without tools */
+	bool parallel_calls;     /* parallel_tool_calls (default true): several calls per
+				  * reply; false, or a named function: at most one */
 	uint32_t n_tools;
 	char **tool_names;       /* [n_tools] */
 	/* logit_bias: token id -> bias in [-100, 100] */
@@ -204,11 +206,11 @@ char *oai_chunk_choice_json(int kind, uint32_t index, const char *text, size_t l
 char *oai_chunk_wrap(int kind, const char *id, int64_t created, const char *model, const char *choice);
 char *oai_response_wrap(int kind, const char *id, int64_t created, const char *model, const char *choices,
 			uint32_t prompt_tokens, uint32_t completion_tokens);
-/* A tool call out of a generated answer (the whole text, trimmed, is one
- * JSON object {"name": one of names[n], "arguments": object}): the
- * "tool_calls" array JSON (id call_..., type function, arguments as a JSON
- * string; stream: with "index" 0) or NULL when the text is no call. */
-char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool stream);
+/* The tool calls of a whole generated answer (api/toolcall.h says what is a
+ * call): the "tool_calls" array JSON (ids call_..., type function, the
+ * arguments as the model wrote them, as a JSON string) or NULL when the text
+ * is no call. parallel: every call, else the first only. */
+char *oai_tool_calls_from(const char *text, size_t len, char *const *names, uint32_t n, bool parallel);
 
 /* Constant-time comparison of an "Authorization" header with "Bearer KEY". */
 bool oai_auth_ok(const char *header, const char *key);

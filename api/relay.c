@@ -11,6 +11,7 @@
 #include "api/http.h"
 #include "coordinator/image_input.h"
 #include "api/openai.h"
+#include "api/toolcall.h"
 #include "common/err.h"
 #include "chat/template.h"
 #include "coordinator/intake.h"
@@ -47,7 +48,10 @@ struct relay {
 	/* custom answers (n > 1 choices, tools: http_job_chunk / _choices) */
 	uint32_t index;              /* the choice */
 	bool custom;
-	bool hold;                   /* tools: the text is held to the end (a call, or text) */
+	bool hold;                   /* tools: the text goes through the tool-call scanner */
+	struct tc_parser tc;         /* tools, streamed: calls and content as they come */
+	bool said_role;              /* streamed: this choice's role went out */
+	uint32_t lp_sent;            /* tools, streamed: logprobs of r->lps sent with content */
 	char *text;                  /* the choice's text so far */
 	size_t n_text, cap_text;
 	struct oai_lp_tok *lps;      /* whole answers: the choice's logprobs */
@@ -95,8 +99,38 @@ static void lp_text(const struct tok *t, int32_t prev, uint32_t id, bool spell, 
 	}
 }
 
-/* Custom answers: keep the text (and, for a whole answer, the logprobs), or
- * send a stream chunk of this choice. lp[0..m) is taken over. */
+/* A stream chunk of this choice (its first carries the role; index 0's went
+ * first): content text with logprobs, or a tool_calls delta. */
+static int choice_chunk(struct relay *r, const char *text, size_t n, const struct oai_lp_tok *lp, uint32_t m,
+			const char *calls)
+{
+	bool role = r->index > 0 && !r->said_role && r->j->req.kind == OAI_CHAT;
+	r->said_role = true;
+	return http_job_chunk(r->rc->h, r->j, oai_chunk_choice_json(r->j->req.kind, r->index, text, n, role, NULL, lp, m,
+								     calls));
+}
+
+/* The tool-call scanner's reports, streamed: content (with the logprobs of
+ * the tokens held so far), a call's start, a piece of its arguments. */
+static int tc_emit(void *arg, const struct tc_ev *ev)
+{
+	struct relay *r = arg;
+	if (ev->kind == TC_EV_TEXT) {
+		int rc = choice_chunk(r, ev->s, ev->len, r->lps + r->lp_sent, r->n_lps - r->lp_sent, NULL);
+		r->lp_sent = r->n_lps;
+		return rc;
+	}
+	char *d = tc_delta_json(ev);
+	if (!d)
+		return err_set(ERR_NOMEM, "relay: out of memory");
+	int rc = choice_chunk(r, NULL, 0, NULL, 0, d);
+	free(d);
+	return rc;
+}
+
+/* Custom answers: keep the text (and, for a whole answer or a tool
+ * scanner's content, the logprobs), or send a stream chunk of this choice.
+ * lp[0..m) is taken over. */
 static void custom_piece(struct relay *r, const char *out, size_t n, struct oai_lp_tok *lp, uint32_t m)
 {
 	if (n && r->n_text + n + 1 > r->cap_text) {
@@ -115,13 +149,8 @@ static void custom_piece(struct relay *r, const char *out, size_t n, struct oai_
 		r->text[r->n_text] = 0;
 	}
 	if (r->j->req.stream && !r->hold) {
-		if (n || m) {
-			/* a choice's first chunk carries its role (index 0's went first) */
-			bool role = r->index > 0 && r->n_text == n && r->j->req.kind == OAI_CHAT;
-			if (http_job_chunk(r->rc->h, r->j,
-					   oai_chunk_choice_json(r->j->req.kind, r->index, out, n, role, NULL, lp, m, NULL)))
-				r->failed = true;
-		}
+		if ((n || m) && choice_chunk(r, out, n, lp, m, NULL))
+			r->failed = true;
 		goto drop;
 	}
 	if (m && r->n_lps + m > r->cap_lps) {
@@ -137,6 +166,8 @@ static void custom_piece(struct relay *r, const char *out, size_t n, struct oai_
 	if (m)
 		memcpy(r->lps + r->n_lps, lp, m * sizeof *lp);
 	r->n_lps += m;
+	if (r->j->req.stream && r->hold && tc_feed(&r->tc, out, n, tc_emit, r))
+		r->failed = true;
 	return;
 drop:
 	for (uint32_t i = 0; i < m; i++)
@@ -394,6 +425,7 @@ static void *gen_thread(void *arg)
 static void relay_free_choice(struct relay *c)
 {
 	oai_stop_free(&c->stop);
+	tc_free(&c->tc);
 	free(c->gen);
 	free(c->text);
 	for (uint32_t i = 0; i < c->n_lps; i++)
@@ -418,20 +450,23 @@ static void custom_end(struct relay *r, struct relay **ch, uint32_t n)
 		tokens += c->n_tok;
 		const char *fin = oai_finish_reason(c->reason);
 		char *calls = NULL;
-		if (c->hold && o->tool_choice != OAI_TOOLS_NONE)
+		if (c->hold && !o->stream)
 			calls = oai_tool_calls_from(c->text ? c->text : "", c->n_text, o->tool_names, o->n_tools,
-						    o->stream);
+						    o->parallel_calls);
 		if (calls)
 			fin = "tool_calls";
+		if (o->stream) {
+			/* the scanner's held text goes out as content; whole calls finish as tool_calls */
+			int rc = 0;
+			if (c->hold && tc_end(&c->tc, tc_emit, c, &rc))
+				fin = "tool_calls";
+			bool role = c->index > 0 && !c->said_role && o->kind == OAI_CHAT;
+			http_job_chunk(h, r->j, oai_chunk_choice_json(o->kind, c->index, o->kind == OAI_CHAT ? NULL : "",
+								0, role, fin, NULL, 0, NULL));
+		}
 		if (!fin0)
 			fin0 = fin;
-		if (o->stream) {
-			if (c->hold && (calls || c->n_text))
-				http_job_chunk(h, r->j, oai_chunk_choice_json(o->kind, c->index, c->text, c->n_text,
-									c->index > 0, NULL, NULL, 0, calls));
-			http_job_chunk(h, r->j, oai_chunk_choice_json(o->kind, c->index, o->kind == OAI_CHAT ? NULL : "",
-								0, false, fin, NULL, 0, NULL));
-		} else {
+		if (!o->stream) {
 			char *cj = oai_choice_json(o->kind, c->index, c->text ? c->text : "", c->n_text, fin, o->logprobs,
 						   c->lps, c->n_lps, calls);
 			size_t cl = cj ? strlen(cj) : 0;
@@ -517,6 +552,7 @@ static void run(struct relay *r)
 	r->custom = r->j->custom; /* http.c decided when it made the job */
 	r->hold = o->tool_choice == OAI_TOOLS_AUTO || o->tool_choice == OAI_TOOLS_REQUIRED ||
 		  o->tool_choice == OAI_TOOLS_NAMED;
+	tc_init(&r->tc, o->tool_names, o->n_tools, o->parallel_calls);
 	/* n choices: n sequences of the same prompt; the others are submitted
 	 * once choice 0 has its first token, so they share its prompt's KV
 	 * through the coordinator's prefix cache (no output bit changes); seeds
@@ -536,6 +572,7 @@ static void run(struct relay *r)
 		*c = (struct relay){ .rc = r->rc, .j = r->j, .prompt = r->prompt, .n_prompt = r->n_prompt,
 				     .index = i, .custom = true, .hold = r->hold, .go = go, .lead = r };
 		c->go.sp.seed = go.sp.seed + i;
+		tc_init(&c->tc, o->tool_names, o->n_tools, o->parallel_calls);
 		if (pthread_create(&c->th, NULL, gen_thread, c)) {
 			free(c);
 			break;

@@ -245,13 +245,19 @@ static char *fmt_alloc(const char *fmt, ...)
 	return s;
 }
 
-char *chat_tools_preamble(const char *functions_json, bool required)
+char *chat_tools_preamble(const char *functions_json, bool required, bool parallel)
 {
-	return fmt_alloc("You can call functions. The functions you can call, one JSON object per line:\n%s\n"
-			 "To call a function, answer with only a JSON object on one line, "
-			 "{\"name\": FUNCTION_NAME, \"arguments\": {ARGUMENTS}}, and nothing else. "
-			 "%s",
-			 functions_json,
+	const char *how =
+		required && parallel
+			? "To call functions, answer with only a JSON array of one or more calls on one line, "
+			  "[{\"name\": FUNCTION_NAME, \"arguments\": {ARGUMENTS}}, ...], and nothing else. "
+			: "To call a function, answer with only a JSON object on one line, "
+			  "{\"name\": FUNCTION_NAME, \"arguments\": {ARGUMENTS}}, and nothing else. ";
+	return fmt_alloc("You can call functions. The functions you can call, one JSON object per line:\n%s\n%s%s%s",
+			 functions_json, how,
+			 parallel && !required ? "To call several functions at once, answer with a JSON array of such "
+						 "objects. "
+					       : "",
 			 required ? "You must call a function now."
 				  : "If no function is needed, answer the user directly in plain text.");
 }

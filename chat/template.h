@@ -52,13 +52,14 @@ int chat_encode_plain(const struct tok *t, const char *text, size_t len, struct 
  * first user turn and the model answers a call with a JSON object):
  *   chat_tools_preamble: the system text that lists the functions
  *     (functions_json: one JSON object {"name","description","parameters"}
- *     per line) and says how to call one;
+ *     per line) and says how to call one (parallel: or several, as a JSON
+ *     array of calls; required and parallel: always that array);
  *   a call (an assistant message's tool_calls, or what the model answers):
  *     {"name": NAME, "arguments": {...}} on a line of its own;
  *   chat_tool_result: a role "tool" message, given to the model as a user
  *     turn ("Result of NAME (call ID): CONTENT").
  * All malloc'ed, NUL-terminated; NULL when out of memory. */
-char *chat_tools_preamble(const char *functions_json, bool required);
+char *chat_tools_preamble(const char *functions_json, bool required, bool parallel);
 char *chat_tool_call(const char *name, const char *arguments_json);
 char *chat_tool_result(const char *name, const char *call_id, const char *content);
 

@@ -122,6 +122,19 @@ int constrained_feed(struct cs_vocab *v, struct intake_req *r, uint32_t token, b
 	return 0;
 }
 
+int64_t constrained_mask(struct cs_vocab *v, struct intake_req *r, uint32_t budget, int32_t eos, uint64_t *allowed)
+{
+	int64_t got = cs_vocab_allowed(v, r->cs, r->cst, budget, allowed);
+	if (got == 0 && budget != UINT32_MAX) /* the budget cannot be kept: the output will be cut */
+		got = cs_vocab_allowed(v, r->cs, r->cst, UINT32_MAX, allowed);
+	if (got >= 0 && eos >= 0 && (uint32_t)eos < cs_vocab_size(v) && cs_state_can_end(r->cs, r->cst) &&
+	    !(allowed[eos / 64] >> (eos % 64) & 1)) {
+		allowed[eos / 64] |= 1ull << (eos % 64);
+		got++;
+	}
+	return got;
+}
+
 /* Insert (id, val) into the descending top-k lists (ties: the lower id first,
  * as ids arrive in increasing order). */
 static void top_insert(uint32_t *ids, float *vals, uint32_t *have, uint32_t k, uint32_t id, float val)
@@ -146,7 +159,8 @@ int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float
 	static uint64_t *allowed;
 	static uint32_t allowed_n;
 	*k = 0;
-	uint32_t n = cs_vocab_size(v) < n_text ? cs_vocab_size(v) : n_text;
+	/* a bias alone has no vocabulary trie (v NULL until a schema came) */
+	uint32_t n = r->cs && cs_vocab_size(v) < n_text ? cs_vocab_size(v) : n_text;
 	if (r->cs && allowed_n < n) {
 		uint64_t *a = realloc(allowed, ((size_t)cs_vocab_size(v) + 63) / 64 * sizeof *a);
 		if (!a)
@@ -155,13 +169,9 @@ int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float
 		allowed_n = cs_vocab_size(v);
 	}
 	if (r->cs) {
-		int64_t got = cs_vocab_allowed(v, r->cs, r->cst, budget, allowed);
-		if (got == 0 && budget != UINT32_MAX) /* the budget cannot be kept: the output will be cut */
-			got = cs_vocab_allowed(v, r->cs, r->cst, UINT32_MAX, allowed);
+		int64_t got = constrained_mask(v, r, budget, eos < 0 || (uint32_t)eos < n ? eos : -1, allowed);
 		if (got < 0)
 			return (int)got;
-		if (eos >= 0 && (uint32_t)eos < n && cs_state_can_end(r->cs, r->cst))
-			allowed[eos / 64] |= 1ull << (eos % 64);
 	}
 	uint32_t have = 0, bi = 0;
 	const uint32_t kk = MSG_MAX_TOPK;

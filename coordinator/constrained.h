@@ -32,6 +32,11 @@ int constrained_feed(struct cs_vocab *v, struct intake_req *r, uint32_t token, b
 int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float *row, uint32_t n_text,
 			   uint32_t budget, int32_t eos, uint32_t *ids, float *vals, uint32_t *k);
 
+/* The tokens the schema allows next with budget tokens left after this one
+ * (none fit the budget: without it), and eos where the value may end: bit t
+ * of allowed[(n_vocab + 63) / 64]. Returns how many (0: none) or ERR_*. */
+int64_t constrained_mask(struct cs_vocab *v, struct intake_req *r, uint32_t budget, int32_t eos, uint64_t *allowed);
+
 /* The raw model's k best tokens of row[0..n) (descending, lower id first on
  * ties) and the row's log-sum-exp, for logprobs of a full-row request. */
 void constrained_raw_head(const float *row, uint32_t n, uint32_t k, uint32_t *ids, float *vals, float *lse);

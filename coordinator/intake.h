@@ -72,19 +72,24 @@ struct intake_req {
 	struct cs_schema *cs;        /* MSG_GEN_JSON: the compiled schema */
 	struct cs_state *cst;        /* where the generated text stands against it */
 	uint32_t n_bias;
-	uint32_t *bias_ids;          /* [n_bias] */
+	uint32_t *bias_ids;          /* [n_bias], ascending */
 	float *bias;                 /* [n_bias] */
 	/* images (GEN_REQ v12; coordinator/images.h): digest and first prompt
 	 * position of each, img_rows rows each */
 	uint32_t n_images, img_rows;
 	uint8_t (*img_digest)[MSG_DIGEST];
 	uint32_t *img_pos;
+	bool head_gpu;               /* without logprobs, fused placement: the GPU top-k
+				      * adds the biases and drops what the schema does not
+				      * allow (MSG_CHUNK_HEAD_BIAS); no row comes back */
+	bool mask_none;              /* head_gpu: the last mask allowed no token */
 };
 
-/* The request picks from the whole logit row (a schema or a logit_bias). */
+/* The request picks from the whole logit row (a schema or a logit_bias the
+ * GPU top-k does not apply). */
 static inline bool intake_req_full_row(const struct intake_req *r)
 {
-	return r->cs || r->n_bias;
+	return (r->cs || r->n_bias) && !r->head_gpu;
 }
 
 /* Free everything r owns (pieces, tokens, logprobs, its sequence) and zero it. */

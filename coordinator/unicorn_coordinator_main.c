@@ -120,6 +120,7 @@ struct coord {
 	uint32_t spin_us;
 	uint32_t split_mbs;    /* micro-batches of the dataflow (UNICORN_SPLIT_MBS) */
 	bool split_via_coord;  /* UNICORN_SPLIT_VIA_COORD=1: every stage through the coordinator (A/B) */
+	bool full_row;         /* UNICORN_FULL_ROW=1: schemas and logit_bias from the full row, never the GPU top-k (A/B) */
 	bool no_chain;         /* UNICORN_PIPE_CHAIN=0: pipeline decode steps in lockstep rounds (A/B) */
 	/* observability (docs/observability.md) */
 	struct metrics *met;
@@ -542,10 +543,11 @@ static int submit(void *arg, const struct msg_gen_req *g, const char *prompt, ui
 	}
 	r->n_resume = g->n_resume;
 	if ((g->flags & MSG_GEN_JSON) || g->n_bias) {
-		/* structured output and logit_bias pick from the whole logit row,
-		 * which only the fused RUN_CHUNKS head gives */
-		if (c->split)
-			return err_set(ERR_UNSUP, "response_format json / logit_bias need --placement fused");
+		/* structured output and logit_bias pick from every token: the
+		 * fused GPU top-k of the masked, biased row (head_gpu below), or
+		 * the whole logit row (the fused RUN_CHUNKS head's
+		 * MSG_CHUNK_HEAD_FULL entries, the split and pipeline heads'
+		 * MSG_HEAD_FULL mode: split_head_join) */
 		if ((g->flags & MSG_GEN_JSON) && !c->csv) {
 			int64_t t0 = intake_now_ns();
 			if ((rc = constrained_vocab(c->tok, &c->csv)))
@@ -555,6 +557,11 @@ static int submit(void *arg, const struct msg_gen_req *g, const char *prompt, ui
 		}
 		if ((rc = constrained_setup(c->csv, tok_n_vocab(c->tok), g, r)))
 			return rc;
+		/* the fused GPU top-k adds the biases and masks what the schema
+		 * does not allow (MSG_CHUNK_HEAD_BIAS); logprobs (of the raw row)
+		 * and the other placements take the row */
+		r->head_gpu = !(g->flags & MSG_GEN_LOGPROBS) && !c->split && !c->full_row &&
+			      (!r->cs || MSG_SLOT_MASK + ((uint64_t)c->att->n_vocab + 31) / 32 <= c->att->n_vocab);
 	}
 	/* Re-run the detokenizer over the resumed tokens so the held UTF-8
 	 * bytes (and the pieces of late polls) match the first run. */
@@ -580,7 +587,9 @@ static int submit(void *arg, const struct msg_gen_req *g, const char *prompt, ui
 	r->state = INTAKE_QUEUED;
 	fprintf(stderr, "coordinator: request %016llx: %u prompt tokens%s%s, %u resumed\n",
 		(unsigned long long)r->id, r->n_prompt,
-		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "", "", r->n_resume);
+		(g->flags & MSG_GEN_CHAT) ? " (chat)" : "",
+		r->head_gpu && r->cs ? ", schema mask on the GPU top-k" : r->head_gpu && r->n_bias ? ", logit_bias on the GPU top-k"
+		: intake_req_full_row(r) ? ", full logit row" : "", r->n_resume);
 	return 0;
 }
 
@@ -841,6 +850,12 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	uint32_t token = done->token;
 	uint32_t *ids = NULL, k = 0;
 	float *logits = NULL;
+	if (r->head_gpu && r->mask_none) {
+		/* the GPU's mask allowed nothing (its top-k is all -inf) */
+		fprintf(stderr, "coordinator: request %016llx: no token fits its schema; ended\n", (unsigned long long)r->id);
+		intake_finish(r, MSG_END_LENGTH);
+		return 0;
+	}
 	if (sampler_wants_topk(&r->sp) || r->want_lp) {
 		int rc = attach_head(c->att, r->slot, &ids, &logits);
 		if (rc)
@@ -888,6 +903,9 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		int rc;
 		uint32_t id_copy[MSG_MAX_TOPK];
 		float lg_copy[MSG_MAX_TOPK];
+		/* a masked row's top-k may end in -inf ranks past what the mask allows */
+		while (r->head_gpu && k > 1 && !(logits[k - 1] > -INFINITY))
+			k--;
 		memcpy(id_copy, ids, k * sizeof *ids);
 		memcpy(lg_copy, logits, k * sizeof *logits);
 		/* penalties look at the whole sequence and the generated tokens */
@@ -939,16 +957,84 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 	return 0;
 }
 
+/* A MSG_CHUNK_HEAD_BIAS request's biases and mask into its slot's logits
+ * area, as the worker reads them (ipc/msg.h): the count, then (id, bias)
+ * pairs, ids ascending and distinct (equal ids summed); with a schema, the
+ * tokens it allows next (as take_token's full-row path would: within the
+ * tokens left, eos where the value may end). */
+static int head_inputs_to_slot(struct coord *c, struct intake_req *r)
+{
+	float *row;
+	int rc = attach_logits(c->att, r->slot, &row);
+	if (rc)
+		return rc;
+	uint32_t flag = 0;
+	if (r->cs) {
+		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
+		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
+		left = left < ctx_left ? left : ctx_left;
+		/* the walk's words (u64, the trie's vocabulary) into the slot's
+		 * (u32, the model's; the rest none) */
+		static uint64_t *mask;
+		static size_t mask_words;
+		size_t vw = ((size_t)cs_vocab_size(c->csv) + 63) / 64, sw = ((size_t)c->att->n_vocab + 31) / 32;
+		if (mask_words < vw) {
+			uint64_t *m = realloc(mask, vw * sizeof *m);
+			if (!m)
+				return err_set(ERR_NOMEM, "coordinator: mask: out of memory");
+			mask = m;
+			mask_words = vw;
+		}
+		memset(mask, 0, vw * sizeof *mask);
+		int64_t got = constrained_mask(c->csv, r, left ? left - 1 : 0, tok_eot(c->tok), mask);
+		if (got < 0)
+			return (int)got;
+		r->mask_none = got == 0;
+		memset(row + MSG_SLOT_MASK, 0, sw * 4);
+		memcpy(row + MSG_SLOT_MASK, mask, vw * 8 < sw * 4 ? vw * 8 : sw * 4);
+		flag = 1;
+	}
+	memcpy(&row[MSG_SLOT_MASK_FLAG], &flag, 4);
+	uint32_t n = 0, *w = (uint32_t *)row;
+	for (uint32_t i = 0; i < r->n_bias; i++) {
+		if (n && w[1 + 2 * (n - 1)] == r->bias_ids[i]) {
+			row[2 + 2 * (n - 1)] += r->bias[i];
+			continue;
+		}
+		w[1 + 2 * n] = r->bias_ids[i];
+		row[2 + 2 * n] = r->bias[i];
+		n++;
+	}
+	w[0] = n;
+	return 0;
+}
+
 static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
 	/* logprobs need the top-k and the log-sum-exp even for greedy; a
 	 * full-row request's head area carries the raw top-k for them */
-	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r)) {
+	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r) || r->head_gpu) {
 		*k = MSG_MAX_TOPK;
 		return MSG_HEAD_TOPK;
 	}
 	*k = 1;
 	return MSG_HEAD_ARGMAX;
+}
+
+/* Split and pipeline heads: one mode for all the rows of a head op. A
+ * full-row request (structured output, logit_bias) makes it MSG_HEAD_FULL
+ * (every row's logit row into its logits area, the top-k into the head
+ * areas: the others sample from those as usual), else top-k when a row
+ * samples with it, else argmax (the modes' values rise in that order). */
+static void split_head_join(const struct intake_req *r, uint32_t *mode, uint32_t *k)
+{
+	uint32_t kk = 1, m = head_mode(r, &kk);
+	if (intake_req_full_row(r))
+		m = MSG_HEAD_FULL;
+	if (m > *mode)
+		*mode = m;
+	if (m != MSG_HEAD_ARGMAX && kk > *k)
+		*k = kk;
 }
 
 /* True when r's next chunk is one token: it can join a split batch. */
@@ -1047,7 +1133,13 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 			m->mode = MSG_HEAD_TOPK;
 			m->k = k;
 		}
-		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL : 1;
+		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL
+				       : r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
+		if (hv == MSG_CHUNK_HEAD_BIAS) {
+			int rc = head_inputs_to_slot(c, r);
+			if (rc)
+				return rc;
+		}
 		m->e[i] = (struct msg_run_chunk){ r->slot, r->slot, e->c.pos0, e->c.n, hv };
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
@@ -1142,7 +1234,9 @@ static int send_op(struct coord *c, struct wlink *w, const struct sched_op *op,
 		c->m.u.head.seq_id = r->slot;
 		c->m.u.head.slot = r->slot;
 		c->m.u.head.n = ch->n;
-		c->m.u.head.mode = head_mode(r, &c->m.u.head.k);
+		c->m.u.head.mode = MSG_HEAD_ARGMAX;
+		c->m.u.head.k = 1;
+		split_head_join(r, &c->m.u.head.mode, &c->m.u.head.k);
 		break;
 	default:
 		return 0;
@@ -1303,12 +1397,9 @@ static int split_batch_init(struct coord *c, struct split_batch *sb, struct inta
 		struct intake_req *r = rs[i];
 		sb->samples[i] = sched_seq_chunk_samples(&r->seq, &sb->ch[i]);
 		struct split_mb *mb = &sb->mb[sb->mb_of[i]];
-		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
-		if (sb->samples[i] && head_mode(r, &k) == MSG_HEAD_TOPK) {
-			mb->mode = MSG_HEAD_TOPK;
-			mb->k = k;
-		}
+		if (sb->samples[i])
+			split_head_join(r, &mb->mode, &mb->k);
 	}
 	for (uint32_t w = 0; w < sb->n_mb; w++)
 		sb->mb[w].n_ops = 1 + 2 * c->n_layer + (sb->mb[w].head ? 1 : 0);
@@ -1705,12 +1796,9 @@ static int pipe_finish(void *ctx, uint32_t w, bool *more)
 	mb->mode = MSG_HEAD_ARGMAX;
 	mb->k = 1;
 	for (uint32_t i = mb->first; i < mb->first + kept; i++) {
-		uint32_t k = 1;
 		mb->head = mb->head || sb->samples[i];
-		if (sb->samples[i] && head_mode(sb->rs[i], &k) == MSG_HEAD_TOPK) {
-			mb->mode = MSG_HEAD_TOPK;
-			mb->k = k;
-		}
+		if (sb->samples[i])
+			split_head_join(sb->rs[i], &mb->mode, &mb->k);
 	}
 	*more = kept > 0 && c->sched.q_len == 0; /* a waiting request gets its slot at the next round */
 	return 0;
@@ -1808,13 +1896,9 @@ static int step_split_chunks(struct coord *c, struct intake_req **rs, uint32_t n
 				break; /* the next FLOW takes it */
 			head[i] = sched_seq_chunk_samples(&r->seq, &ch[i]);
 			flow_of[i] = (uint8_t)n_flow;
-			uint32_t k = 1;
 			if (head[i]) {
 				f->flags |= MSG_FLOW_HEAD;
-				if (head_mode(r, &k) == MSG_HEAD_TOPK) {
-					f->mode = MSG_HEAD_TOPK;
-					f->k = k > f->k ? k : f->k;
-				}
+				split_head_join(r, &f->mode, &f->k);
 			}
 			f->e[f->n++] = (struct msg_run_batch_entry){ r->slot, r->slot, ch[i].pos0,
 								     ch[i].n | (head[i] ? MSG_CHUNK_HEAD : 0) };
@@ -2411,6 +2495,7 @@ int main(int argc, char **argv)
 	if (mbs && atoi(mbs) >= 1)
 		c.split_mbs = (uint32_t)atoi(mbs) < SPLIT_MAX_MBS ? (uint32_t)atoi(mbs) : SPLIT_MAX_MBS;
 	c.no_chain = getenv("UNICORN_PIPE_CHAIN") && !strcmp(getenv("UNICORN_PIPE_CHAIN"), "0");
+	c.full_row = getenv("UNICORN_FULL_ROW") && !strcmp(getenv("UNICORN_FULL_ROW"), "1");
 	c.split_via_coord = getenv("UNICORN_SPLIT_VIA_COORD") && !strcmp(getenv("UNICORN_SPLIT_VIA_COORD"), "1") &&
 			    !c.pipeline; /* a stage runs whole layers: only FLOWs reach it */
 	if (c.pipeline) {

@@ -127,6 +127,8 @@ enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL =
 #define AM_GROUPS_MAX 64u /* UNICORN_VK_ARGMAX_GROUPS's limit (<= the 128-thread workgroup) */
 /* the top-k kernel's per-row log-sum-exps follow the batch_max result rows */
 #define LSE_OFF(e) ((e)->batch_max * RES_ROW)
+/* chunks_write writes a bias descriptor for every head row (<= batch_max <= max_seqs <= 256) */
+_Static_assert(ENGINE_BIAS_HDR >= 256, "a bias descriptor for every head row");
 
 /* A weight matrix on the device: rows of ncols elements of one type, at
  * [off, off + bytes) of buf. Uploaded matrices own their buffer (off 0);
@@ -185,6 +187,10 @@ struct engine {
 	struct elayer *L;
 	/* activations [max_batch][...] */
 	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
+	struct vk_buf *biasb; /* logit_bias lists of a chunks step's head rows (shaders/topk.comp) */
+	struct vk_buf *maskb; /* their token masks, one row of (n_vocab + 31) / 32 words per head */
+	struct { const uint32_t *ids; const float *v; const uint32_t *mask; uint32_t n; } cbias[256]; /* engine_chunk_bias */
+	uint32_t n_cbias;     /* chunks with biases set */
 	/* pipelines, by type slot */
 	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
 	struct vk_pipe attn_pre; /* attn without the rope code, where rope_kv ran before (rec_attn) */
@@ -983,7 +989,7 @@ static int pipes_create(struct engine *e, const struct model *m)
 							    : ATTN_CHUNK;
 	if (!rc) rc = vk_pipe_create(e->vk, "gelu_mul", 2, sizeof(struct gelu_push), wg, 1, &e->gelu);
 	if (!rc) rc = vk_pipe_create(e->vk, "argmax", 3, sizeof(struct argmax_push), wg_am, 1, &e->argmax);
-	if (!rc) rc = vk_pipe_create(e->vk, "topk", 4, sizeof(struct argmax_push), wg32, 1, &e->topk);
+	if (!rc) rc = vk_pipe_create(e->vk, "topk", 6, sizeof(struct argmax_push), wg32, 1, &e->topk);
 	return rc;
 }
 
@@ -1067,7 +1073,7 @@ static int sets_create(struct engine *e)
 	if (!rc && !e->attn_only)
 		rc = mksetxb(e, &e->mv[type_slot(e->embd.type)], &e->s_logits_d, &e->embd, e->logitsd);
 	if (!rc) rc = mkset(e, &e->argmax, &e->s_argmax, e->logitsd, e->res, e->amp, d, d, d);
-	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, d, d);
+	if (!rc) rc = mkset(e, &e->topk, &e->s_topk, e->logitsd, e->res, e->stepd, e->tkp, e->biasb, e->maskb);
 	for (uint32_t il = 0; il < c->n_layer && !rc; il++) {
 		struct elayer *l = &e->L[il];
 		if (!own_layer(e, il))
@@ -1311,6 +1317,9 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		/* stage rows: a batch, or the chunks of engine_stage_chunks (up to R) */
 		{ &e->hio, VK_BUF_HOST, R * c->n_embd * F },
 		{ &e->dummy, VK_BUF_DEVICE, 16 },
+		/* (id, bias bits) pairs, ENGINE_BIAS_MAX per head row (chunks_write) */
+		{ &e->biasb, VK_BUF_HOST, (ENGINE_BIAS_HDR + RB * ENGINE_BIAS_MAX * 2) * 4 + 16 },
+		{ &e->maskb, VK_BUF_HOST, RB * ((c->n_vocab + 31) / 32) * 4 + 16 },
 		{ &e->skp, VK_BUF_DEVICE, split_part_bytes(e, R) + 16 },
 		{ &e->nt_cnt, VK_BUF_DEVICE, 16 },
 		/* argmax's row counters and slice bests (shaders/argmax.comp) */
@@ -1417,7 +1426,7 @@ void engine_destroy(struct engine *e)
 			vk_buf_destroy(e->vk, e->imp[i].buf);
 		struct vk_buf *bs[] = { e->output_norm, e->step, e->stepd, e->h, e->xb, e->xq, e->xqa, e->ffq, e->fmb, e->o, e->qkv, e->att,
 					e->part, e->gu, e->ff, e->logits, e->logitsd, e->res, e->hio, e->dummy, e->nt_cnt, e->amp, e->tkp, e->tabh, e->tabd,
-					e->skp, e->img };
+					e->skp, e->img, e->biasb, e->maskb };
 		for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
 			vk_buf_destroy(e->vk, bs[i]);
 		struct vk_pipe *ps[] = { &e->norm, &e->rope, &e->attn, &e->attn_pre, &e->attn_fa, &e->combine, &e->gelu, &e->argmax,
@@ -2294,18 +2303,38 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 	s->n = (uint32_t)total;
 	s->k = k;
 	s->kv_base = ch[0].seq * e->tab_len;
-	uint32_t r = 0, h = (uint32_t)total - *m;
+	uint32_t r = 0, h = (uint32_t)total - *m, nb = 0;
+	uint32_t *bias = e->biasb->map;
 	e->step_short = true;
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t t = 0; t < ch[i].n; t++) {
 			e->step_short = e->step_short && ch[i].pos0 + t < e->attn_chunk;
-			uint32_t at = ch[i].head && t + 1 == ch[i].n ? h++ : r++, id = ch[i].tokens[t];
+			bool hd = ch[i].head && t + 1 == ch[i].n;
+			uint32_t at = hd ? h++ : r++, id = ch[i].tokens[t];
 			bool img = images && engine_image_token(id);
 			uint32_t end = img ? ch[i].pos0 + t + (e->image_rows - 1 - (id & ~ENGINE_IMAGE_TOKEN) % e->image_rows) : 0;
 			/* an image row embeds token 0, then takes its row (rec_embed) */
 			s->tok[at] = (struct engine_step_tok){ img ? 0 : id, ch[i].pos0 + t, ch[i].seq * e->tab_len, end };
 			if (img)
 				engine_image_copy_add(e->img_cp, &e->n_img_cp, id & ~ENGINE_IMAGE_TOKEN, at);
+			if (!hd)
+				continue;
+			/* a head row's logit biases and mask: the top-k kernel adds them
+			 * (and masks) before it ranks (s->k bit 31; shaders/topk.comp) */
+			uint32_t hr = at - ((uint32_t)total - *m), word = 0;
+			if (i < e->n_cbias && (e->cbias[i].n || e->cbias[i].mask)) {
+				word = (e->cbias[i].mask ? 1u << 31 : 0) | e->cbias[i].n << 20 | nb;
+				if (e->cbias[i].mask) {
+					size_t mw = ((size_t)e->cfg.n_vocab + 31) / 32;
+					memcpy((uint32_t *)e->maskb->map + (size_t)hr * mw, e->cbias[i].mask, mw * 4);
+				}
+				for (uint32_t j = 0; j < e->cbias[i].n; j++, nb++) {
+					bias[ENGINE_BIAS_HDR + 2 * nb] = e->cbias[i].ids[j];
+					memcpy(&bias[ENGINE_BIAS_HDR + 2 * nb + 1], &e->cbias[i].v[j], 4);
+				}
+				s->k |= 1u << 31;
+			}
+			bias[hr] = word;
 		}
 	*rows = (uint32_t)total;
 	return 0;
@@ -2322,8 +2351,11 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		return rc;
 	uint32_t rows, m;
 	rc = chunks_write(e, n, ch, k, &rows, &m, true);
+	e->n_cbias = 0; /* the biases were for this call */
 	if (rc)
 		return rc;
+	if ((((struct engine_step *)e->step->map)->k >> 31) && mode == ENGINE_BATCH_ARGMAX)
+		return err_set(ERR_INVAL, "engine: chunks: logit biases need the top-k head");
 	if (m && ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals)))
 		return err_set(ERR_INVAL, "engine: chunks: missing output array");
 	int md = wide ? base - MODE_B_ALL + MODE_W_ALL : base;
@@ -2344,6 +2376,26 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		memcpy(vals, e->logits->map, (size_t)m * e->cfg.n_vocab * 4);
 	else
 		batch_results(e, m, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	return 0;
+}
+
+int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n,
+		      const uint32_t *mask)
+{
+	bool ok = i < e->batch_max && n <= ENGINE_BIAS_MAX && (!n || (ids && bias));
+	for (uint32_t j = 0; ok && j < n; j++)
+		ok = ids[j] < e->cfg.n_vocab && (!j || ids[j] > ids[j - 1]) && isfinite(bias[j]);
+	if (!ok) {
+		e->n_cbias = 0; /* none of this call's biases stay */
+		return err_set(ERR_INVAL, "engine: chunk_bias: chunk %u (< %u): %u biases (at most %d, ids ascending, "
+			       "finite)", i, e->batch_max, n, ENGINE_BIAS_MAX);
+	}
+	for (; e->n_cbias <= i; e->n_cbias++)
+		e->cbias[e->n_cbias].n = 0, e->cbias[e->n_cbias].mask = NULL;
+	e->cbias[i].ids = ids;
+	e->cbias[i].v = bias;
+	e->cbias[i].n = n;
+	e->cbias[i].mask = mask;
 	return 0;
 }
 
@@ -2783,13 +2835,14 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 {
 	if (e->attn_only)
 		return err_set(ERR_STATE, "engine: head_batch: this engine holds only the attention's weights");
-	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK)
-		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax or top-k)", (int)mode);
-	if (mode == ENGINE_BATCH_ARGMAX)
+	bool all = mode == ENGINE_BATCH_LOGITS; /* every row's whole logit row into vals */
+	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK && !all)
+		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax, top-k or logits)", (int)mode);
+	if (mode != ENGINE_BATCH_TOPK)
 		k = 1;
 	if (k == 0 || k > ENGINE_TOPK_MAX)
 		return err_set(ERR_INVAL, "engine: head_batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
-	if (n == 0 || n > e->batch_max || !in || !ids || (mode == ENGINE_BATCH_TOPK && !vals))
+	if (n == 0 || n > e->batch_max || !in || (!all && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: head_batch: %u rows (1..%u) or a missing array", n, e->batch_max);
 	struct engine_step *s = e->step->map;
 	s->n = n;
@@ -2812,14 +2865,15 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 	e->rec_batch = true;
 	e->rec_wide = wide;
 	rec_norm(e, cb, e->s_final, 0, n);
-	rec_logits_to(e, cb, n, n, e->s_logits_d);
+	rec_logits_to(e, cb, n, n, all ? e->s_logits : e->s_logits_d);
 	e->rec_batch = e->rec_wide = false;
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (mode == ENGINE_BATCH_ARGMAX)
 		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n, 1);
-	else
+	else if (!all)
 		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n, 1);
-	fbar(e, cb);
+	if (!all)
+		fbar(e, cb);
 	if (e->vk->timestamps)
 		vk_cmd_timestamp(cb, e->vk, qs + 1);
 	rc = once_submit(e);
@@ -2827,7 +2881,10 @@ int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, 
 		gpu_ns_add(e, qs, qs + 1);
 	if (rc)
 		return rc;
-	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	if (all)
+		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
+	else
+		batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 

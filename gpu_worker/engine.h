@@ -276,6 +276,20 @@ struct engine_chunk {
 	const uint32_t *tokens;
 	bool head;
 };
+/* Logit biases and a token mask for head chunk i of the next
+ * engine_forward_chunks (which uses and forgets them; the arrays are
+ * borrowed until then): ids ascending < n_vocab, at most ENGINE_BIAS_MAX;
+ * mask NULL or (n_vocab + 31) / 32 words, bit t of word t / 32 set where
+ * token t may be chosen; top-k mode only. The top-k kernel adds the biases
+ * and drops the masked tokens before it ranks (and before the log-sum-exp),
+ * so the top-k is what the coordinator's full-row path ranks. */
+#define ENGINE_BIAS_MAX 512
+/* The bias buffer (shaders/topk.comp BIAS_HDR): one descriptor word per head
+ * row first (mask << 31 | count << 20 | first pair), then the (id, bias)
+ * pairs; at most this many head rows (batch_max) */
+#define ENGINE_BIAS_HDR 256
+int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const float *bias, uint32_t n,
+		      const uint32_t *mask);
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals);
 /* Image rows in the sequence (gpu_worker/engine_image.h): a chunk's token
@@ -384,7 +398,8 @@ int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layer
  * (max_rows x n_embd f32). */
 float *engine_stage_rows(struct engine *e);
 /* Final norm, logits and argmax / top-k (k per row) of n hidden rows (wide:
- * the logits on the mat-mat kernel). */
+ * the logits on the mat-mat kernel); ENGINE_BATCH_LOGITS: every row's whole
+ * logit row into vals (n x n_vocab; ids unused), for constrained decoding. */
 int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
 		      uint32_t *ids, float *vals);
 int engine_head(struct engine *e, uint32_t n, float *logits);

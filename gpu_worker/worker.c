@@ -651,6 +651,41 @@ static uint32_t topk(const float *x, uint32_t n, uint32_t k, uint32_t *ids, floa
 	return have;
 }
 
+/* A CPU head of one logit row into slot's head area: its top-k and the
+ * row's log-sum-exp for logprobs, as the GPU top-k kernel gives them (over
+ * the text ids, the others -inf; in double, max-shifted); MSG_HEAD_FULL
+ * also copies the row into the slot's logits area (the non-text ids -inf)
+ * for the coordinator's constrained decoding. *got: candidates found. */
+static int row_head(struct worker *w, uint32_t slot, const float *row, uint32_t k, bool full, uint32_t *got)
+{
+	float *vals, *lse;
+	uint32_t *ids;
+	int rc = attach_head(w->att, slot, &ids, &vals);
+	if (!rc)
+		rc = attach_head_lse(w->att, slot, &lse);
+	if (!rc && full) {
+		float *dst;
+		if ((rc = attach_logits(w->att, slot, &dst)))
+			return rc;
+		memcpy(dst, row, (size_t)w->n_vocab_text * sizeof *dst);
+		for (uint32_t i = w->n_vocab_text; i < w->n_vocab; i++)
+			dst[i] = -INFINITY;
+	}
+	if (rc)
+		return rc;
+	*got = topk(row, w->n_vocab_text, k, ids, vals);
+	if (*got == 0)
+		return err_set(ERR_RANGE, "worker: head: no finite logit");
+	for (uint32_t i = *got; i < k; i++)
+		ids[i] = ids[0], vals[i] = -INFINITY;
+	double mx = vals[0], sum = 0;
+	for (uint32_t i = 0; i < w->n_vocab_text; i++)
+		if (row[i] > -INFINITY)
+			sum += exp((double)row[i] - mx);
+	*lse = (float)(mx + log(sum));
+	return 0;
+}
+
 static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, uint32_t *k_out)
 {
 	int rc = check_rows(w, m->slot, m->n);
@@ -659,34 +694,24 @@ static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, 
 	uint32_t k = m->mode == MSG_HEAD_ARGMAX ? 1 : m->k;
 	if (k < 1 || k > MSG_MAX_TOPK)
 		return err_set(ERR_RANGE, "worker: head k %u outside [1, %d]", k, MSG_MAX_TOPK);
-	float *h, *vals;
-	uint32_t *ids;
+	float *h;
 	rc = attach_hidden(w->att, m->slot, m->n - 1, 1, &h);
-	if (!rc)
-		rc = attach_head(w->att, m->slot, &ids, &vals);
 	/* only the last row feeds the logits: upload just that one */
 	if (!rc)
 		rc = engine_hidden_set(w->e, h, 1);
 	if (!rc)
 		rc = engine_head(w->e, 1, w->logits);
+	uint32_t got = 0;
+	if (!rc)
+		rc = row_head(w, m->slot, w->logits, k, m->mode == MSG_HEAD_FULL, &got);
 	if (rc)
 		return rc;
-	uint32_t got = topk(w->logits, w->n_vocab_text, k, ids, vals);
-	if (got == 0)
-		return err_set(ERR_RANGE, "worker: head: no finite logit");
-	/* the row's log-sum-exp for logprobs, as the GPU top-k kernel gives it:
-	 * over the text ids (the others are -inf), in double, max-shifted */
-	float *lse;
-	rc = attach_head_lse(w->att, m->slot, &lse);
-	if (rc)
+	uint32_t *ids;
+	float *vals;
+	if ((rc = attach_head(w->att, m->slot, &ids, &vals)))
 		return rc;
-	double mx = vals[0], sum = 0;
-	for (uint32_t i = 0; i < w->n_vocab_text; i++)
-		if (w->logits[i] > -INFINITY)
-			sum += exp((double)w->logits[i] - mx);
-	*lse = (float)(mx + log(sum));
 	*token = ids[0];
-	*k_out = got;
+	*k_out = m->mode == MSG_HEAD_FULL ? k : got;
 	return 0;
 }
 
@@ -794,6 +819,37 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
 	return 0;
 }
 
+/* A MSG_CHUNK_HEAD_BIAS entry's logit_bias list and token mask, as the
+ * coordinator wrote them to the slot's logits area (msg.h): checked (count,
+ * ids ascending and distinct text ids, biases finite within [-100, 100])
+ * into ids/vals; *mask points at the slot's mask words, or NULL. */
+static int slot_bias(struct worker *w, uint32_t slot, uint32_t *ids, float *vals, uint32_t *n, const uint32_t **mask)
+{
+	float *row;
+	int rc = attach_logits(w->att, slot, &row);
+	if (rc)
+		return rc;
+	uint32_t cnt;
+	memcpy(&cnt, row, 4);
+	if (cnt > MSG_MAX_BIAS || cnt > ENGINE_BIAS_MAX || 1 + 2 * (uint64_t)cnt > w->n_vocab)
+		return err_set(ERR_RANGE, "worker: run_chunks: slot %u: %u logit biases (at most %d)", slot, cnt, MSG_MAX_BIAS);
+	for (uint32_t j = 0; j < cnt; j++) {
+		memcpy(&ids[j], &row[1 + 2 * j], 4);
+		vals[j] = row[2 + 2 * j];
+		if (ids[j] >= w->n_vocab_text || (j && ids[j] <= ids[j - 1]) || !(vals[j] >= -100.0f && vals[j] <= 100.0f))
+			return err_set(ERR_INVAL, "worker: run_chunks: slot %u: logit bias %u (token %u, %g) bad or out of order",
+				       slot, j, ids[j], (double)vals[j]);
+	}
+	*n = cnt;
+	uint32_t flag;
+	memcpy(&flag, &row[MSG_SLOT_MASK_FLAG], 4);
+	if (flag > 1 || (flag && MSG_SLOT_MASK + ((uint64_t)w->n_vocab + 31) / 32 > w->n_vocab))
+		return err_set(ERR_INVAL, "worker: run_chunks: slot %u: mask flag %u (a vocabulary of %u)", slot, flag,
+			       w->n_vocab);
+	*mask = flag ? (const uint32_t *)&row[MSG_SLOT_MASK] : NULL;
+	return 0;
+}
+
 /* run_chunks with a MSG_CHUNK_HEAD_FULL entry: the engine gives every head
  * row's whole logit row; the rows of the full entries go to their logits
  * areas (their head areas get no candidates: the coordinator reads the row),
@@ -802,7 +858,8 @@ static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_
  * the others keep the GPU's own top-k. */
 static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, const struct engine_chunk *ch,
 			   uint32_t n_head, uint32_t k, uint32_t **ids, float **vals, float **lse, float **full,
-			   uint32_t *token, uint32_t *k_out)
+			   const uint32_t *nb, uint32_t (*b_ids)[MSG_MAX_BIAS], float (*b_vals)[MSG_MAX_BIAS],
+			   const uint32_t *const *bm, uint32_t *token, uint32_t *k_out)
 {
 	static float *rows;
 	static size_t cap;
@@ -815,6 +872,10 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 		cap = need;
 	}
 	static uint32_t dummy_ids[MSG_MAX_SLOTS];
+	uint32_t hc[MSG_MAX_SLOTS]; /* the head chunks' entries, in order */
+	for (uint32_t i = 0, j = 0; i < m->n; i++)
+		if (ch[i].head)
+			hc[j++] = i;
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE, ENGINE_BATCH_LOGITS, 1, dummy_ids,
 				       rows);
 	if (rc)
@@ -832,6 +893,12 @@ static int run_chunks_full(struct worker *w, const struct msg_run_chunks *m, con
 			*lse[j] = NAN;
 			continue;
 		}
+		/* a MSG_CHUNK_HEAD_BIAS row beside full ones: its biases and mask here */
+		for (uint32_t b = 0; b < nb[hc[j]]; b++)
+			row[b_ids[hc[j]][b]] += b_vals[hc[j]][b];
+		for (uint32_t t = 0; bm[hc[j]] && t < w->n_vocab_text; t++)
+			if (!(bm[hc[j]][t / 32] >> (t % 32) & 1))
+				row[t] = -INFINITY;
 		uint32_t got = topk(row, w->n_vocab_text, k, ids[j], vals[j]);
 		if (got == 0)
 			return err_set(ERR_RANGE, "worker: run_chunks: head row %u has no finite logit", j);
@@ -866,6 +933,9 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	float *vals[MSG_MAX_SLOTS], *lse[MSG_MAX_SLOTS], *full[MSG_MAX_SLOTS];
 	uint64_t used = 0;
 	bool any_full = false;
+	static uint32_t b_ids[MSG_MAX_SLOTS][MSG_MAX_BIAS], nb[MSG_MAX_SLOTS];
+	static const uint32_t *bm[MSG_MAX_SLOTS];
+	static float b_vals[MSG_MAX_SLOTS][MSG_MAX_BIAS];
 	for (uint32_t i = 0; i < m->n; i++) {
 		const struct msg_run_chunk *e = &m->e[i];
 		if (e->head == MSG_CHUNK_HEAD_FULL) {
@@ -891,13 +961,27 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 			return err_prefix(rc, "run_chunks entry %u", i);
 		used |= (uint64_t)1 << e->slot;
 		ch[i] = (struct engine_chunk){ e->slot, e->pos0, e->n, m->tokens + at, e->head != 0 };
+		nb[i] = 0;
+		bm[i] = NULL;
+		if (e->head == MSG_CHUNK_HEAD_BIAS) {
+			if (m->mode != MSG_HEAD_TOPK)
+				return err_set(ERR_INVAL, "worker: run_chunks entry %u: logit biases need the top-k head", i);
+			if ((rc = slot_bias(w, e->slot, b_ids[i], b_vals[i], &nb[i], &bm[i])))
+				return err_prefix(rc, "run_chunks entry %u", i);
+		}
 		at += e->n;
 	}
 	static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 	static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 	bool tk = m->mode == MSG_HEAD_TOPK;
+	/* the GPU top-k adds the biases (the full path adds them on the CPU) */
+	for (uint32_t i = 0; i < m->n && !any_full; i++) {
+		int rc = nb[i] || bm[i] ? engine_chunk_bias(w->e, i, b_ids[i], b_vals[i], nb[i], bm[i]) : 0;
+		if (rc)
+			return err_prefix(rc, "run_chunks entry %u", i);
+	}
 	if (any_full)
-		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, token, k_out);
+		return run_chunks_full(w, m, ch, n_head, k, ids, vals, lse, full, nb, b_ids, b_vals, bm, token, k_out);
 	int rc = engine_forward_chunks(w->e, m->n, ch, m->flags & MSG_CHUNKS_WIDE,
 				       tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids, tk ? out_vals : NULL);
 	if (!rc && tk && n_head)
@@ -913,6 +997,39 @@ static int do_run_chunks(struct worker *w, const struct msg_run_chunks *m, uint3
 	return 0;
 }
 
+/* A STAGE_BATCH head of mode MSG_HEAD_FULL (a constrained request among its
+ * rows): every row's whole logit row from the engine, into its slot's
+ * logits area, and its top-k and log-sum-exp into the head area from the
+ * row on the CPU (the split placement's counterpart of run_chunks_full). */
+static int stage_batch_full(struct worker *w, const struct msg_stage_batch *m, bool wide, uint32_t k,
+			    uint32_t *token, uint32_t *k_out)
+{
+	static float *rows;
+	static size_t cap;
+	size_t need = (size_t)m->n * w->n_vocab;
+	if (need > cap) {
+		float *r = realloc(rows, need * sizeof *r);
+		if (!r)
+			return err_set(ERR_NOMEM, "worker: stage_batch: %zu logits: out of memory", need);
+		rows = r;
+		cap = need;
+	}
+	int rc = engine_head_batch(w->e, m->n, w->rows, wide, ENGINE_BATCH_LOGITS, k, NULL, rows);
+	for (uint32_t i = 0; !rc && i < m->n; i++) {
+		uint32_t got;
+		rc = row_head(w, m->e[i].slot, rows + (size_t)i * w->n_vocab, k, true, &got);
+	}
+	uint32_t *ids;
+	float *vals;
+	if (!rc)
+		rc = attach_head(w->att, m->e[0].slot, &ids, &vals);
+	if (rc)
+		return rc;
+	*token = ids[0];
+	*k_out = k;
+	return 0;
+}
+
 /* Split placement, several sequences: one op for every entry (row 0 of its
  * slot). Rows are gathered from their slots into one engine submission and
  * scattered back; each is computed as a lone token's stage would be. */
@@ -924,7 +1041,7 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 			       engine_batch_max(w->e));
 	if ((m->op == MSG_OP_ATTN || m->op == MSG_OP_FFN) && m->layer >= w->n_layer)
 		return err_set(ERR_RANGE, "worker: stage_batch: layer %u outside the model's %u", m->layer, w->n_layer);
-	uint32_t k = m->op == MSG_OP_HEAD && m->mode == MSG_HEAD_TOPK ? m->k : 1;
+	uint32_t k = m->op == MSG_OP_HEAD && m->mode != MSG_HEAD_ARGMAX ? m->k : 1;
 	if (k < 1 || k > MSG_MAX_TOPK)
 		return err_set(ERR_RANGE, "worker: stage_batch k %u outside [1, %d]", k, MSG_MAX_TOPK);
 	uint32_t tok[MSG_MAX_SLOTS], seq[MSG_MAX_SLOTS], pos[MSG_MAX_SLOTS];
@@ -970,6 +1087,8 @@ static int do_stage_batch(struct worker *w, const struct msg_stage_batch *m, boo
 						  m->n, seq, pos, wide, NULL, NULL);
 		break;
 	default: { /* MSG_OP_HEAD */
+		if (m->mode == MSG_HEAD_FULL)
+			return stage_batch_full(w, m, wide, k, token, k_out);
 		static uint32_t out_ids[MSG_MAX_SLOTS * MSG_MAX_TOPK];
 		static float out_vals[MSG_MAX_SLOTS * MSG_MAX_TOPK], out_lse[MSG_MAX_SLOTS];
 		bool tk = m->mode == MSG_HEAD_TOPK;

@@ -368,12 +368,13 @@ static int check_entries(const char *t, const struct msg_run_batch_entry *e, uin
 	return 0;
 }
 
-static int check_head(const char *t, uint32_t mode, uint32_t k)
+/* full_ok: the message may ask for MSG_HEAD_FULL (HEAD, STAGE_BATCH, FLOW). */
+static int check_head(const char *t, uint32_t mode, uint32_t k, bool full_ok)
 {
 	if (mode == MSG_HEAD_ARGMAX) {
 		if (k != 1)
 			return BAD("%s: argmax head with k %u (must be 1)", t, k);
-	} else if (mode == MSG_HEAD_TOPK) {
+	} else if (mode == MSG_HEAD_TOPK || (mode == MSG_HEAD_FULL && full_ok)) {
 		if (k < 1 || k > MSG_MAX_TOPK)
 			return BAD("%s: top-k k %u outside [1, %d]", t, k, MSG_MAX_TOPK);
 	} else {
@@ -456,18 +457,18 @@ int msg_validate(const struct msg *m)
 	case MSG_HEAD:
 		if ((rc = check_slot_n(t, m->u.head.slot, m->u.head.n)))
 			return rc;
-		return check_head(t, m->u.head.mode, m->u.head.k);
+		return check_head(t, m->u.head.mode, m->u.head.k, true);
 	case MSG_RUN: {
 		const struct msg_run *r = &m->u.run;
 		if ((rc = check_slot_n(t, r->slot, r->n)) || (rc = check_pos(t, r->pos0, r->n)))
 			return rc;
-		return check_head(t, r->mode, r->k);
+		return check_head(t, r->mode, r->k, false);
 	}
 	case MSG_RUN_BATCH: {
 		const struct msg_run_batch *b = &m->u.run_batch;
 		if ((rc = check_entries(t, b->e, b->n)))
 			return rc;
-		return check_head(t, b->mode, b->k);
+		return check_head(t, b->mode, b->k, false);
 	}
 	case MSG_STAGE_BATCH: {
 		const struct msg_stage_batch *b = &m->u.stage_batch;
@@ -480,7 +481,7 @@ int msg_validate(const struct msg *m)
 			return rc;
 		if (b->op != MSG_OP_HEAD && (b->mode != MSG_HEAD_ARGMAX || b->k != 1))
 			return BAD("STAGE_BATCH: mode %u k %u on a non-head op (must be argmax, 1)", b->mode, b->k);
-		return check_head(t, b->mode, b->k);
+		return check_head(t, b->mode, b->k, true);
 	}
 	case MSG_RUN_CHUNKS: {
 		const struct msg_run_chunks *b = &m->u.run_chunks;
@@ -495,14 +496,14 @@ int msg_validate(const struct msg *m)
 				return err_prefix(rc, "RUN_CHUNKS entry %u", i);
 			if (used >> e->slot & 1)
 				return BAD("RUN_CHUNKS: entry %u: slot %u appears twice", i, e->slot);
-			if (e->head > MSG_CHUNK_HEAD_FULL)
-				return BAD("RUN_CHUNKS: entry %u: head %u (0, 1 or 2)", i, e->head);
+			if (e->head > MSG_CHUNK_HEAD_BIAS)
+				return BAD("RUN_CHUNKS: entry %u: head %u (0..3)", i, e->head);
 			used |= (uint64_t)1 << e->slot;
 			rows += e->n;
 		}
 		if (rows != b->n_tok)
 			return BAD("RUN_CHUNKS: n_tok %u, the entries hold %llu", b->n_tok, (unsigned long long)rows);
-		return check_head(t, b->mode, b->k);
+		return check_head(t, b->mode, b->k, false);
 	}
 	case MSG_FLOW: {
 		const struct msg_flow *f = &m->u.flow;
@@ -549,7 +550,7 @@ int msg_validate(const struct msg *m)
 			return rc;
 		if (!(f->flags & MSG_FLOW_HEAD) && (f->mode != MSG_HEAD_ARGMAX || f->k != 1))
 			return BAD("FLOW: mode %u k %u without a head (must be argmax, 1)", f->mode, f->k);
-		return check_head(t, f->mode, f->k);
+		return check_head(t, f->mode, f->k, true);
 	}
 	case MSG_DONE: {
 		const struct msg_done *d = &m->u.done;

@@ -38,7 +38,8 @@
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
                         * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
                         * 10: chunk FLOWs of up to 512 tokens;
-                        * 12: GEN_REQ images, IMAGE; GEN_PROMPT parts + GEN_REQ MSG_GEN_STAGED (prompts up to 4 MiB) */
+                        * 12: GEN_REQ images, IMAGE; GEN_PROMPT parts + GEN_REQ MSG_GEN_STAGED (prompts up to 4 MiB);
+                        *     head mode 3 (MSG_HEAD_FULL, RUN_CHUNKS entry head 3: biases and mask on the GPU) */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
@@ -110,7 +111,12 @@ enum msg_role {
 enum msg_share_path { MSG_SHARE_NONE = 0, MSG_SHARE_MEMFD = 1, MSG_SHARE_UDMABUF = 2 };
 enum msg_import { MSG_IMPORT_NONE = 0, MSG_IMPORT_ZERO_COPY = 1, MSG_IMPORT_UPLOAD = 2 };
 enum msg_stage_kind { MSG_STAGE_ATTN = 1, MSG_STAGE_FFN = 2, MSG_STAGE_LAYERS = 3 };
-enum msg_head_mode { MSG_HEAD_ARGMAX = 1, MSG_HEAD_TOPK = 2 };
+/* MSG_HEAD_FULL (HEAD, STAGE_BATCH and FLOW heads of the split and pipeline
+ * placements): the top-k as MSG_HEAD_TOPK, and every head row's whole
+ * logit row into its slot's logits area (ipc/attach.h), for structured
+ * output and logit_bias (the fused placement's RUN_CHUNKS marks such rows
+ * per entry instead: MSG_CHUNK_HEAD_FULL). */
+enum msg_head_mode { MSG_HEAD_ARGMAX = 1, MSG_HEAD_TOPK = 2, MSG_HEAD_FULL = 3 };
 enum msg_end_reason {
 	MSG_END_STOP = 1,      /* end-of-turn / EOS token */
 	MSG_END_LENGTH = 2,    /* max_tokens reached */
@@ -332,12 +338,22 @@ struct msg_run_chunk {
 	uint32_t slot;                  /* < MSG_MAX_SLOTS, distinct within the message */
 	uint32_t pos0;                  /* pos0 + n <= MSG_MAX_POS */
 	uint32_t n;                     /* 1..MSG_MAX_TOKENS */
-	uint32_t head;                  /* 0, 1 or MSG_CHUNK_HEAD_FULL */
+	uint32_t head;                  /* 0, 1, MSG_CHUNK_HEAD_FULL or MSG_CHUNK_HEAD_BIAS */
 };
 /* RUN_CHUNKS head (v11): the head result as for 1, and the whole logit row
  * (n_vocab f32) in the slot's logits area (ipc/attach.h): constrained
  * decoding and logit_bias choose from every token */
 #define MSG_CHUNK_HEAD_FULL 2u
+/* RUN_CHUNKS head: the head result as for 1 (top-k mode), of the logit row
+ * plus the logit_bias list and with the token mask the coordinator wrote to
+ * the slot's logits area: word 0 the bias count <= MSG_MAX_BIAS, then (id
+ * u32, bias f32) pairs, ids ascending; word MSG_SLOT_MASK_FLAG 1 when a mask
+ * follows at word MSG_SLOT_MASK, (n_vocab + 31) / 32 words, bit t set where
+ * token t may be chosen (structured output). The GPU top-k adds the biases
+ * and drops the masked tokens; no row comes back */
+#define MSG_CHUNK_HEAD_BIAS 3u
+#define MSG_SLOT_MASK_FLAG 608u
+#define MSG_SLOT_MASK 610u   /* 8-byte aligned: the coordinator writes it as u64 words */
 struct msg_run_chunks {
 	uint32_t n;                     /* entries, 1..MSG_MAX_SLOTS */
 	uint32_t n_tok;                 /* sum of the entries' n, <= MSG_MAX_ROWS */

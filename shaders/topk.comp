@@ -28,20 +28,34 @@
 // online (max, sum of exp(v - max)) of its part, thread 0 merges them (and
 // the last workgroup the G slices') and writes the f32 bits to res[lse_off +
 // r] (for OpenAI logprobs).
+//
+// logit_bias and the structured-output mask (STEP_K's bit 31, chunks steps
+// only): head row r's descriptor bias[r] holds mask << 31 | count << 20 |
+// first: bias[BIAS_HDR + 2 (first + j)] is a token id, the next word the
+// f32 bits of what to add to its logit (ids distinct within a row; the step
+// entry's last word is the image span's end, attn.glsl's); with the mask
+// bit, a token i whose bit
+// (mask[r words + i / 32] >> i % 32) is clear ranks as -inf. Each workgroup
+// adds the biases of its own slice in place before it scans, so the top k
+// and the log-sum-exp are of the biased, masked row (what the host's
+// full-row path ranks).
 #include "common.glsl"
 
 #define KMAX 64u
+#define BIAS_HDR 256u // ENGINE_BIAS_HDR (gpu_worker/engine.h): head rows' descriptors before the pairs
 #define TK_PART 4096u // mirrors ENGINE_TK_PART in gpu_worker/engine.h
 #define TK_REC 130u   // mirrors ENGINE_TK_REC: KMAX (id, value) pairs, then (max, sum)
 layout(constant_id = 0) const uint WG = 32;
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer L { float logits[]; };
+layout(binding = 0) buffer L { float logits[]; };
 layout(binding = 1) writeonly buffer R { uint res[]; };
 layout(binding = 2) readonly buffer Step { uint step[]; };
 // G > 1: per row a counter at part[row], then the slices' records from
 // part[TK_PART + TK_REC (row G + g)]
 layout(binding = 3) coherent buffer Part { uint part[]; };
+layout(binding = 4) readonly buffer Bias { uint bias[]; };
+layout(binding = 5) readonly buffer Mask { uint mask[]; }; // (stride + 31) / 32 words per row
 
 // Mirrors struct argmax_push in gpu_worker/engine.h.
 layout(push_constant) uniform Push {
@@ -156,14 +170,31 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	uint row = gl_WorkGroupID.y, G = gl_NumWorkGroups.x, g = gl_WorkGroupID.x;
 	uint lo = p.off + row * p.stride, ro = row * 128u;
-	uint k = min(step[STEP_K], KMAX);
+	uint kw = step[STEP_K];
+	uint k = min(kw & 0xffffu, KMAX);
 	uint slice = (p.n + G - 1u) / G;
 	uint first = min(g * slice, p.n), last = min(first + slice, p.n);
+	bool masked = false;
+	uint mo = row * ((p.stride + 31u) / 32u);
+	if ((kw >> 31) != 0u) {
+		uint d = bias[row];
+		uint nb = (d >> 20) & 0x7ffu, b0 = d & 0xfffffu;
+		masked = (d >> 31) != 0u;
+		for (uint j = tid; j < nb; j += WG) {
+			uint id = bias[BIAS_HDR + 2u * (b0 + j)];
+			if (id >= first && id < last)
+				logits[lo + id] += uintBitsToFloat(bias[BIAS_HDR + 2u * (b0 + j) + 1u]);
+		}
+		memoryBarrierBuffer();
+		barrier();
+	}
 	uint b = tid * KMAX;
 	uint c = 0u;
 	float mx = NEG_INF, sum = 0.0;
 	for (uint i = first + tid; i < last; i += WG) {
 		float v = logits[lo + i];
+		if (masked && ((mask[mo + (i >> 5)] >> (i & 31u)) & 1u) == 0u)
+			v = NEG_INF;
 		lse_add(mx, sum, v, 1.0);
 		if (v == v) // NaN never ranks
 			insert(b, c, k, v, i);

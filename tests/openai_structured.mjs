@@ -43,12 +43,13 @@ async function main() {
   const r1 = await parse({ model: 'unicorn', seed: 4, max_tokens: 120, messages, tools, tool_choice: 'required' });
   const m1 = r1.choices[0].message;
   assert.equal(r1.choices[0].finish_reason, 'tool_calls');
-  assert.equal(m1.tool_calls.length, 1);
-  const call = m1.tool_calls[0];
-  assert.equal(call.function.name, 'get_weather');
-  Weather.parse(call.function.parsed_arguments);
+  assert.ok(m1.tool_calls.length >= 1); // parallel calls by default
   messages.push(m1);
-  messages.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature: 21 }) });
+  for (const call of m1.tool_calls) {
+    assert.equal(call.function.name, 'get_weather');
+    Weather.parse(call.function.parsed_arguments);
+    messages.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature: 21 }) });
+  }
   const r2 = await client.chat.completions.create({ model: 'unicorn', seed: 4, max_tokens: 12, messages, tools,
                                                     tool_choice: 'none' });
   assert.equal(typeof r2.choices[0].message.content, 'string');
@@ -70,6 +71,30 @@ async function main() {
   assert.equal(name, 'get_weather');
   assert.equal(finish, 'tool_calls');
   Weather.parse(JSON.parse(args));
+
+  // the SDK's streaming helper: argument deltas as they come, then the
+  // final completion with each call whole and its arguments parsed
+  const stream = (p) => (client.chat.completions.stream ? client.chat.completions.stream(p)
+                                                        : client.beta.chat.completions.stream(p));
+  const Add = z.object({ a: z.number().int(), b: z.number().int() });
+  const both = [...tools, zodFunction({ name: 'add', parameters: Add })];
+  for (const [seed, choice] of [[6, { type: 'function', function: { name: 'get_weather' } }], [7, 'required']]) {
+    const st = stream({ model: 'unicorn', seed, max_tokens: 160, temperature: 1, tools: both, tool_choice: choice,
+                        messages: [{ role: 'user', content: 'Weather in Oslo, and 2 + 3?' }] });
+    let deltas = 0;
+    const done = [];
+    st.on('tool_calls.function.arguments.delta', () => { deltas++; });
+    st.on('tool_calls.function.arguments.done', (e) => { done.push(e.name); });
+    const fin = await st.finalChatCompletion();
+    const calls = fin.choices[0].message.tool_calls;
+    assert.equal(fin.choices[0].finish_reason, 'tool_calls');
+    assert.ok(calls.length >= 1, `seed ${seed}: no call`);
+    if (typeof choice === 'object') assert.equal(calls.length, 1, 'a named function: one call');
+    assert.ok(deltas > calls.length, `seed ${seed}: ${deltas} argument deltas for ${calls.length} calls`);
+    assert.deepEqual(done, calls.map((c) => c.function.name));
+    assert.equal(new Set(calls.map((c) => c.id)).size, calls.length, 'each call its own id');
+    for (const c of calls) (c.function.name === 'add' ? Add : Weather).parse(c.function.parsed_arguments);
+  }
 
   // n = 2 through the SDK
   const rn = await client.chat.completions.create({ model: 'unicorn', seed: 6, max_tokens: 4, n: 2,

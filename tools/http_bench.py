@@ -112,7 +112,10 @@ def one_stream(target, prompt, max_tokens, barrier, out):
             if ev.get("usage"):
                 tokens = ev["usage"].get("completion_tokens")
             for ch in ev.get("choices") or []:
-                if (ch.get("delta") or {}).get("content"):
+                d = ch.get("delta") or {}
+                # content, or a streamed tool call's arguments (tools runs)
+                if d.get("content") or any((tc.get("function") or {}).get("arguments")
+                                           for tc in d.get("tool_calls") or []):
                     arrivals.append(now)
                 if ch.get("finish_reason") == "error":
                     failed = True

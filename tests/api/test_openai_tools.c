@@ -77,7 +77,8 @@ Test(openai_tools, tools_render_into_the_messages)
 	cr_assert_not_null(strstr(r.msgs[0].content, "\"name\":\"get_weather\""), "%s", r.msgs[0].content);
 	cr_assert_not_null(strstr(r.msgs[0].content, "Be brief."));
 	cr_assert_str_eq(r.msgs[2].role, "assistant");
-	cr_assert_not_null(strstr(r.msgs[2].content, "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}"),
+	/* two calls: one JSON array, as the model is asked to write several */
+	cr_assert_not_null(strstr(r.msgs[2].content, "[{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}},"),
 			   "%s", r.msgs[2].content);
 	cr_assert_not_null(strstr(r.msgs[2].content, "Lyon"));
 	cr_assert_str_eq(r.msgs[3].role, "user");
@@ -90,7 +91,26 @@ Test(openai_tools, tools_render_into_the_messages)
 	cr_assert_eq(r.tool_choice, OAI_TOOLS_NAMED);
 	cr_assert(r.json);
 	cr_assert_not_null(strstr(r.schema, "\"const\":\"get_weather\""), "%s", r.schema);
+	cr_assert(!strncmp(r.schema, "{\"type\":\"object\"", 16), "named: one call: %s", r.schema);
+	cr_assert_not(r.parallel_calls);
 	oai_req_free(&r);
+	/* required: an array of one or more calls (parallel_tool_calls defaults
+	 * to true), or one call with parallel_tool_calls false */
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS ",\"tool_choice\":"
+			   "\"required\"}", &r, &e), 0, "%s", e.message);
+	cr_assert(r.parallel_calls);
+	cr_assert(!strncmp(r.schema, "{\"type\":\"array\"", 15), "%s", r.schema);
+	cr_assert_not_null(strstr(r.schema, "\"minItems\":1"), "%s", r.schema);
+	cr_assert_not_null(strstr(r.msgs[0].content, "JSON array of one or more calls"), "%s", r.msgs[0].content);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS ",\"tool_choice\":"
+			   "\"required\",\"parallel_tool_calls\":false}", &r, &e), 0, "%s", e.message);
+	cr_assert_not(r.parallel_calls);
+	cr_assert(!strncmp(r.schema, "{\"type\":\"object\"", 16), "%s", r.schema);
+	oai_req_free(&r);
+	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS
+			   ",\"parallel_tool_calls\":1}", &r, &e), -1);
+	cr_assert_str_eq(e.param, "parallel_tool_calls");
 	cr_assert_eq(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," TOOLS ",\"tool_choice\":"
 			   "\"none\"}", &r, &e), 0, "%s", e.message);
 	cr_assert_eq(r.tool_choice, OAI_TOOLS_NONE);
@@ -113,18 +133,20 @@ Test(openai_tools, tool_calls_out_of_text)
 	json_t *j = json_loads(c, 0, NULL);
 	json_t *call = json_array_get(j, 0);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(call, "function"), "name")), "add");
+	/* the arguments as the model wrote them (what a stream's deltas add up to) */
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
-			 "{\"a\":1,\"b\":2}");
+			 "{\"a\": 1, \"b\": 2}");
 	cr_assert_null(json_object_get(call, "index"));
 	json_decref(j);
 	free(c);
 	const char *fenced = "```json\n{\"name\":\"get_weather\",\"arguments\":{}}\n```";
 	c = oai_tool_calls_from(fenced, strlen(fenced), names, 2, true);
 	cr_assert_not_null(c);
-	cr_assert_not_null(strstr(c, "\"index\":0"));
+	cr_assert_not_null(strstr(c, "\"arguments\":\"{}\""), "%s", c);
 	free(c);
 	const char *no[] = { "hello", "{\"name\":\"other\",\"arguments\":{}}", "{\"name\":\"add\",\"arguments\":3}",
-			     "{\"name\":\"add\"", "" };
+			     "{\"name\":\"add\"", "", "{\"name\":\"add\",\"arguments\":{\"a\":}}", "[]", "[1, 2]",
+			     "{\"answer\": 4}" };
 	for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
 		cr_assert_null(oai_tool_calls_from(no[i], strlen(no[i]), names, 2, false), "%s", no[i]);
 	/* the custom answers' JSON */

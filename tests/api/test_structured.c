@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/toolcall.h"
 #include "constrain/constrain.h"
 #include "tests/constrain/jsv.h"
 #include "tests/proc.h"
@@ -328,6 +329,8 @@ static json_t *post_json(const struct proc_cluster *c, const char *body, int wan
 #define ADD_PARAMS "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}," \
 	"\"required\":[\"a\",\"b\"]}"
 
+#define TC_MAX TC_MAX_CALLS
+
 /* One tool call of a whole answer: its name, and its arguments validate. */
 static const char *check_call(json_t *ans)
 {
@@ -348,6 +351,95 @@ static const char *check_call(json_t *ans)
 	json_decref(sc);
 	json_decref(args);
 	return name;
+}
+
+/* The tool calls of a streamed answer, read from the raw SSE as OpenAI's
+ * clients do, checking their shape: a call's first delta has index, id,
+ * type, function.name and arguments "", its later ones only pieces of
+ * function.arguments. choice: which choice's (n > 1). */
+struct scalls {
+	uint32_t n;
+	char id[TC_MAX][40], name[TC_MAX][32];
+	char args[TC_MAX][2048];
+	uint32_t pieces[TC_MAX];     /* argument deltas with text */
+	char finish[32];
+	bool content;                /* some delta had content text */
+};
+
+static void stream_calls(const char *raw, int choice, struct scalls *sc)
+{
+	memset(sc, 0, sizeof *sc);
+	for (const char *p = strstr(raw, "data: {"); p; p = strstr(p + 1, "data: {")) {
+		const char *e = strstr(p, "\n\n");
+		cr_assert_not_null(e);
+		json_t *j = json_loadb(p + 6, (size_t)(e - p - 6), 0, NULL);
+		cr_assert_not_null(j, "%.300s", p);
+		json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+		if (json_integer_value(json_object_get(ch, "index")) != choice) {
+			json_decref(j);
+			continue;
+		}
+		json_t *d = json_object_get(ch, "delta");
+		json_t *ct = json_object_get(d, "content");
+		sc->content = sc->content || (json_is_string(ct) && json_string_length(ct) > 0);
+		if (json_is_string(json_object_get(ch, "finish_reason")))
+			snprintf(sc->finish, sizeof sc->finish, "%s", json_string_value(json_object_get(ch, "finish_reason")));
+		size_t k;
+		json_t *tc;
+		json_array_foreach(json_object_get(d, "tool_calls"), k, tc) {
+			json_t *ix = json_object_get(tc, "index"), *fn = json_object_get(tc, "function");
+			cr_assert(json_is_integer(ix), "a tool_calls delta without index: %.300s", p);
+			uint32_t i = (uint32_t)json_integer_value(ix);
+			const char *a = json_string_value(json_object_get(fn, "arguments"));
+			cr_assert_not_null(a, "a tool_calls delta without function.arguments: %.300s", p);
+			if (i == sc->n) { /* a call starts: all of its header, arguments "" */
+				cr_assert_lt(i, TC_MAX);
+				const char *id = json_string_value(json_object_get(tc, "id"));
+				const char *nm = json_string_value(json_object_get(fn, "name"));
+				cr_assert(id && !strncmp(id, "call_", 5), "%.300s", p);
+				cr_assert_str_eq(json_string_value(json_object_get(tc, "type")), "function");
+				cr_assert(nm && *nm, "%.300s", p);
+				cr_assert_str_eq(a, "", "the first delta's arguments are empty: %.300s", p);
+				snprintf(sc->id[i], sizeof sc->id[i], "%s", id);
+				snprintf(sc->name[i], sizeof sc->name[i], "%s", nm);
+				sc->n++;
+			} else {
+				cr_assert_lt(i, sc->n, "a call index out of order: %.300s", p);
+				cr_assert_eq(i, sc->n - 1, "arguments of an earlier call after a later one began: %.300s", p);
+				cr_assert_null(json_object_get(tc, "id"), "%.300s", p);
+				cr_assert_null(json_object_get(fn, "name"), "%.300s", p);
+				strncat(sc->args[i], a, sizeof sc->args[i] - strlen(sc->args[i]) - 1);
+				sc->pieces[i] += *a != 0;
+			}
+		}
+		json_decref(j);
+	}
+}
+
+/* The calls of a whole answer: each validates; their names and arguments. */
+static uint32_t whole_calls(json_t *ans, char names[][32], char args[][2048])
+{
+	json_t *calls = json_object_get(json_object_get(json_array_get(json_object_get(ans, "choices"), 0), "message"),
+					"tool_calls");
+	size_t i;
+	json_t *c;
+	json_array_foreach(calls, i, c) {
+		json_t *fn = json_object_get(c, "function");
+		snprintf(names[i], 32, "%s", json_string_value(json_object_get(fn, "name")));
+		snprintf(args[i], 2048, "%s", json_string_value(json_object_get(fn, "arguments")));
+	}
+	return (uint32_t)json_array_size(calls);
+}
+
+static void check_args(const char *name, const char *args)
+{
+	json_t *a = json_loads(args, 0, NULL);
+	cr_assert_not_null(a, "arguments of %s are not JSON: %s", name, args);
+	json_t *sc = json_loads(!strcmp(name, "add") ? ADD_PARAMS : WEATHER_PARAMS_0, 0, NULL);
+	char why[128] = "";
+	cr_assert(jsv_valid(a, sc, sc, why, sizeof why), "arguments of %s do not validate: %s (%s)", name, why, args);
+	json_decref(sc);
+	json_decref(a);
 }
 
 Test(structured, n_choices_and_tool_choice_modes, .timeout = 240)
@@ -423,9 +515,65 @@ Test(structured, n_choices_and_tool_choice_modes, .timeout = 240)
 		  "\"seed\":1,\"stream\":true,\"tools\":" WEATHER ",\"tool_choice\":{\"type\":\"function\",\"function\":"
 		  "{\"name\":\"get_weather\"}}}", out, 1 << 18);
 	cr_assert_eq(st, 200);
-	cr_assert_not_null(strstr(out, "\"tool_calls\":[{"), "%.800s", out);
-	cr_assert_not_null(strstr(out, "\"finish_reason\":\"tool_calls\""), "%.800s", out);
-	cr_assert_not_null(strstr(out, "\"name\":\"get_weather\""), "%.800s", out);
+	/* streamed as OpenAI does: the call's header, then its arguments piece by piece */
+	struct scalls sc;
+	stream_calls(out, 0, &sc);
+	cr_assert_eq(sc.n, 1, "named: exactly one call: %.800s", out);
+	cr_assert_str_eq(sc.name[0], "get_weather");
+	cr_assert_str_eq(sc.finish, "tool_calls");
+	cr_assert_gt(sc.pieces[0], 2, "arguments in pieces as generated, not one chunk: %.1200s", out);
+	cr_assert_not(sc.content);
+	check_args(sc.name[0], sc.args[0]);
+	/* required, parallel calls (the default): streamed and whole give the
+	 * same calls for a seed, each with its own index and id; some seed
+	 * makes several */
+	uint32_t most = 0;
+	for (int seed = 1; seed <= 4; seed++) {
+		char body[2048], names[TC_MAX][32], args[TC_MAX][2048];
+		snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris and 1 + 2?\"}],"
+			 "\"max_tokens\":160,\"seed\":%d,\"temperature\":1,\"tools\":" WEATHER ",\"tool_choice\":\"required\"}",
+			 seed);
+		r = post_json(&c, body, 200);
+		uint32_t nw = whole_calls(r, names, args);
+		json_decref(r);
+		snprintf(body + strlen(body) - 1, sizeof body - strlen(body) + 1, ",\"stream\":true}");
+		cr_assert_eq(post(&c, "/v1/chat/completions", body, out, 1 << 18), 200);
+		stream_calls(out, 0, &sc);
+		cr_assert_eq(sc.n, nw, "seed %d: %u calls streamed, %u whole", seed, sc.n, nw);
+		cr_assert_geq(sc.n, 1);
+		cr_assert_str_eq(sc.finish, "tool_calls", "seed %d", seed);
+		for (uint32_t i = 0; i < sc.n; i++) {
+			cr_assert_str_eq(sc.name[i], names[i], "seed %d call %u", seed, i);
+			cr_assert_str_eq(sc.args[i], args[i], "seed %d call %u: streamed arguments differ", seed, i);
+			check_args(sc.name[i], sc.args[i]);
+			for (uint32_t k = 0; k < i; k++)
+				cr_assert_str_neq(sc.id[i], sc.id[k], "each call its own id");
+		}
+		most = sc.n > most ? sc.n : most;
+	}
+	cr_assert_geq(most, 2, "no seed made parallel calls");
+	/* parallel_tool_calls false: one call */
+	for (int seed = 1; seed <= 2; seed++) {
+		char body[2048], names[TC_MAX][32], args[TC_MAX][2048];
+		snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":120,"
+			 "\"seed\":%d,\"temperature\":1,\"parallel_tool_calls\":false,\"tools\":" WEATHER ",\"tool_choice\":"
+			 "\"required\"}", seed);
+		r = post_json(&c, body, 200);
+		cr_assert_eq(whole_calls(r, names, args), 1);
+		check_args(names[0], args[0]);
+		json_decref(r);
+	}
+	/* n = 2 streamed: each choice its own calls and finish */
+	cr_assert_eq(post(&c, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
+			  "\"max_tokens\":120,\"seed\":7,\"n\":2,\"stream\":true,\"tools\":" WEATHER ",\"tool_choice\":"
+			  "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}}", out, 1 << 18), 200);
+	for (int i = 0; i < 2; i++) {
+		stream_calls(out, i, &sc);
+		cr_assert_eq(sc.n, 1, "choice %d", i);
+		cr_assert_str_eq(sc.name[0], "add");
+		cr_assert_str_eq(sc.finish, "tool_calls");
+		check_args("add", sc.args[0]);
+	}
 	r = post_json(&c, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"}],\"max_tokens\":6,\"seed\":1,"
 		      "\"tools\":" WEATHER ",\"tool_choice\":\"none\"}", 200);
 	json_t *ch = json_array_get(json_object_get(r, "choices"), 0);
@@ -456,5 +604,195 @@ Test(structured, n_choices_and_tool_choice_modes, .timeout = 240)
 			  out, 1 << 18), 400);
 	cr_assert_not_null(strstr(out, "minimum"), "%s", out);
 	free(out);
+	proc_cluster_stop(&c);
+}
+
+/* The split placement (attention and FFN in two workers, the head on the
+ * GPU worker's STAGE_BATCH / HEAD / FLOW ops) serves structured output,
+ * constrained tool calls and logit_bias from the whole logit row too
+ * (MSG_HEAD_FULL): all at once, beside plain requests whose greedy answers
+ * stay what they are alone. */
+Test(structured, split_placement_full_row, .timeout = 240)
+{
+	struct proc_cluster c;
+	proc_cluster_start(&c, "jsplit", (const char *const[]){ "--placement", "split", "--max-seqs", "8", NULL });
+	char *out = malloc(1 << 18);
+	const char *plain = "{\"prompt\":\"Once upon\",\"max_tokens\":12,\"temperature\":0}";
+	cr_assert_eq(post(&c, "/v1/completions", plain, out, 1 << 18), 200, "%s", out);
+	char *alone = answer_text(out, false, true, (char[32]){ 0 }, 32);
+	/* a token to force with logit_bias */
+	cr_assert_eq(post(&c, "/tokenize", "{\"text\":\"zebra\",\"add_special\":false}", out, 1 << 18), 200);
+	json_t *tk = json_loads(out, 0, NULL);
+	long long zid = json_integer_value(json_array_get(json_object_get(tk, "tokens"), 0));
+	json_decref(tk);
+	const char *schemas[] = { jsv_schemas[0], jsv_schemas[3], jsv_schemas[7], NULL /* json_object */ };
+	char sp[256], cmd[512];
+	snprintf(sp, sizeof sp, "%s/split.sh", c.tmp);
+	FILE *f = fopen(sp, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 4; i++) {
+		char rf[8192];
+		if (schemas[i])
+			snprintf(rf, sizeof rf, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":%s}}", schemas[i]);
+		else
+			snprintf(rf, sizeof rf, "{\"type\":\"json_object\"}");
+		fprintf(f, "cat > %s/s%d.json <<'EOF_'\n{\"messages\":[{\"role\":\"user\",\"content\":\"JSON\"}],\"max_tokens\":80,"
+			"\"seed\":%d,\"stream\":%s,\"response_format\":%s}\nEOF_\n", c.tmp, i, i, i % 2 ? "true" : "false", rf);
+		fprintf(f, "curl -s -N --max-time 200 http://127.0.0.1:%d/v1/chat/completions -d @%s/s%d.json -o %s/o%d.txt &\n",
+			c.port, c.tmp, i, c.tmp, i);
+	}
+	fprintf(f, "curl -s -N --max-time 200 http://127.0.0.1:%d/v1/chat/completions -o %s/tool.txt -d '{\"messages\":"
+		"[{\"role\":\"user\",\"content\":\"Paris?\"}],\"max_tokens\":120,\"seed\":2,\"stream\":true,\"tools\":" WEATHER
+		",\"tool_choice\":\"required\"}' &\n", c.port, c.tmp);
+	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/bias.txt -d '{\"prompt\":\"Hello\","
+		"\"max_tokens\":3,\"temperature\":0,\"logit_bias\":{\"%lld\":100}}' &\n", c.port, c.tmp, zid);
+	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/plain.txt -d '%s' &\n", c.port, c.tmp,
+		plain);
+	/* a negligible bias: the full-row path, which must give the greedy answer
+	 * (the row is the model's, not stale or another slot's) */
+	fprintf(f, "curl -s --max-time 200 http://127.0.0.1:%d/v1/completions -o %s/row.txt -d '{\"prompt\":\"Once upon\","
+		"\"max_tokens\":12,\"temperature\":0,\"logit_bias\":{\"%lld\":0.001}}' &\nwait\n", c.port, c.tmp, zid);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "sh %s", sp);
+	proc_sh(cmd, out, 1 << 18);
+	for (int i = 0; i < 4; i++) {
+		char p[300], fin[32];
+		snprintf(p, sizeof p, "%s/o%d.txt", c.tmp, i);
+		char *raw = slurp(p);
+		cr_assert_not_null(raw);
+		char *text = answer_text(raw, i % 2, false, fin, sizeof fin);
+		json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+		cr_assert_not_null(v, "split, schema %d: does not parse: %s (%.300s)", i, text, raw);
+		json_t *sc = json_loads(schemas[i] ? schemas[i] : "{\"type\":\"object\"}", 0, NULL);
+		char why[128] = "";
+		cr_assert(jsv_valid(v, sc, sc, why, sizeof why), "split, schema %d: %s: %s", i, text, why);
+		cr_assert_str_eq(fin, "stop", "split, schema %d: %s", i, text);
+		json_decref(v);
+		json_decref(sc);
+		free(text);
+		free(raw);
+	}
+	snprintf(sp, sizeof sp, "%s/tool.txt", c.tmp);
+	char *raw = slurp(sp);
+	struct scalls sc;
+	stream_calls(raw, 0, &sc);
+	cr_assert_geq(sc.n, 1, "%.600s", raw);
+	cr_assert_str_eq(sc.finish, "tool_calls");
+	for (uint32_t i = 0; i < sc.n; i++)
+		check_args(sc.name[i], sc.args[i]);
+	free(raw);
+	/* +100 forces the token at every step */
+	snprintf(sp, sizeof sp, "%s/bias.txt", c.tmp);
+	raw = slurp(sp);
+	char fin[32], b2[128];
+	char *text = answer_text(raw, false, true, fin, sizeof fin);
+	snprintf(b2, sizeof b2, "{\"tokens\":[%lld,%lld,%lld]}", zid, zid, zid);
+	cr_assert_eq(post(&c, "/detokenize", b2, out, 1 << 18), 200);
+	json_t *dt = json_loads(out, 0, NULL);
+	cr_assert_str_eq(ltrim(text), ltrim((char *)json_string_value(json_object_get(dt, "text"))), "%s", raw);
+	json_decref(dt);
+	free(text);
+	free(raw);
+	/* the plain request beside them: what it gives alone */
+	snprintf(sp, sizeof sp, "%s/plain.txt", c.tmp);
+	raw = slurp(sp);
+	text = answer_text(raw, false, true, fin, sizeof fin);
+	cr_assert_str_eq(text, alone, "a plain greedy request changed beside constrained ones");
+	free(text);
+	free(raw);
+	snprintf(sp, sizeof sp, "%s/row.txt", c.tmp);
+	raw = slurp(sp);
+	text = answer_text(raw, false, true, fin, sizeof fin);
+	cr_assert_str_eq(text, alone, "greedy from the full row differs from the head's argmax");
+	free(text);
+	free(raw);
+	free(alone);
+	free(out);
+	proc_cluster_stop(&c);
+}
+
+/* Schemas and logit_bias run on the GPU (fused): the top-k kernel adds the
+ * biases and drops what the schema's mask does not allow before it ranks
+ * (MSG_CHUNK_HEAD_BIAS), no logit row comes back. The same requests with
+ * logprobs take the coordinator's full-row path; both must give the same
+ * tokens, sampled and greedy, several at once beside plain requests. */
+Test(structured, gpu_head_equals_full_row, .timeout = 180)
+{
+	struct proc_cluster c;
+	proc_cluster_start(&c, "jbias", (const char *const[]){ "--max-seqs", "12", NULL });
+	const char *biases[] = { "{\"1000\":5,\"2000\":3,\"30\":-100,\"999\":4,\"5000\":4.5}",
+				 "{\"17\":2.5,\"400\":6,\"12000\":-3,\"31000\":5,\"8\":1}" };
+	char sp[256], cmd[512];
+	snprintf(sp, sizeof sp, "%s/bias.sh", c.tmp);
+	FILE *f = fopen(sp, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 4; i++) /* biases 0-1 sampled, then 0-1 greedy; each without and with logprobs */
+		for (int lp = 0; lp < 2; lp++)
+			fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/completions -o %s/b%d_%d.txt -d '{\"prompt\":"
+				"\"Once upon a time\",\"max_tokens\":10,\"temperature\":%s,\"seed\":%d,\"logprobs\":%s,"
+				"\"logit_bias\":%s}' &\n", c.port, c.tmp, i, lp, i < 2 ? "1" : "0", i, lp ? "2" : "null",
+				biases[i % 2]);
+	const char *schemas[] = { jsv_schemas[3], jsv_schemas[9], NULL };
+	for (int i = 0; i < 3; i++)
+		for (int lp = 0; lp < 2; lp++)
+			fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/chat/completions -o %s/s%d_%d.txt -d '{"
+				"\"messages\":[{\"role\":\"user\",\"content\":\"JSON\"}],\"max_tokens\":60,\"temperature\":%s,"
+				"\"seed\":%d,\"logprobs\":%s,\"response_format\":{\"type\":\"json_%s\"%s%s%s}}' &\n", c.port, c.tmp,
+				i, lp, i == 1 ? "0" : "1.2", i, lp ? "true" : "false", schemas[i] ? "schema" : "object",
+				schemas[i] ? ",\"json_schema\":{\"name\":\"s\",\"schema\":" : "", schemas[i] ? schemas[i] : "",
+				schemas[i] ? "}" : "");
+	fprintf(f, "curl -s --max-time 150 http://127.0.0.1:%d/v1/completions -o %s/p.txt -d '{\"prompt\":\"Once upon a "
+		"time\",\"max_tokens\":10,\"temperature\":0}' &\nwait\n", c.port, c.tmp);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "sh %s", sp);
+	char out[256];
+	proc_sh(cmd, out, sizeof out);
+	snprintf(sp, sizeof sp, "%s/p.txt", c.tmp);
+	char *raw = slurp(sp), fin[32];
+	char *plain = answer_text(raw, false, true, fin, sizeof fin);
+	free(raw);
+	for (int i = 0; i < 4; i++) {
+		char *t[2];
+		for (int lp = 0; lp < 2; lp++) {
+			snprintf(sp, sizeof sp, "%s/b%d_%d.txt", c.tmp, i, lp);
+			raw = slurp(sp);
+			cr_assert_not_null(raw);
+			t[lp] = answer_text(raw, false, true, fin, sizeof fin);
+			cr_assert_str_eq(fin, "length", "%s", raw);
+			free(raw);
+		}
+		cr_assert_str_eq(t[0], t[1], "bias %d (%s): the GPU top-k and the full row disagree", i % 2,
+				 i < 2 ? "sampled" : "greedy");
+		cr_assert_str_neq(t[0], plain, "bias %d changed nothing", i);
+		free(t[0]);
+		free(t[1]);
+	}
+	free(plain);
+	for (int i = 0; i < 3; i++) {
+		char *t[2];
+		for (int lp = 0; lp < 2; lp++) {
+			snprintf(sp, sizeof sp, "%s/s%d_%d.txt", c.tmp, i, lp);
+			raw = slurp(sp);
+			cr_assert_not_null(raw);
+			t[lp] = answer_text(raw, false, false, fin, sizeof fin);
+			cr_assert_str_eq(fin, "stop", "%s", raw);
+			free(raw);
+		}
+		cr_assert_str_eq(t[0], t[1], "schema %d: the GPU mask and the full row disagree", i);
+		json_t *v = json_loads(t[0], JSON_DECODE_ANY, NULL);
+		json_t *sc = json_loads(schemas[i] ? schemas[i] : "{\"type\":\"object\"}", 0, NULL);
+		char why[128] = "";
+		cr_assert(v && jsv_valid(v, sc, sc, why, sizeof why), "schema %d: %s: %s", i, t[0], why);
+		json_decref(v);
+		json_decref(sc);
+		free(t[0]);
+		free(t[1]);
+	}
+	/* the requests without logprobs ran on the GPU top-k, those with on the row */
+	char *log = slurp(c.log);
+	cr_assert_not_null(strstr(log, "logit_bias on the GPU top-k"), "no request took the GPU path");
+	cr_assert_not_null(strstr(log, "schema mask on the GPU top-k"), "no schema took the GPU path");
+	cr_assert_not_null(strstr(log, "full logit row"));
+	free(log);
 	proc_cluster_stop(&c);
 }

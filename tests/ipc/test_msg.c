@@ -247,7 +247,7 @@ Test(msg, field_rules)
 	patch_reject(MSG_STAGE, 12, 256, "layer cap");
 	patch_reject(MSG_STAGE, 16, 300, "layer range");
 	patch_reject(MSG_STAGE, 24, MSG_MAX_POS, "pos cap");
-	patch_reject(MSG_HEAD, 12, 3, "head mode");
+	patch_reject(MSG_HEAD, 12, 4, "head mode"); /* 3 is MSG_HEAD_FULL */
 	patch_reject(MSG_HEAD, 16, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_RUN, 16, 5, "run head mode");
 }
@@ -266,7 +266,7 @@ Test(msg, run_batch_rules)
 	patch_reject(MSG_RUN_BATCH, 0, 2, "n disagrees with the length");
 	patch_reject(MSG_RUN_BATCH, 0, 0, "n 0");
 	patch_reject(MSG_RUN_BATCH, 0, MSG_MAX_SLOTS + 1, "n cap");
-	patch_reject(MSG_RUN_BATCH, 4, 3, "batch head mode");
+	patch_reject(MSG_RUN_BATCH, 4, 3, "batch head mode"); /* MSG_HEAD_FULL: only HEAD, STAGE_BATCH, FLOW */
 	patch_reject(MSG_RUN_BATCH, 8, MSG_MAX_TOPK + 1, "batch k");
 	patch_reject(MSG_RUN_BATCH, 8, 0, "batch k 0");
 	patch_reject(MSG_RUN_BATCH, 16, MSG_MAX_SLOTS, "entry slot cap");
@@ -308,7 +308,7 @@ Test(msg, run_chunks_rules)
 	patch_reject(MSG_RUN_CHUNKS, 20 + 20 + 4, 0, "duplicate slot");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 8, MSG_MAX_POS, "entry pos cap");
 	patch_reject(MSG_RUN_CHUNKS, 20 + 12, 0, "entry n 0");
-	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 3, "entry head 3 (2 is the full-row head, v11)");
+	patch_reject(MSG_RUN_CHUNKS, 20 + 16, 4, "entry head 4 (2 full row, 3 GPU bias and mask)");
 	/* the largest one fits a data-plane ring entry */
 	fill(&a, MSG_RUN_CHUNKS);
 	a.u.run_chunks.n = MSG_MAX_SLOTS;
@@ -533,7 +533,7 @@ Test(msg, stage_batch_rules)
 	patch_reject(MSG_STAGE_BATCH, 0, 5, "op 5");
 	patch_reject(MSG_STAGE_BATCH, 4, 3, "layer on a head op");
 	patch_reject(MSG_STAGE_BATCH, 8, 3, "n disagrees with the length");
-	patch_reject(MSG_STAGE_BATCH, 12, 3, "head mode");
+	patch_reject(MSG_STAGE_BATCH, 12, 4, "head mode"); /* 3 is MSG_HEAD_FULL */
 	patch_reject(MSG_STAGE_BATCH, 16, MSG_MAX_TOPK + 1, "k cap");
 	patch_reject(MSG_STAGE_BATCH, 20 + 16 + 4, 0, "duplicate slot");
 	patch_reject(MSG_STAGE_BATCH, 20 + 4, MSG_MAX_SLOTS, "slot cap");
