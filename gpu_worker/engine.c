@@ -28,268 +28,7 @@
 #include "gpu_worker/x16.h"
 #include "common/err.h"
 #include "formats/quant.h"
-
-#define WG 64u
-#define NCOLS 8u        /* token columns per matvec workgroup (shaders/mul_mv.glsl) */
-#define MAX_GROUPS 65535u
-/* the norm tail's row limit with UNICORN_VK_NORM_TAIL=dispatch: its rows are
- * held in NORM_PER registers per thread of the matvec's workgroup (9 for 1B's
- * 1152), which every thread of the matvec then reserves */
-#define NT_MAX_EMBD 1536u
-/* and by default: off. With x16 copies to write, 1B decode ran faster with the
- * norm dispatched (rmsnorm_sg, 512 threads) than in the tail's one 128-thread
- * workgroup (H100 tg128 645.28 against 608.87, BENCHMARKS.md) */
-#define NT_DEFAULT_EMBD 0u
-#define WG_MVS 128u     /* mul_mvs workgroup (shaders/mul_mvs.glsl) */
-#define MM_TILE 64u     /* mul_mm tile: rows, and tokens at most (shaders/mul_mm.glsl) */
-#define MVS_MAX_TOK 2u  /* mul_mvs reads weights once per token: decode only */
-/* mul_mvs rows per thread group, q4_0/q8_0 (UNICORN_VK_MVS_RPT overrides, 1..4). H100, 1B q4_0 tg128:
- * 1 row 480.7 t/s, 2 rows 455.8, 4 rows 411.1 (fewer workgroups on the small matrices); large shapes
- * not measured yet */
-#define MVS_RPT 1u
-#define MVS_MAX_RPT 4u /* rows per thread group at most (engine_mvs_rows) */
-#define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
-/* Regrouped q4_0 (regroup.h) in mul_mvs, H100 tg64 (BENCHMARKS.md): 2 units
- * per thread (27B 82.6 tok/s; 4: 78.8, 1: 70.7); 1 for products of fewer
- * than 100k threads at 2 (1B's 1152-row wo and down: 555.5 -> 600.3 tok/s,
- * 4B's 131k-thread qkv 3% slower at 1); rows of 2048+ elements 2 rows per
- * thread group so each x load serves both (at 8192+, the FFN down matrices:
- * 27B down 3.11 -> 2.43 ms per token, 4B 0.511 -> 0.484; from 2048 qkv and
- * wo too: tg64 4B 351.1 -> 358.1, 27B 91.1 -> 92.2; not the GLU gate/up,
- * whose two rows per thread already share x: 4 rows were 3-6% slower), but
- * not on products of fewer than 2048 rows, whose workgroups the GPU would
- * then not fill (1B's 1152-row down: tg64 680.3 -> 693.9 at 1 row) */
-/* K-quant units per thread by product (mvs_bpt), H100 tg64 (BENCHMARKS.md):
- * 27B Q4_K_M gate/up 7.11 -> 6.53 ms per token at 8 (4B flat), logits 0.93 ->
- * 0.74 at 16, qkv 2.40 -> 2.18 at 2 (4B 0.60 -> 0.54); one value for all was
- * a trade (27B best at 8, 4B at 4) */
-#define KQ_FEW_ROWS 16384u
-#define KQ_FEW_BPT 2u
-#define KQ_GLU_BPT 8u
-#define KQ_MANY_ROWS 65536u
-#define KQ_MANY_BPT 16u
-#define Q4G_BPT 2u
-#define Q4G_FEW_THREADS 100000u
-/* 4 units per thread for wo and the logits (of at least KQ_MANY_ROWS rows)
- * where they have Q4G_FEW_THREADS threads at 2: their thread groups then fit
- * a subgroup on the H100 (tpr 32: a shuffle reduction, no shared memory).
- * 27B tg128 103.66 -> 104.23 (wo), 104.64 (logits), 104.75 (both; 1B +1.3%,
- * 4B +0.5%, 12B -0.2%); 27B's qkv lost at 4 (102.88), gate/up (101.90) and
- * down at 8 (100.75) (BENCHMARKS.md). UNICORN_VK_Q4G_TUNE=0 keeps 2 (A/B) */
-#define Q4G_WO_LOGITS_BPT 4u
-#define Q4G_WIDE 2048u
-#define Q4G_WIDE_MIN_ROWS 2048u
-#define Q4G_WIDE_RPT 2u
-#define MM_MIN_TOK 16u  /* from here the tiled mat-mat kernel wins */
-/* mul_mm_cm: large tiles from this many workgroups (H100, pp512: 1B qkv/wo/down
- * with 36-48 large tiles ran faster as 64x64, 4B's with 80-128 as 128x128) */
-#define CM_LARGE_MIN_WG 64u
-/* split K (split_k): workgroups to aim for; UNICORN_VK_MM_SPLIT_WG for experiments */
-#define SPLIT_TARGET_WG 256u
-/* wo on x16 from attention's rows (shaders/attn_x16.glsl) from this many
- * columns: the copy adds to attention's latency what wo gains in bandwidth,
- * which grows with wo. H100 tg128 (BENCHMARKS.md): 12B and 27B (4096
- * columns) +1.1% and +1.6%; forced onto 4B (2048) -0.7%, 1B (1024) -1.1% */
-#define WO_X16_MIN_COLS 4096u
-/* down on x16 (the GLU's _x16q kernel writes its output's copy, shaders/
- * mul_mvs.glsl FFN_X16): by default where down has DOWN_X16_MIN_COLS columns
- * (UNICORN_VK_DOWN_X16=0/1 overrides), on steps of up to FFQ_MAX_TOK tokens
- * (the copy's and the mailbox's rows) */
-#define DOWN_X16_MIN_COLS 8192u
-#define FFQ_MAX_TOK 8u
-#define PROF_MAX 2000u  /* profiled dispatches per submission (< VK_QUERIES) */
-#define N_SLOTS 16      /* weight types with kernels (type_slot, slot_name) */
-/* attn_chunk in shaders/common.glsl (UNICORN_VK_ATTN_CHUNK overrides): a token
- * with at most this many visible keys is one split, written by attn itself, so
- * a decode step whose tokens are all that short needs no attn_combine
- * dispatch; a longer range is cut into n_split slices of at least
- * ATTN_MIN_CHUNK keys. 64: from 65 keys the splits' parallel workgroups and a
- * combine dispatch beat one workgroup per head (H100 tg128 against 128: 1B
- * +3.4-5.5%, 4B +1-3%, 27B flat; 32 was below 64 on all three, BENCHMARKS.md).
- * Heads of at most ATTN_NARROW_HD dims take ATTN_CHUNK_NARROW: a key is half
- * the bytes of a 256-dim one, and P.V spreads it over key slices, so one
- * workgroup covers 128 keys in about the time a 256-dim head takes for 64
- * (27B tg128 108.0 -> 108.7; 1B's 256-dim heads lose 0.8% at 128) */
-#define ATTN_CHUNK 64u
-#define ATTN_CHUNK_NARROW 128u
-#define ATTN_NARROW_HD 128u
-#define ATTN_MIN_CHUNK 32u
-
-/* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
- * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
- * engine_forward_chunks) */
-enum { MODE_LAST = 0, MODE_ALL = 1, MODE_ARGMAX = 2, MODE_TOPK = 3, MODE_B_ALL = 4, MODE_B_ARGMAX = 5, MODE_B_TOPK = 6,
-       MODE_W_ALL = 7, MODE_W_ARGMAX = 8, MODE_W_TOPK = 9, N_MODES = 10 };
-#define RES_ROW 128u    /* uints per row of the argmax/top-k results (shaders/argmax.comp) */
-/* workgroups per argmax row: slices of 8192 of a 262144-token vocabulary,
- * two vec4 loads per thread (H100: 22 us as one workgroup, BENCHMARKS.md) */
-#define AM_GROUPS 32u
-#define AM_GROUPS_MAX 64u /* UNICORN_VK_ARGMAX_GROUPS's limit (<= the 128-thread workgroup) */
-/* the top-k kernel's per-row log-sum-exps follow the batch_max result rows */
-#define LSE_OFF(e) ((e)->batch_max * RES_ROW)
-/* chunks_write writes a bias descriptor for every head row (<= batch_max <= max_seqs <= 256) */
-_Static_assert(ENGINE_BIAS_HDR >= 256, "a bias descriptor for every head row");
-
-/* A weight matrix on the device: rows of ncols elements of one type, at
- * [off, off + bytes) of buf. Uploaded matrices own their buffer (off 0);
- * imported ones are a range of a shared import (struct eimp). */
-struct ew {
-	struct vk_buf *buf;
-	VkDeviceSize off, bytes;
-	bool imported;
-	uint32_t type, ncols, nrows, row_bytes;
-};
-
-/* One host-memory import: an aligned piece of a span, imported on first use. */
-struct eimp {
-	const char *base;
-	uint64_t size;
-	struct vk_buf *buf;
-	bool tried;          /* import attempted (buf NULL: refused, upload instead) */
-};
-
-struct elayer {
-	struct ew qkv[3];
-	uint32_t n_qkv;          /* 1 when wq/wk/wv share a type and were concatenated */
-	struct ew wo, gu[2], down;
-	uint32_t n_gu;           /* 1 when gate/up share a type (fused GLU matvec) */
-	struct vk_buf *attn_norm, *q_norm, *k_norm, *post_attn, *ffn_norm, *post_ffn;
-	struct vk_buf *kc, *vc;
-	VkDescriptorSet s_attn_norm, s_qkv[3], s_rope, s_attn, s_combine, s_wo, s_post_attn,
-		s_ffn_norm, s_gu[2], s_gelu, s_down, s_post_ffn, s_gu_mm;
-};
-
-struct engine {
-	struct vk_ctx *vk;
-	struct gemma3_config cfg;
-	uint32_t max_ctx, max_batch, n_split, n_vocab_text;
-	uint32_t max_seqs, seq;     /* KV-cache slots and the selected one */
-	uint32_t max_rows;          /* engine_forward_chunks rows (activations are sized for it) */
-	uint32_t batch_max;         /* engine_forward_batch rows: min(max_batch, max_seqs) */
-	uint32_t lse_rows;          /* rows of the last top-k submission (engine_topk_lse) */
-	bool rec_batch;             /* recording a batch: per-token kernels only (mv_kind) */
-	bool rec_wide;              /* ... or, with rec_batch, the mat-mat kernel for every product */
-	VkCommandBuffer chunkcb;    /* engine_forward_chunks with prefill rows: recorded per call */
-	/* the image area (engine_image.h) and the copies of the step being written */
-	struct vk_buf *img;
-	uint32_t image_rows, image_slots, n_img_cp;
-	struct engine_image_copy *img_cp;   /* max_rows entries */
-	uint32_t qkv_stride, n_q;   /* floats per token in the qkv buffer; n_head*head_dim */
-	struct ew embd;
-	struct vk_buf *output_norm;
-	/* zero-copy weights (engine_opts.weights_import) */
-	bool zc;                    /* try imports */
-	bool regroup;               /* upload q4_0 matrices regrouped (regroups()) */
-	bool per_tensor_imp;        /* no spans given: import each tensor's aligned pages */
-	struct eimp *imp;
-	uint32_t n_imp, cap_imp;
-	uint64_t bytes_imported, bytes_matrix, bytes_regrouped;
-	struct elayer *L;
-	/* activations [max_batch][...] */
-	struct vk_buf *step, *stepd, *h, *xb, *o, *qkv, *att, *part, *gu, *ff, *logits, *logitsd, *res, *dummy;
-	struct vk_buf *biasb; /* logit_bias lists of a chunks step's head rows (shaders/topk.comp) */
-	struct vk_buf *maskb; /* their token masks, one row of (n_vocab + 31) / 32 words per head */
-	struct { const uint32_t *ids; const float *v; const uint32_t *mask; uint32_t n; } cbias[256]; /* engine_chunk_bias */
-	uint32_t n_cbias;     /* chunks with biases set */
-	/* pipelines, by type slot */
-	struct vk_pipe mv[N_SLOTS], glu[N_SLOTS], rows[N_SLOTS], norm, rope, attn, combine, gelu, argmax, topk;
-	struct vk_pipe attn_pre; /* attn without the rope code, where rope_kv ran before (rec_attn) */
-	struct vk_pipe attn_fa;  /* instead of attn_pre on matrix cores (fa_pipe_create); pipe NULL: none */
-	uint32_t fa_nz;          /* its key splits (engine.h ENGINE_FA_WG) */
-	struct vk_pipe mvs[N_SLOTS], mvs_glu[N_SLOTS], mm[3][N_SLOTS]; /* mm[v]: tiles of 16 << v tokens (mm_variant) */
-	bool use_mvs, use_mm;
-	/* mul_mm on matrix cores (shaders/mul_mm_cm.glsl), large and small tiles;
-	 * a type whose pipelines are missing (pipe 0) keeps mm[] */
-	struct vk_pipe mm_cm[N_SLOTS], mm_cms[N_SLOTS];
-	bool use_cm;
-	/* the decode tile (128 x 64) and split K (shaders/mul_mm_cm.glsl SPLITK;
-	 * split_k) where the device runs mm_cm; UNICORN_VK_MM_DTILE=0 and
-	 * UNICORN_VK_MM_SPLIT=0 turn each off (A/B) */
-	struct vk_pipe mm_cmd[N_SLOTS], mm_cmk[N_SLOTS], mm_cmdk[N_SLOTS], mm_reduce;
-	bool use_dtile, use_split;
-	uint32_t split_wg;
-	struct vk_buf *skp;	    /* split-K partial sums (ENGINE_MAT_PART) */
-	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
-	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
-	uint32_t mvb_nt;
-	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
-	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */
-	uint32_t attn_chunk;            /* ATTN_CHUNK, ATTN_CHUNK_NARROW */
-	bool step_short;                /* the step written last: every token's range is one attention split */
-	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
-	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
-	bool full_barriers;             /* UNICORN_VK_BARRIER=full: every barrier also covers transfer/host */
-	/* run_forward: the command buffer replayed last and its last two GPU
-	 * times (est_n of them so far), the lesser of which is the next replay's
-	 * expected time (vk_submit_wait_expect); UNICORN_VK_WAIT=start keeps the
-	 * poll right after the submission (A/B) */
-	VkCommandBuffer est_cb;
-	uint64_t est_ns[2];
-	uint32_t est_n;
-	bool wait_start;
-	uint32_t mvs_bpt;              /* mul_mvs: target work units (engine_mvs_unit elements each) per thread */
-	bool mvs_bpt_set;              /* UNICORN_VK_MVS_BPT given: every type but regrouped q4_0 takes it */
-	bool mvs_generic;              /* UNICORN_VK_MVS_GENERIC=1: the whole-block dequant32 mul_mvs/mul_mvb (A/B) */
-	uint32_t mvs_rpt[N_SLOTS];           /* mul_mvs: rows per thread group, by type slot (mvs_rows) */
-	struct vk_pipe mvs_q4g_wide;         /* mul_mvs_q4_0g, Q4G_WIDE_RPT rows per thread group */
-	/* decode's wo and down run the post-norm that follows them in their last
-	 * workgroup (mul_mvs's tail, norm_tail_pick); the rmsnorm pipeline then
-	 * has the tail's thread count and subgroup reductions, so rows agree bitwise */
-	bool norm_tail;
-	bool nt_dispatch;                    /* UNICORN_VK_NORM_TAIL=dispatch: the same numbers, rmsnorm dispatched (A/B) */
-	struct vk_buf *nt_cnt;               /* the tail's workgroup count (zero between dispatches) */
-	struct vk_buf *amp;                  /* argmax's row counters (zero between dispatches) and slice bests */
-	struct vk_buf *tkp;                  /* top-k's row counters (zero between dispatches) and slice records */
-	uint32_t tk_groups;                  /* workgroups per top-k row: engine_tk_groups(n_vocab_text) */
-	uint32_t am_groups;                  /* workgroups per argmax row: AM_GROUPS, UNICORN_VK_ARGMAX_GROUPS (A/B) */
-	/* x16 (gpu_worker/x16.h): rmsnorm also writes its result as 16-bit integers
-	 * to xq, and the regrouped q4_0 products that read it (qkv, gate/up,
-	 * logits) run the integer dot-product kernels on it (x16_pick) */
-	bool use_x16;
-	char kernels[200];                   /* engine_kernels */
-	struct vk_buf *xq;
-	struct vk_pipe mvs_x16, mvs_x16_wide, mvs_glu_x16, mvb_x16, mvb_glu_x16;
-	/* wo_x16: attention (attn, attn_combine) also writes its output rows as
-	 * x16 to xqa, and wo runs the x16 kernels on them (rec_attn) */
-	bool wo_x16;
-	bool q4g_tuned;                      /* mvs_bpt: Q4G_WO_LOGITS_BPT (UNICORN_VK_Q4G_TUNE=0: off, A/B) */
-	struct vk_buf *xqa;
-	/* ffn_x16: the GLU (mvs_glu_x16q) also writes its output rows as x16 to
-	 * ffq, through the mailbox fmb (zero between dispatches), and down runs
-	 * the x16 kernels on them (rec_ffn) */
-	bool ffn_x16;
-	struct vk_pipe mvs_glu_x16q;
-	struct vk_buf *ffq, *fmb;
-	/* profiling (engine_profile): a timestamp after every dispatch */
-	bool prof;
-	uint32_t prof_n;
-	const char *prof_name[PROF_MAX];
-	uint64_t prof_bytes[PROF_MAX];
-	VkDescriptorSet s_embed, s_norm0, s_final, s_logits, s_logits_d, s_argmax, s_topk;
-	VkCommandBuffer *cbs[2 * N_MODES]; /* [short * N_MODES + mode][n], recorded on first use */
-	VkCommandBuffer once;          /* re-recorded for stage calls */
-	/* paged KV cache: block tables [max_seqs][tab_len], written by the host
-	 * into tabh and copied to tabd before the next submission that follows a
-	 * change (kernels read device memory, not host memory over PCIe) */
-	struct kv_layout kv;
-	uint32_t tab_len;
-	struct vk_buf *tabh, *tabd;
-	uint8_t tab_dirty[256];        /* per sequence (max_seqs <= 256) */
-	bool tab_any_dirty;
-	VkCommandBuffer tabcb;
-	VkCommandBuffer *stage_cbs;    /* [short][layer][ATTN|FFN|BOTH]: single-token engine_stage_io, recorded once */
-	VkCommandBuffer *stageb_cbs;   /* [short][layer][ATTN|FFN][narrow|wide][n 0..batch_max]: engine_stage_batch (lazily) */
-	bool range_fused;              /* engine_stage_range records the fused forward's layers (UNICORN_PIPE_UNFUSED=1: split's stages) */
-	VkCommandBuffer *stager_cbs;   /* [short][narrow|wide][n 0..batch_max]: engine_stage_range over stager_l0 + stager_n */
-	uint32_t stager_l0, stager_n;
-	uint32_t l_lo, l_hi;           /* layers with matrices and KV (engine_opts.layer_first/end) */
-	bool attn_only;                /* engine_opts.attn_only: no FFN matrices */
-	bool ffn_only;                 /* engine_opts.ffn_only: no attention matrices, no KV pools */
-	struct vk_buf *hio;            /* host-visible hidden rows for engine_stage_io */
-	uint64_t gpu_ns;               /* GPU time of all timed submissions (engine_gpu_ns) */
-	bool timed;                    /* last submission wrote timestamps */
-	uint32_t n_ts;
-};
+#include "gpu_worker/engine_priv.h"
 
 static int type_slot(uint32_t type)
 {
@@ -548,7 +287,7 @@ static size_t stage_cbs_len(const struct engine *e)
 	return (size_t)e->cfg.n_layer * 2 * 3;
 }
 
-static size_t stageb_cbs_len(const struct engine *e)
+size_t eng_stageb_cbs_len(const struct engine *e)
 {
 	return (size_t)e->cfg.n_layer * 2 * 2 * 2 * (e->batch_max + 1);
 }
@@ -561,7 +300,7 @@ static bool own_layer(const struct engine *e, uint32_t il)
 }
 
 /* Whole-model calls need every layer (fn: for errors). */
-static int whole_check(const struct engine *e, const char *fn)
+int eng_whole_check(const struct engine *e, const char *fn)
 {
 	if (e->attn_only)
 		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
@@ -574,7 +313,7 @@ static int whole_check(const struct engine *e, const char *fn)
 }
 
 /* Stage calls on layers [layer, layer + n) need them here. */
-static int own_check(const struct engine *e, uint32_t layer, uint32_t n, const char *fn)
+int eng_own_check(const struct engine *e, uint32_t layer, uint32_t n, const char *fn)
 {
 	if (layer >= e->l_lo && layer + n <= e->l_hi)
 		return 0;
@@ -1405,7 +1144,7 @@ void engine_destroy(struct engine *e)
 		vk_cmd_free(e->vk, e->tabcb);
 		for (size_t i = 0; e->stage_cbs && i < stage_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stage_cbs[i]);
-		for (size_t i = 0; e->stageb_cbs && i < stageb_cbs_len(e); i++)
+		for (size_t i = 0; e->stageb_cbs && i < eng_stageb_cbs_len(e); i++)
 			vk_cmd_free(e->vk, e->stageb_cbs[i]);
 		for (size_t i = 0; e->stager_cbs && i < 4 * ((size_t)e->batch_max + 1); i++)
 			vk_cmd_free(e->vk, e->stager_cbs[i]);
@@ -1550,7 +1289,7 @@ static int submit_expect(struct engine *e, VkCommandBuffer cb, uint64_t expect_n
 	return rc;
 }
 
-static int submit(struct engine *e, VkCommandBuffer cb)
+int eng_submit(struct engine *e, VkCommandBuffer cb)
 {
 	return submit_expect(e, cb, 0);
 }
@@ -1591,7 +1330,7 @@ uint32_t engine_mv_tpr(uint32_t ncols, uint32_t wg)
 }
 
 /* Every engine dispatch goes through here so that profiling can timestamp it. */
-static void disp(struct engine *e, VkCommandBuffer cb, const char *name, uint64_t bytes, const struct vk_pipe *p,
+void eng_disp(struct engine *e, VkCommandBuffer cb, const char *name, uint64_t bytes, const struct vk_pipe *p,
 		 VkDescriptorSet s, const void *push, uint32_t gx, uint32_t gy, uint32_t gz)
 {
 	vk_cmd_dispatch(cb, p, s, push, gx, gy, gz);
@@ -1740,22 +1479,22 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 			p.tail = tail;
 			uint32_t nz = (w->ncols + tail - 1) / tail;
 			if (n_tok <= ENGINE_CMD_BN)
-				disp(e, cb, name, bytes, &e->mm_cmdk[ts], s, &p, gx, 1, nz);
+				eng_disp(e, cb, name, bytes, &e->mm_cmdk[ts], s, &p, gx, 1, nz);
 			else
-				disp(e, cb, name, bytes, &e->mm_cmk[ts], s, &p, gx, gy, nz);
+				eng_disp(e, cb, name, bytes, &e->mm_cmk[ts], s, &p, gx, gy, nz);
 			bar(e, cb);
-			disp(e, cb, "mm reduce", 0, &e->mm_reduce, s, &p, (nrows + 255) / 256, n_tok, 1);
+			eng_disp(e, cb, "mm reduce", 0, &e->mm_reduce, s, &p, (nrows + 255) / 256, n_tok, 1);
 		} else if (dtile && e->mm_cm[ts].pipe && gx >= CM_LARGE_MIN_WG) {
-			disp(e, cb, name, bytes, &e->mm_cmd[ts], s, &p, gx, 1, 1);
+			eng_disp(e, cb, name, bytes, &e->mm_cmd[ts], s, &p, gx, 1, 1);
 		} else if (e->mm_cm[ts].pipe && gx * gy >= CM_LARGE_MIN_WG) {
-			disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
+			eng_disp(e, cb, name, bytes, &e->mm_cm[ts], s, &p, gx, gy, 1);
 		} else if (e->mm_cm[ts].pipe) {
-			disp(e, cb, name, bytes, &e->mm_cms[ts], s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,
+			eng_disp(e, cb, name, bytes, &e->mm_cms[ts], s, &p, (nrows + ENGINE_CMS_BM - 1) / ENGINE_CMS_BM,
 			     (n_tok + ENGINE_CMS_BN - 1) / ENGINE_CMS_BN, 1);
 		} else {
 			/* the narrowest token tile that holds them (16, 32, else 64 per tile) */
 			uint32_t v = n_tok <= 16 ? 0 : n_tok <= 32 ? 1 : 2, bn = 16u << v;
-			disp(e, cb, name, bytes, &e->mm[v][ts], s, &p, (nrows + MM_TILE - 1) / MM_TILE, (n_tok + bn - 1) / bn, 1);
+			eng_disp(e, cb, name, bytes, &e->mm[v][ts], s, &p, (nrows + MM_TILE - 1) / MM_TILE, (n_tok + bn - 1) / bn, 1);
 		}
 		return;
 	}
@@ -1768,15 +1507,15 @@ static void rec_mv(struct engine *e, VkCommandBuffer cb, const char *name, const
 	/* x16: the same rows per thread group and threads per row as the float kernel */
 	bool x16 = (flags & MV_XB) && e->use_x16 && w->type == TENSOR_Q4_0G && !tail;
 	if (kind == 1 && x16)
-		disp(e, cb, name, bytes, glu ? (flags & MV_FFQ ? &e->mvs_glu_x16q : &e->mvs_glu_x16) : wide ? &e->mvs_x16_wide : &e->mvs_x16,
+		eng_disp(e, cb, name, bytes, glu ? (flags & MV_FFQ ? &e->mvs_glu_x16q : &e->mvs_glu_x16) : wide ? &e->mvs_x16_wide : &e->mvs_x16,
 		     s, &p, n_tok, gx, gz);
 	else if (kind == 1) /* token column in x: a row group's tokens run next to each other (weights hit the cache) */
-		disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
+		eng_disp(e, cb, name, bytes, glu ? &e->mvs_glu[ts] : wide ? &e->mvs_q4g_wide : &e->mvs[ts], s, &p, n_tok, gx, gz);
 	else if (kind == 3)
-		disp(e, cb, name, bytes, glu ? (x16 ? &e->mvb_glu_x16 : &e->mvb_glu[ts]) : x16 ? &e->mvb_x16 : &e->mvb[ts], s, &p,
+		eng_disp(e, cb, name, bytes, glu ? (x16 ? &e->mvb_glu_x16 : &e->mvb_glu[ts]) : x16 ? &e->mvb_x16 : &e->mvb[ts], s, &p,
 		     (n_tok + e->mvb_nt - 1) / e->mvb_nt, gx, gz);
 	else
-		disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
+		eng_disp(e, cb, name, bytes, glu ? &e->glu[ts] : &e->mv[ts], s, &p, gx, (n_tok + NCOLS - 1) / NCOLS, gz);
 }
 
 /* Compute -> compute dependency between two dispatches of one submission. The
@@ -1799,18 +1538,18 @@ static void bar(struct engine *e, VkCommandBuffer cb)
 }
 
 /* The full barrier (vk_cmd_barrier), counted for engine_profile. */
-static void fbar(struct engine *e, VkCommandBuffer cb)
+void eng_fbar(struct engine *e, VkCommandBuffer cb)
 {
 	e->rec_bars++;
 	vk_cmd_barrier(cb);
 }
 
 /* Copy the host-written step buffer into its device twin (kernels read stepd). */
-static void rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
+void eng_rec_step_copy(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
 	VkBufferCopy r = { 0, 0, sizeof(struct engine_step) + (VkDeviceSize)n * sizeof(struct engine_step_tok) };
 	vkCmdCopyBuffer(cb, e->step->buf, e->stepd->buf, 1, &r);
-	fbar(e, cb);
+	eng_fbar(e, cb);
 }
 
 /* Whether rmsnorm's n rows get their x16 copy: where a product reading them
@@ -1828,15 +1567,15 @@ static bool x16_rows(const struct engine *e, VkDescriptorSet s, uint32_t n)
 	return s == e->s_final || s == e->L[e->cfg.n_layer - 1].s_post_ffn || kind == 1 || kind == 3;
 }
 
-static void rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
+void eng_rec_norm(struct engine *e, VkCommandBuffer cb, VkDescriptorSet s, uint32_t mode, uint32_t n)
 {
 	struct norm_push p = { e->cfg.n_embd, mode, e->cfg.eps, x16_rows(e, s, n) ? 1 : 0 };
-	disp(e, cb, mode == 0 ? "rmsnorm" : mode == 1 ? "rmsnorm+res" : "rmsnorm+res+norm", 0, &e->norm, s, &p, n, 1, 1);
+	eng_disp(e, cb, mode == 0 ? "rmsnorm" : mode == 1 ? "rmsnorm+res" : "rmsnorm+res+norm", 0, &e->norm, s, &p, n, 1, 1);
 	/* modes 0/1 end a split-placement stage (the host may read h next) */
 	if (mode == 3)
 		bar(e, cb);
 	else
-		fbar(e, cb);
+		eng_fbar(e, cb);
 }
 
 /* Whether the product w (x rows x_stride apart, n tokens) takes the post-norm
@@ -1847,14 +1586,14 @@ static bool norm_tail_here(const struct engine *e, const struct ew *w, uint32_t 
 	return fuse && e->norm_tail && !e->nt_dispatch && w->nrows == e->cfg.n_embd && mv_kind(e, w, x_stride, 0, n) == 1;
 }
 
-static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
+void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct elayer *l = &e->L[il];
 	if (!fuse)
-		rec_step_copy(e, cb, n); /* a stage submission: stepd is not fresh */
+		eng_rec_step_copy(e, cb, n); /* a stage submission: stepd is not fresh */
 	if (pre_norm)
-		rec_norm(e, cb, l->s_attn_norm, 0, n);
+		eng_rec_norm(e, cb, l->s_attn_norm, 0, n);
 	uint32_t off = 0;
 	for (uint32_t i = 0; i < l->n_qkv; i++) {
 		rec_mv(e, cb, "mv qkv", &l->qkv[i], l->s_qkv[i], false, c->n_embd, 0, e->qkv_stride, off, n, UINT32_MAX,
@@ -1875,7 +1614,7 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	 * sequence's earlier rows of the same step would not be visible) */
 	bool rope_in_attn = e->fuse && (n == 1 || e->rec_distinct);
 	if (!rope_in_attn) {
-		disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
+		eng_disp(e, cb, "rope_kv", 0, &e->rope, l->s_rope, &rp, c->n_head + c->n_head_kv, n, 1);
 		bar(e, cb);
 	}
 	float qpas = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (float)c->head_dim;
@@ -1908,10 +1647,10 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	if (fa) {
 		struct fa_push fp = { c->n_head, c->n_head_kv, e->qkv_stride, window, n, ap.scale, rp.tab_off, rp.tab_mod };
 		uint32_t rows = n * (c->n_head / c->n_head_kv);
-		disp(e, cb, "attn", 0, &e->attn_fa, l->s_attn, &fp, c->n_head_kv, (rows + ENGINE_FA_ROWS - 1) / ENGINE_FA_ROWS,
+		eng_disp(e, cb, "attn", 0, &e->attn_fa, l->s_attn, &fp, c->n_head_kv, (rows + ENGINE_FA_ROWS - 1) / ENGINE_FA_ROWS,
 		     e->fa_nz);
 	} else {
-		disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
+		eng_disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
 		     one_split ? 1 : e->n_split);
 	}
 	bar(e, cb);
@@ -1920,14 +1659,14 @@ static void rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t
 	if (fa ? e->fa_nz > 1 : !e->fuse_combine && !one_split) {
 		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : e->n_split, window, ATTN_MIN_CHUNK,
 					   e->attn_chunk, wo_x16, fa ? 1 : 0 };
-		disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
+		eng_disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);
 	}
 	rec_mv(e, cb, tail ? "mv wo+norm" : "mv wo", &l->wo, l->s_wo, false, e->n_q, 0, c->n_embd, 0, n, UINT32_MAX,
 	       MV_WO | (tail ? MV_TAIL : wo_x16 ? MV_XB : 0));
 	bar(e, cb);
 	if (!tail)
-		rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
+		eng_rec_norm(e, cb, l->s_post_attn, fuse ? 3 : 1, n);
 }
 
 /* Whether layer l's GLU writes down's x16 copy (the _x16q kernel) and down
@@ -1945,12 +1684,12 @@ static bool ffq_here(const struct engine *e, const struct elayer *l, uint32_t n,
 	return rpw && X16_GROUP % rpw == 0;
 }
 
-static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
+void eng_rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n, bool pre_norm, bool fuse)
 {
 	const struct gemma3_config *c = &e->cfg;
 	struct elayer *l = &e->L[il];
 	if (pre_norm)
-		rec_norm(e, cb, l->s_ffn_norm, 0, n);
+		eng_rec_norm(e, cb, l->s_ffn_norm, 0, n);
 	bool tail = norm_tail_here(e, &l->down, c->n_ff, n, fuse);
 	bool ffq = ffq_here(e, l, n, tail);
 	if (l->n_gu == 1 && mv_kind(e, &l->gu[0], c->n_embd, 0, n) != 2) {
@@ -1968,39 +1707,39 @@ static void rec_ffn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t 
 		}
 		bar(e, cb);
 		struct gelu_push gp = { c->n_ff, n };
-		disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
+		eng_disp(e, cb, "gelu_mul", 0, &e->gelu, l->s_gelu, &gp, (c->n_ff * n + WG - 1) / WG, 1, 1);
 	}
 	bar(e, cb);
 	rec_mv(e, cb, tail ? "mv down+norm" : "mv down", &l->down, l->s_down, false, c->n_ff, 0, c->n_embd, 0, n, UINT32_MAX,
 	       tail ? MV_TAIL : ffq ? MV_XB : 0);
 	bar(e, cb);
 	if (!tail)
-		rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
+		eng_rec_norm(e, cb, l->s_post_ffn, fuse ? 3 : 1, n);
 }
 
-static void rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
+void eng_rec_embed(struct engine *e, VkCommandBuffer cb, uint32_t n)
 {
 	struct rows_push p = { e->embd.ncols, e->embd.nrows, e->embd.row_bytes, sqrtf((float)e->cfg.n_embd) };
-	rec_step_copy(e, cb, n);
-	disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
-	fbar(e, cb); /* once per step; engine_embed's caller may read h next */
+	eng_rec_step_copy(e, cb, n);
+	eng_disp(e, cb, "get_rows", 0, &e->rows[type_slot(e->embd.type)], e->s_embed, &p, n, 1, 1);
+	eng_fbar(e, cb); /* once per step; engine_embed's caller may read h next */
 	/* image rows over their placeholders' (engine_image.h; chunk steps only) */
 	if (e->n_img_cp)
 		engine_image_rec(cb, e->img->buf, e->h->buf, e->cfg.n_embd * 4, e->img_cp, e->n_img_cp);
 }
 
 /* logits of rows [n - n_out, n) of xb into the buffer of set s (logits or logitsd) */
-static void rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, VkDescriptorSet s)
+void eng_rec_logits_to(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, VkDescriptorSet s)
 {
 	rec_mv(e, cb, "mv logits", &e->embd, s, false, e->cfg.n_embd, (n - n_out) * e->cfg.n_embd, e->cfg.n_vocab, 0, n_out,
 	       e->n_vocab_text, MV_XB);
-	fbar(e, cb);
+	eng_fbar(e, cb);
 }
 
 /* logits of rows [n - n_out, n) of xb into logits[0..n_out) (host-visible) */
-static void rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
+void eng_rec_logits(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out)
 {
-	rec_logits_to(e, cb, n, n_out, e->s_logits);
+	eng_rec_logits_to(e, cb, n, n_out, e->s_logits);
 }
 
 /* A forward of n rows whose last n_out rows get the head (0: none). */
@@ -2019,35 +1758,35 @@ static int record_forward(struct engine *e, VkCommandBuffer cb, uint32_t n, uint
 		vk_cmd_reset_queries(cb, e->vk, 0, e->n_ts);
 		vk_cmd_timestamp(cb, e->vk, q++);
 	}
-	rec_embed(e, cb, n);
-	rec_norm(e, cb, e->s_norm0, 0, n);
+	eng_rec_embed(e, cb, n);
+	eng_rec_norm(e, cb, e->s_norm0, 0, n);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
 	for (uint32_t il = 0; il < e->cfg.n_layer; il++) {
-		rec_attn(e, cb, il, n, false, true);
+		eng_rec_attn(e, cb, il, n, false, true);
 		if (ts)
 			vk_cmd_timestamp(cb, e->vk, q++);
-		rec_ffn(e, cb, il, n, false, true);
+		eng_rec_ffn(e, cb, il, n, false, true);
 		if (ts)
 			vk_cmd_timestamp(cb, e->vk, q++);
 	}
 	bool am = mode == MODE_ARGMAX || mode == MODE_B_ARGMAX || mode == MODE_W_ARGMAX;
 	bool tk = mode == MODE_TOPK || mode == MODE_B_TOPK || mode == MODE_W_TOPK;
 	if (n_out)
-		rec_logits_to(e, cb, n, n_out, am || tk ? e->s_logits_d : e->s_logits);
+		eng_rec_logits_to(e, cb, n, n_out, am || tk ? e->s_logits_d : e->s_logits);
 	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
 	if (am && n_out)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n_out, 1);
+		eng_disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n_out, 1);
 	if (tk && n_out)
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n_out, 1);
-	fbar(e, cb);
+		eng_disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n_out, 1);
+	eng_fbar(e, cb);
 	if (ts)
 		vk_cmd_timestamp(cb, e->vk, q++);
 	VkResult r = vkEndCommandBuffer(cb);
 	return r == VK_SUCCESS ? 0 : err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
 }
 
-static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k)
+int eng_step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, uint32_t k)
 {
 	if (n == 0 || n > e->max_batch)
 		return err_set(ERR_INVAL, "engine: step of %u tokens (max_batch %u)", n, e->max_batch);
@@ -2076,7 +1815,7 @@ static int step_write(struct engine *e, const uint32_t *tokens, uint32_t n, uint
 
 /* Replay (recording on first use) the command buffer of (mode, n) over the step buffer as written. */
 /* Add the GPU time between timestamp queries q0 and q1 to e->gpu_ns. */
-static uint64_t gpu_ns_add(struct engine *e, uint32_t q0, uint32_t q1)
+uint64_t eng_gpu_ns_add(struct engine *e, uint32_t q0, uint32_t q1)
 {
 	uint64_t a, b;
 	if (vk_query_ns(e->vk, q0, 1, &a) || vk_query_ns(e->vk, q1, 1, &b) || b < a)
@@ -2091,7 +1830,7 @@ uint64_t engine_gpu_ns(const struct engine *e)
 }
 
 /* Record a forward of n rows (n_out heads) in the kernel kind of mode. */
-static int record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, int mode)
+int eng_record_mode(struct engine *e, VkCommandBuffer cb, uint32_t n, uint32_t n_out, int mode)
 {
 	e->rec_batch = mode >= MODE_B_ALL;
 	e->rec_wide = mode >= MODE_W_ALL;
@@ -2117,7 +1856,7 @@ static int run_forward(struct engine *e, VkCommandBuffer cb)
 	e->timed = !rc && e->vk->timestamps && e->n_ts <= e->vk->n_queries;
 	e->est_cb = VK_NULL_HANDLE;
 	if (e->timed && !e->prof) { /* the first and last timestamps bracket the submission */
-		uint64_t ns = gpu_ns_add(e, 0, e->n_ts - 1);
+		uint64_t ns = eng_gpu_ns_add(e, 0, e->n_ts - 1);
 		if (ns) {
 			e->est_ns[e->est_n++ % 2] = ns;
 			e->est_cb = cb;
@@ -2138,7 +1877,7 @@ static int replay(struct engine *e, int mode, uint32_t n)
 		 * engine_forward_chunks replays only single-token chunks) */
 		e->rec_distinct = mode >= MODE_B_ALL;
 		if (!rc)
-			rc = record_mode(e, *cb, n, heads ? n : 1, mode);
+			rc = eng_record_mode(e, *cb, n, heads ? n : 1, mode);
 		e->rec_distinct = false;
 		if (rc) {
 			vk_cmd_free(e->vk, *cb);
@@ -2154,7 +1893,7 @@ uint32_t engine_batch_max(const struct engine *e) { return e->batch_max; }
 /* Check and write a batch's step records: row t is one token of sequence
  * seqs[t] (distinct) at pos[t]; tokens may be NULL (stages start from hidden
  * rows). */
-static int batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
+int eng_batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 		       uint32_t k)
 {
 	if (n == 0 || n > e->batch_max)
@@ -2191,7 +1930,7 @@ static int batch_write(struct engine *e, uint32_t n, const uint32_t *tokens, con
 }
 
 /* Rows [0, n) of the argmax/top-k results: k ids (and values) per row. */
-static void batch_results(struct engine *e, uint32_t n, uint32_t k, bool topk, uint32_t *ids, float *vals)
+void eng_batch_results(struct engine *e, uint32_t n, uint32_t k, bool topk, uint32_t *ids, float *vals)
 {
 	const uint32_t *r = e->res->map;
 	if (topk)
@@ -2223,7 +1962,7 @@ static int batch_mode(enum engine_batch_mode mode, uint32_t *k, int *m, const ch
 int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
 			 enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
-	if (whole_check(e, "batch"))
+	if (eng_whole_check(e, "batch"))
 		return ERR_STATE;
 	if (!tokens || !seqs || !pos)
 		return err_set(ERR_INVAL, "engine: batch: tokens, seqs and pos are required");
@@ -2233,7 +1972,7 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 		return rc;
 	if ((mode != ENGINE_BATCH_LOGITS && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
 		return err_set(ERR_INVAL, "engine: batch: missing output array");
-	rc = batch_write(e, n, tokens, seqs, pos, k);
+	rc = eng_batch_write(e, n, tokens, seqs, pos, k);
 	if (rc)
 		return rc;
 	rc = replay(e, m, n);
@@ -2243,7 +1982,7 @@ int engine_forward_batch(struct engine *e, uint32_t n, const uint32_t *tokens, c
 		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
 		return 0;
 	}
-	batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+	eng_batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 
@@ -2264,7 +2003,7 @@ bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_di
 /* Check the chunks and write their step records: rows of chunks without a
  * head and all but the last row of the others first, then the head rows in
  * chunk order (the head reads the last *m rows). */
-static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk *ch, uint32_t k, uint32_t *rows,
+int eng_chunks_write(struct engine *e, uint32_t n, const struct engine_chunk *ch, uint32_t k, uint32_t *rows,
 			uint32_t *m, bool images)
 {
 	e->n_img_cp = 0;
@@ -2343,14 +2082,14 @@ static int chunks_write(struct engine *e, uint32_t n, const struct engine_chunk 
 int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chunk *ch, bool wide,
 			  enum engine_batch_mode mode, uint32_t k, uint32_t *ids, float *vals)
 {
-	if (whole_check(e, "chunks"))
+	if (eng_whole_check(e, "chunks"))
 		return ERR_STATE;
 	int base;
 	int rc = batch_mode(mode, &k, &base, "chunks");
 	if (rc)
 		return rc;
 	uint32_t rows, m;
-	rc = chunks_write(e, n, ch, k, &rows, &m, true);
+	rc = eng_chunks_write(e, n, ch, k, &rows, &m, true);
 	e->n_cbias = 0; /* the biases were for this call */
 	if (rc)
 		return rc;
@@ -2365,7 +2104,7 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 		if (!e->chunkcb && (rc = vk_cmd_alloc(e->vk, &e->chunkcb)))
 			return rc;
 		vkResetCommandBuffer(e->chunkcb, 0);
-		rc = record_mode(e, e->chunkcb, rows, m, md);
+		rc = eng_record_mode(e, e->chunkcb, rows, m, md);
 		e->n_img_cp = 0; /* the image copies are this recording's only */
 		if (!rc)
 			rc = run_forward(e, e->chunkcb);
@@ -2375,7 +2114,7 @@ int engine_forward_chunks(struct engine *e, uint32_t n, const struct engine_chun
 	if (mode == ENGINE_BATCH_LOGITS)
 		memcpy(vals, e->logits->map, (size_t)m * e->cfg.n_vocab * 4);
 	else
-		batch_results(e, m, k, mode == ENGINE_BATCH_TOPK, ids, vals);
+		eng_batch_results(e, m, k, mode == ENGINE_BATCH_TOPK, ids, vals);
 	return 0;
 }
 
@@ -2402,9 +2141,9 @@ int engine_chunk_bias(struct engine *e, uint32_t i, const uint32_t *ids, const f
 /* One step of at most max_batch tokens: replay (recording on first use). */
 static int run_step(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, int mode, uint32_t k)
 {
-	if (whole_check(e, "forward"))
+	if (eng_whole_check(e, "forward"))
 		return ERR_STATE;
-	int rc = step_write(e, tokens, n, pos0, k);
+	int rc = eng_step_write(e, tokens, n, pos0, k);
 	return rc ? rc : replay(e, mode, n);
 }
 
@@ -2495,495 +2234,4 @@ int engine_timing(struct engine *e, struct engine_timing *t)
 	t->head_ns = ns[e->n_ts - 1] - ns[e->n_ts - 2];
 	t->total_ns = ns[e->n_ts - 1] - ns[0];
 	return 0;
-}
-
-/* ---- single stages (split placement) ---- */
-
-static int once_begin_raw(struct engine *e)
-{
-	vkResetCommandBuffer(e->once, 0);
-	return 0;
-}
-
-static int once_begin(struct engine *e)
-{
-	vkResetCommandBuffer(e->once, 0);
-	return vk_cmd_begin(e->once, true);
-}
-
-static int once_submit(struct engine *e)
-{
-	VkResult r = vkEndCommandBuffer(e->once);
-	if (r != VK_SUCCESS)
-		return err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
-	e->timed = false;
-	return submit(e, e->once);
-}
-
-int engine_embed(struct engine *e, const uint32_t *tokens, uint32_t n)
-{
-	if (e->attn_only)
-		return err_set(ERR_STATE, "engine: embed: this engine holds only the attention's weights");
-	int rc = step_write(e, tokens, n, 0, 0);
-	if (!rc)
-		rc = once_begin(e);
-	if (rc)
-		return rc;
-	rec_embed(e, e->once, n);
-	return once_submit(e);
-}
-
-int engine_hidden_set(struct engine *e, const float *h, uint32_t n)
-{
-	if (n == 0 || n > e->max_batch)
-		return err_set(ERR_INVAL, "engine: hidden_set: %u rows (max_batch %u)", n, e->max_batch);
-	return vk_upload(e->vk, e->h, 0, h, (size_t)n * e->cfg.n_embd * 4);
-}
-
-int engine_hidden_get(struct engine *e, float *h, uint32_t n)
-{
-	if (n == 0 || n > e->max_batch)
-		return err_set(ERR_INVAL, "engine: hidden_get: %u rows (max_batch %u)", n, e->max_batch);
-	return vk_download(e->vk, e->h, 0, h, (size_t)n * e->cfg.n_embd * 4);
-}
-
-static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage stage, const char *fn);
-
-int engine_stage(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, uint32_t pos0)
-{
-	if (layer >= e->cfg.n_layer || (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN))
-		return err_set(ERR_INVAL, "engine: stage: layer %u / stage %d out of range", layer, (int)stage);
-	int rc = stage_check(e, layer, stage, "stage");
-	if (!rc)
-		rc = step_write(e, NULL, n, pos0, 0);
-	if (!rc)
-		rc = once_begin(e);
-	if (rc)
-		return rc;
-	e->rec_short = e->step_short;
-	if (stage == ENGINE_STAGE_ATTN)
-		rec_attn(e, e->once, layer, n, true, false);
-	else
-		rec_ffn(e, e->once, layer, n, true, false);
-	e->rec_short = false;
-	return once_submit(e);
-}
-
-/* Run a stage command buffer recorded by rec_stage_io over n hidden rows:
- * in -> hio, submit (its GPU time from the last two queries), hio -> out. */
-static int hio_run(struct engine *e, VkCommandBuffer cb, uint32_t n, const float *in, float *out)
-{
-	size_t bytes = (size_t)n * e->cfg.n_embd * 4;
-	if (in)
-		memcpy(e->hio->map, in, bytes);
-	e->timed = false;
-	int rc = submit(e, cb);
-	if (!rc && e->vk->timestamps)
-		gpu_ns_add(e, e->vk->n_queries - 2, e->vk->n_queries - 1);
-	if (!rc && out)
-		memcpy(out, e->hio->map, bytes);
-	return rc;
-}
-
-/* Record: hidden rows hio -> h, the stages of layers [layer, layer+n_layers), h -> hio. */
-static int rec_stage_io(struct engine *e, VkCommandBuffer cb, bool one_time, uint32_t layer, uint32_t n_layers,
-			enum engine_stage stage, uint32_t n)
-{
-	int rc = vk_cmd_begin(cb, one_time);
-	if (rc)
-		return rc;
-	/* the last two queries of the pool time stage calls (forward and the
-	 * profiler use the low ones) */
-	uint32_t qs = e->vk->n_queries - 2;
-	if (e->vk->timestamps) {
-		vk_cmd_reset_queries(cb, e->vk, qs, 2);
-		vk_cmd_timestamp(cb, e->vk, qs);
-	}
-	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
-	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
-	fbar(e, cb);
-	e->rec_short = e->step_short; /* the caller keeps short and long recordings apart */
-	if (stage == ENGINE_STAGE_BOTH && e->range_fused) {
-		/* whole layers in one engine (a pipeline stage): as the fused
-		 * forward records them (norms in the products' tails, x16), from
-		 * the first layer's attention norm on; the last layer's tail also
-		 * normalizes h for a next layer that runs elsewhere (unread) */
-		rec_step_copy(e, cb, n);
-		rec_norm(e, cb, e->L[layer].s_attn_norm, 0, n);
-		for (uint32_t l = layer; l < layer + n_layers; l++) {
-			rec_attn(e, cb, l, n, false, true);
-			rec_ffn(e, cb, l, n, false, true);
-		}
-		fbar(e, cb);
-	} else {
-		for (uint32_t l = layer; l < layer + n_layers; l++) {
-			if (stage != ENGINE_STAGE_FFN)
-				rec_attn(e, cb, l, n, true, false);
-			if (stage != ENGINE_STAGE_ATTN)
-				rec_ffn(e, cb, l, n, true, false);
-		}
-	}
-	e->rec_short = false;
-	vkCmdCopyBuffer(cb, e->h->buf, e->hio->buf, 1, &region);
-	fbar(e, cb);
-	if (e->vk->timestamps)
-		vk_cmd_timestamp(cb, e->vk, qs + 1);
-	VkResult r = vkEndCommandBuffer(cb);
-	return r == VK_SUCCESS ? 0 : err_set(ERR_DEVICE, "engine: vkEndCommandBuffer failed (%d)", (int)r);
-}
-
-int engine_stage_io(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
-		    uint32_t pos0, const float *in, float *out)
-{
-	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN && stage != ENGINE_STAGE_BOTH)
-		return err_set(ERR_INVAL, "engine: stage_io: stage %d unknown", (int)stage);
-	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
-		return err_set(ERR_INVAL, "engine: stage_io: layers [%u, %u) outside the model's %u", layer,
-			       layer + n_layers, e->cfg.n_layer);
-	if (own_check(e, layer, n_layers, "stage_io"))
-		return ERR_STATE;
-	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
-		return err_set(ERR_STATE, "engine: stage_io: this engine holds only the attention's weights");
-	if (e->ffn_only && stage != ENGINE_STAGE_FFN)
-		return err_set(ERR_STATE, "engine: stage_io: this engine holds no attention weights (split's FFN worker)");
-	int rc = step_write(e, NULL, n, pos0, 0);
-	if (rc)
-		return rc;
-	VkCommandBuffer cb = e->once;
-	if (n == 1 && n_layers == 1) { /* decode: replay the recorded buffer of this layer and stage */
-		uint32_t sh = e->fuse && e->step_short ? 3 * e->cfg.n_layer : 0;
-		VkCommandBuffer *slot = &e->stage_cbs[sh + layer * 3 + (uint32_t)stage];
-		if (!*slot) {
-			rc = vk_cmd_alloc(e->vk, slot);
-			if (!rc)
-				rc = rec_stage_io(e, *slot, false, layer, 1, stage, 1);
-			if (rc) {
-				vk_cmd_free(e->vk, *slot);
-				*slot = VK_NULL_HANDLE;
-				return rc;
-			}
-		}
-		cb = *slot;
-	} else {
-		vkResetCommandBuffer(cb, 0);
-		rc = rec_stage_io(e, cb, true, layer, n_layers, stage, n);
-		if (rc)
-			return rc;
-	}
-	return hio_run(e, cb, n, in, out);
-}
-
-/* The stage and layer of one attention or FFN stage call (fn: for errors). */
-static int stage_check(const struct engine *e, uint32_t layer, enum engine_stage stage, const char *fn)
-{
-	if (stage != ENGINE_STAGE_ATTN && stage != ENGINE_STAGE_FFN)
-		return err_set(ERR_INVAL, "engine: %s: stage %d (attention or FFN)", fn, (int)stage);
-	if (layer >= e->cfg.n_layer)
-		return err_set(ERR_INVAL, "engine: %s: layer %u outside the model's %u", fn, layer, e->cfg.n_layer);
-	if (e->attn_only && stage != ENGINE_STAGE_ATTN)
-		return err_set(ERR_STATE, "engine: %s: this engine holds only the attention's weights", fn);
-	if (e->ffn_only && stage != ENGINE_STAGE_FFN)
-		return err_set(ERR_STATE, "engine: %s: this engine holds no attention weights (split's FFN worker)", fn);
-	return own_check(e, layer, 1, fn);
-}
-
-int engine_stage_batch(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n, const uint32_t *seqs,
-		       const uint32_t *pos, bool wide, const float *in, float *out)
-{
-	int rc = stage_check(e, layer, stage, "stage_batch");
-	if (rc)
-		return rc;
-	if (!seqs || !pos)
-		return err_set(ERR_INVAL, "engine: stage_batch: seqs and pos are required");
-	if (n == 0 || n > e->batch_max)
-		return err_set(ERR_INVAL, "engine: stage_batch: %u rows (1..%u)", n, e->batch_max);
-	rc = batch_write(e, n, NULL, seqs, pos, 0);
-	if (rc)
-		return rc;
-	if (!e->stageb_cbs &&
-	    !(e->stageb_cbs = calloc(stageb_cbs_len(e), sizeof *e->stageb_cbs)))
-		return err_set(ERR_NOMEM, "engine: out of memory");
-	/* recorded once per (short steps, layer, stage, kind, rows) with the
-	 * batch kernels: every row computed as a lone token would be (mul_mvs
-	 * columns), so a batched stage equals the rows' lone stages bit for bit;
-	 * or wide, every row as a row of a wide step (the tiled kernel
-	 * accumulates each column alike whatever the other columns) */
-	size_t sh = e->fuse && e->step_short ? 1 : 0;
-	size_t at = (((sh * e->cfg.n_layer + layer) * 2 + (uint32_t)stage) * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n;
-	VkCommandBuffer *slot = &e->stageb_cbs[at];
-	if (!*slot) {
-		rc = vk_cmd_alloc(e->vk, slot);
-		if (!rc) {
-			e->rec_batch = e->rec_distinct = true; /* batch_write: distinct sequences */
-			e->rec_wide = wide;
-			rc = rec_stage_io(e, *slot, false, layer, 1, stage, n);
-			e->rec_batch = e->rec_distinct = e->rec_wide = false;
-		}
-		if (rc) {
-			vk_cmd_free(e->vk, *slot);
-			*slot = VK_NULL_HANDLE;
-			return rc;
-		}
-	}
-	return hio_run(e, *slot, n, in, out);
-}
-
-/* The range calls' layers [layer, layer + n_layers) (fn: for errors). */
-static int range_check(const struct engine *e, uint32_t layer, uint32_t n_layers, const char *fn)
-{
-	if (n_layers == 0 || layer >= e->cfg.n_layer || n_layers > e->cfg.n_layer - layer)
-		return err_set(ERR_INVAL, "engine: %s: layers [%u, %u) outside the model's %u", fn, layer, layer + n_layers,
-			       e->cfg.n_layer);
-	if (e->attn_only || e->ffn_only)
-		return err_set(ERR_STATE, "engine: %s: this engine holds only the %s's weights", fn,
-			       e->attn_only ? "attention" : "FFN");
-	return own_check(e, layer, n_layers, fn);
-}
-
-int engine_stage_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n, const uint32_t *seqs,
-		       const uint32_t *pos, bool wide, const float *in, float *out)
-{
-	int rc = range_check(e, layer, n_layers, "stage_range");
-	if (rc)
-		return rc;
-	if (!seqs || !pos)
-		return err_set(ERR_INVAL, "engine: stage_range: seqs and pos are required");
-	if (n == 0 || n > e->batch_max)
-		return err_set(ERR_INVAL, "engine: stage_range: %u rows (1..%u)", n, e->batch_max);
-	rc = batch_write(e, n, NULL, seqs, pos, 0);
-	if (rc)
-		return rc;
-	size_t len = 4 * ((size_t)e->batch_max + 1);
-	if (!e->stager_cbs && !(e->stager_cbs = calloc(len, sizeof *e->stager_cbs)))
-		return err_set(ERR_NOMEM, "engine: out of memory");
-	if (e->stager_l0 != layer || e->stager_n != n_layers) { /* a pipeline stage keeps one range */
-		for (size_t i = 0; i < len; i++) {
-			vk_cmd_free(e->vk, e->stager_cbs[i]);
-			e->stager_cbs[i] = VK_NULL_HANDLE;
-		}
-		e->stager_l0 = layer;
-		e->stager_n = n_layers;
-	}
-	/* recorded once per (short steps, kind, rows): the layers as the fused
-	 * forward records them (rec_stage_io), or with UNICORN_PIPE_UNFUSED=1
-	 * each layer's attention and FFN exactly as engine_stage_batch records
-	 * them one at a time */
-	size_t sh = e->fuse && e->step_short ? 1 : 0;
-	VkCommandBuffer *slot = &e->stager_cbs[(sh * 2 + (wide ? 1 : 0)) * (e->batch_max + 1) + n];
-	if (!*slot) {
-		rc = vk_cmd_alloc(e->vk, slot);
-		if (!rc) {
-			e->rec_batch = e->rec_distinct = true;
-			e->rec_wide = wide;
-			rc = rec_stage_io(e, *slot, false, layer, n_layers, ENGINE_STAGE_BOTH, n);
-			e->rec_batch = e->rec_distinct = e->rec_wide = false;
-		}
-		if (rc) {
-			vk_cmd_free(e->vk, *slot);
-			*slot = VK_NULL_HANDLE;
-			return rc;
-		}
-	}
-	return hio_run(e, *slot, n, in, out);
-}
-
-static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
-			       const struct engine_chunk *ch, const float *in, float *out);
-
-int engine_stage_chunks_range(struct engine *e, uint32_t layer, uint32_t n_layers, uint32_t n,
-			      const struct engine_chunk *ch, const float *in, float *out)
-{
-	int rc = range_check(e, layer, n_layers, "stage_chunks_range");
-	return rc ? rc : stage_chunks_layers(e, layer, n_layers, ENGINE_STAGE_BOTH, n, ch, in, out);
-}
-
-int engine_stage_chunks(struct engine *e, uint32_t layer, enum engine_stage stage, uint32_t n,
-			const struct engine_chunk *ch, const float *in, float *out)
-{
-	int rc = stage_check(e, layer, stage, "stage_chunks");
-	return rc ? rc : stage_chunks_layers(e, layer, 1, stage, n, ch, in, out);
-}
-
-static int stage_chunks_layers(struct engine *e, uint32_t layer, uint32_t n_layers, enum engine_stage stage, uint32_t n,
-			       const struct engine_chunk *ch, const float *in, float *out)
-{
-	int rc;
-	for (uint32_t i = 0; ch && i < n; i++)
-		if (ch[i].head)
-			return err_set(ERR_INVAL, "engine: stage_chunks: chunk %u asks for a head (stages have none)", i);
-	uint32_t rows, m;
-	rc = chunks_write(e, n, ch, 0, &rows, &m, false);
-	if (rc)
-		return rc;
-	VkCommandBuffer cb = e->once;
-	vkResetCommandBuffer(cb, 0);
-	/* engine_forward_chunks' wide kind: rows of several sequences, each row
-	 * alike whatever the others */
-	e->rec_batch = e->rec_wide = true;
-	rc = rec_stage_io(e, cb, true, layer, n_layers, stage, rows);
-	e->rec_batch = e->rec_wide = false;
-	return rc ? rc : hio_run(e, cb, rows, in, out);
-}
-
-float *engine_stage_rows(struct engine *e)
-{
-	return e->hio->map;
-}
-
-int engine_head_batch(struct engine *e, uint32_t n, const float *in, bool wide, enum engine_batch_mode mode, uint32_t k,
-		      uint32_t *ids, float *vals)
-{
-	if (e->attn_only)
-		return err_set(ERR_STATE, "engine: head_batch: this engine holds only the attention's weights");
-	bool all = mode == ENGINE_BATCH_LOGITS; /* every row's whole logit row into vals */
-	if (mode != ENGINE_BATCH_ARGMAX && mode != ENGINE_BATCH_TOPK && !all)
-		return err_set(ERR_INVAL, "engine: head_batch: mode %d (argmax, top-k or logits)", (int)mode);
-	if (mode != ENGINE_BATCH_TOPK)
-		k = 1;
-	if (k == 0 || k > ENGINE_TOPK_MAX)
-		return err_set(ERR_INVAL, "engine: head_batch: k %u outside [1, %d]", k, ENGINE_TOPK_MAX);
-	if (n == 0 || n > e->batch_max || !in || (!all && !ids) || (mode != ENGINE_BATCH_ARGMAX && !vals))
-		return err_set(ERR_INVAL, "engine: head_batch: %u rows (1..%u) or a missing array", n, e->batch_max);
-	struct engine_step *s = e->step->map;
-	s->n = n;
-	s->k = k;
-	memcpy(e->hio->map, in, (size_t)n * e->cfg.n_embd * 4);
-	int rc = once_begin(e);
-	if (rc)
-		return rc;
-	VkCommandBuffer cb = e->once;
-	uint32_t qs = e->vk->n_queries - 2;
-	if (e->vk->timestamps) {
-		vk_cmd_reset_queries(cb, e->vk, qs, 2);
-		vk_cmd_timestamp(cb, e->vk, qs);
-	}
-	rec_step_copy(e, cb, n);
-	VkBufferCopy region = { 0, 0, (VkDeviceSize)n * e->cfg.n_embd * 4 };
-	vkCmdCopyBuffer(cb, e->hio->buf, e->h->buf, 1, &region);
-	fbar(e, cb);
-	/* the lone head's kernels per row: final norm, logits, argmax/top-k */
-	e->rec_batch = true;
-	e->rec_wide = wide;
-	rec_norm(e, cb, e->s_final, 0, n);
-	rec_logits_to(e, cb, n, n, all ? e->s_logits : e->s_logits_d);
-	e->rec_batch = e->rec_wide = false;
-	struct argmax_push ap = { e->n_vocab_text, 0, e->cfg.n_vocab, LSE_OFF(e) };
-	if (mode == ENGINE_BATCH_ARGMAX)
-		disp(e, cb, "argmax", 0, &e->argmax, e->s_argmax, &ap, e->am_groups, n, 1);
-	else if (!all)
-		disp(e, cb, "topk", 0, &e->topk, e->s_topk, &ap, e->tk_groups, n, 1);
-	if (!all)
-		fbar(e, cb);
-	if (e->vk->timestamps)
-		vk_cmd_timestamp(cb, e->vk, qs + 1);
-	rc = once_submit(e);
-	if (!rc && e->vk->timestamps)
-		gpu_ns_add(e, qs, qs + 1);
-	if (rc)
-		return rc;
-	if (all)
-		memcpy(vals, e->logits->map, (size_t)n * e->cfg.n_vocab * 4);
-	else
-		batch_results(e, n, k, mode == ENGINE_BATCH_TOPK, ids, vals);
-	return 0;
-}
-
-int engine_head(struct engine *e, uint32_t n, float *logits)
-{
-	if (e->attn_only)
-		return err_set(ERR_STATE, "engine: head: this engine holds only the attention's weights");
-	int rc = step_write(e, NULL, n, 0, 0);
-	if (!rc)
-		rc = once_begin(e);
-	if (rc)
-		return rc;
-	rec_norm(e, e->once, e->s_final, 0, n);
-	rec_logits(e, e->once, n, 1);
-	rc = once_submit(e);
-	if (!rc && logits)
-		memcpy(logits, e->logits->map, (size_t)e->cfg.n_vocab * 4);
-	return rc;
-}
-
-/* ---- profiling ---- */
-
-const char *engine_kernels(const struct engine *e) { return e->kernels; }
-
-
-/* Record the step buffer's n rows (n_out heads) in the kernel kind of mode
- * with a timestamp after every dispatch, run it once and sum the GPU time per
- * dispatch kind. */
-static int profile_run(struct engine *e, uint32_t n, uint32_t n_out, int mode, struct engine_prof *out)
-{
-	int rc = once_begin_raw(e);
-	if (rc)
-		return rc;
-	e->prof = true;
-	e->prof_n = 0;
-	e->rec_disp = e->rec_bars = 0;
-	e->rec_distinct = mode >= MODE_B_ALL;
-	rc = record_mode(e, e->once, n, n_out, mode);
-	e->prof = e->rec_distinct = false;
-	if (rc)
-		return rc;
-	rc = submit(e, e->once);
-	e->timed = false;
-	if (rc)
-		return rc;
-	uint32_t nq = e->prof_n + 1;
-	uint64_t *ns = malloc(nq * sizeof *ns);
-	if (!ns)
-		return err_set(ERR_NOMEM, "engine: profile: out of memory");
-	rc = vk_query_ns(e->vk, 0, nq, ns);
-	for (uint32_t i = 0; !rc && i < e->prof_n; i++) {
-		uint32_t k = 0;
-		while (k < out->n_kind && strcmp(out->kind[k].name, e->prof_name[i]) != 0)
-			k++;
-		if (k == out->n_kind) {
-			if (k == ENGINE_PROF_KINDS)
-				continue;
-			out->kind[out->n_kind++].name = e->prof_name[i];
-		}
-		out->kind[k].count++;
-		out->kind[k].ns += ns[i + 1] - ns[i];
-		out->kind[k].bytes += e->prof_bytes[i];
-	}
-	if (!rc) {
-		out->n_dispatch = e->rec_disp;
-		out->n_barrier = e->rec_bars;
-		out->total_ns = ns[nq - 1] - ns[0];
-	}
-	free(ns);
-	return rc;
-}
-
-static int profile_check(const struct engine *e, const void *tokens, struct engine_prof *out)
-{
-	if (whole_check(e, "profile"))
-		return ERR_STATE;
-	memset(out, 0, sizeof *out);
-	if (!e->vk->timestamps)
-		return err_set(ERR_UNSUP, "engine: profile: %s has no timestamps on the compute queue", e->vk->info.name);
-	if (!tokens)
-		return err_set(ERR_INVAL, "engine: profile: no tokens");
-	return 0;
-}
-
-int engine_profile(struct engine *e, const uint32_t *tokens, uint32_t n, uint32_t pos0, struct engine_prof *out)
-{
-	int rc = profile_check(e, tokens, out);
-	if (!rc)
-		rc = step_write(e, tokens, n, pos0, 0);
-	return rc ? rc : profile_run(e, n, 1, MODE_ARGMAX, out);
-}
-
-int engine_profile_batch(struct engine *e, uint32_t n, const uint32_t *tokens, const uint32_t *seqs, const uint32_t *pos,
-			 bool wide, struct engine_prof *out)
-{
-	int rc = profile_check(e, tokens, out);
-	if (!rc && (!seqs || !pos))
-		rc = err_set(ERR_INVAL, "engine: profile: seqs and pos are required");
-	if (!rc)
-		rc = batch_write(e, n, tokens, seqs, pos, 1);
-	return rc ? rc : profile_run(e, n, n, wide ? MODE_W_ARGMAX : MODE_B_ARGMAX, out);
 }
