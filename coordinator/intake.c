@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/stage.h"
+#include "coordinator/prompt_parts.h"
 #include "ipc/bus.h"
 #include "common/err.h"
 #include "common/le.h"
@@ -38,7 +38,7 @@ struct intake {
 	struct pending pend[INTAKE_MAX_PENDING];
 	uint32_t n_pend;
 	struct msg in, out;  /* large: kept off the stack */
-	struct stage_table stage; /* long prompts arriving in GEN_PROMPT parts */
+	struct prompt_parts parts; /* long prompts arriving in GEN_PROMPT parts */
 	/* connections that closed (bus_on_peer_gone, from an nng thread): their
 	 * requests are cancelled by the next intake_serve */
 	pthread_mutex_t gone_mu;
@@ -112,7 +112,7 @@ void intake_close(struct intake *in)
 		bus_pending_drop(in->pend[i].p);
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++)
 		intake_req_clear(&in->reqs[i]);
-	stage_clear(&in->stage);
+	parts_clear(&in->parts);
 	bus_close(in->bus);
 	free(in);
 }
@@ -348,7 +348,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 		uint32_t n_whole = 0;
 		int rc = 0;
 		if (g->flags & MSG_GEN_STAGED) {
-			rc = stage_take(&in->stage, g->request_id, g->prompt, g->n_prompt, &whole, &n_whole);
+			rc = parts_take(&in->parts, g->request_id, g->prompt, g->n_prompt, &whole, &n_whole);
 			if (!rc && (g->flags & MSG_GEN_TOKENS) && n_whole % 4)
 				rc = err_set(ERR_INVAL, "prompt: %u bytes of token ids (whole u32 ids)", n_whole);
 			if (!rc && !(g->flags & MSG_GEN_TOKENS) && memchr(whole, 0, n_whole))
@@ -370,7 +370,7 @@ static void handle(struct intake *in, struct bus_pending *p, int64_t now)
 	case MSG_GEN_PROMPT: {
 		uint32_t got = 0;
 		err_clear();
-		int rc = stage_part(&in->stage, &m->u.gen_prompt, bus_pending_peer(p), now, &got);
+		int rc = parts_add(&in->parts, &m->u.gen_prompt, bus_pending_peer(p), now, &got);
 		if (rc)
 			reply_error(in, p, rc, err_msg());
 		else
@@ -442,7 +442,7 @@ static void cancel_gone(struct intake *in)
 	in->n_gone = 0;
 	pthread_mutex_unlock(&in->gone_mu);
 	for (uint32_t k = 0; k < n; k++) {
-		stage_drop_peer(&in->stage, gone[k]);
+		parts_drop_peer(&in->parts, gone[k]);
 		for (uint32_t i = 0; i < in->n_pend;) {
 			if (bus_pending_peer(in->pend[i].p) == gone[k]) {
 				bus_pending_drop(in->pend[i].p);
@@ -485,7 +485,7 @@ int intake_serve(struct intake *in, int timeout_ms)
 	int64_t now = intake_now_ns();
 	cancel_gone(in);
 	/* a client that stopped sending its prompt's parts */
-	stage_expire(&in->stage, now, (int64_t)INTAKE_ABANDON_MS * 1000000);
+	parts_expire(&in->parts, now, (int64_t)INTAKE_ABANDON_MS * 1000000);
 	for (uint32_t i = 0; i < in->n_pend;) {
 		if (try_answer(in, &in->pend[i], now)) {
 			in->pend[i] = in->pend[--in->n_pend];

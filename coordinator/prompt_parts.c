@@ -1,33 +1,33 @@
-/* stage: long prompts in GEN_PROMPT parts (coordinator/stage.h). */
-#include "coordinator/stage.h"
+/* prompt_parts: long prompts in GEN_PROMPT parts (coordinator/prompt_parts.h). */
+#include "coordinator/prompt_parts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 
-static struct stage_entry *find(struct stage_table *t, uint64_t id)
+static struct parts_entry *find(struct prompt_parts *t, uint64_t id)
 {
-	for (uint32_t i = 0; i < STAGE_MAX; i++)
+	for (uint32_t i = 0; i < PARTS_MAX; i++)
 		if (t->e[i].id == id)
 			return &t->e[i];
 	return NULL;
 }
 
-static void drop(struct stage_entry *e)
+static void drop(struct parts_entry *e)
 {
 	free(e->buf);
 	memset(e, 0, sizeof *e);
 }
 
-int stage_part(struct stage_table *t, const struct msg_gen_prompt *p, uint32_t peer, int64_t now,
+int parts_add(struct prompt_parts *t, const struct msg_gen_prompt *p, uint32_t peer, int64_t now,
 	       uint32_t *got)
 {
 	/* the codec checked 1 <= total <= MSG_MAX_PROMPT_ALL and offset + n <= total */
 	if (!p->request_id || p->total < 1 || p->total > MSG_MAX_PROMPT_ALL || p->n < 1 ||
 	    p->offset > p->total || p->n > p->total - p->offset)
 		return err_set(ERR_INVAL, "GEN_PROMPT: bytes %u+%u of %u", p->offset, p->n, p->total);
-	struct stage_entry *e = find(t, p->request_id);
+	struct parts_entry *e = find(t, p->request_id);
 	if (p->offset == 0 && (!e || e->total != p->total)) {
 		/* (re)start: the client lost its staging (our restart, or its own) */
 		if (e)
@@ -35,7 +35,7 @@ int stage_part(struct stage_table *t, const struct msg_gen_prompt *p, uint32_t p
 		e = find(t, 0);
 		if (!e)
 			return err_set(ERR_RANGE, "coordinator busy: %d long prompts are being received; "
-				       "try again later", STAGE_MAX);
+				       "try again later", PARTS_MAX);
 		/* the whole prompt at once: later parts and GEN_REQ's tail never grow it */
 		e->buf = malloc((size_t)p->total + MSG_MAX_PROMPT + 1);
 		if (!e->buf)
@@ -59,10 +59,10 @@ int stage_part(struct stage_table *t, const struct msg_gen_prompt *p, uint32_t p
 	return 0;
 }
 
-int stage_take(struct stage_table *t, uint64_t id, const char *tail, uint32_t n_tail, char **out,
+int parts_take(struct prompt_parts *t, uint64_t id, const char *tail, uint32_t n_tail, char **out,
 	       uint32_t *len)
 {
-	struct stage_entry *e = id ? find(t, id) : NULL;
+	struct parts_entry *e = id ? find(t, id) : NULL;
 	if (!e || e->got != e->total)
 		return err_set(ERR_NOTFOUND, "GEN_REQ: no whole prompt staged for request %016llx "
 			       "(%u of %u bytes)", (unsigned long long)id, e ? e->got : 0, e ? e->total : 0);
@@ -81,30 +81,30 @@ int stage_take(struct stage_table *t, uint64_t id, const char *tail, uint32_t n_
 	return 0;
 }
 
-void stage_expire(struct stage_table *t, int64_t now, int64_t idle_ns)
+void parts_expire(struct prompt_parts *t, int64_t now, int64_t idle_ns)
 {
-	for (uint32_t i = 0; i < STAGE_MAX; i++)
+	for (uint32_t i = 0; i < PARTS_MAX; i++)
 		if (t->e[i].id && now - t->e[i].t_last > idle_ns)
 			drop(&t->e[i]);
 }
 
-void stage_drop_peer(struct stage_table *t, uint32_t peer)
+void parts_drop_peer(struct prompt_parts *t, uint32_t peer)
 {
-	for (uint32_t i = 0; i < STAGE_MAX; i++)
+	for (uint32_t i = 0; i < PARTS_MAX; i++)
 		if (t->e[i].id && t->e[i].peer == peer)
 			drop(&t->e[i]);
 }
 
-void stage_clear(struct stage_table *t)
+void parts_clear(struct prompt_parts *t)
 {
-	for (uint32_t i = 0; i < STAGE_MAX; i++)
+	for (uint32_t i = 0; i < PARTS_MAX; i++)
 		drop(&t->e[i]);
 }
 
-uint32_t stage_count(const struct stage_table *t)
+uint32_t parts_count(const struct prompt_parts *t)
 {
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < STAGE_MAX; i++)
+	for (uint32_t i = 0; i < PARTS_MAX; i++)
 		n += t->e[i].id != 0;
 	return n;
 }
