@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/http.h"
+#include "api/image_fetch.h"
 #include "coordinator/image_input.h"
 #include "api/openai.h"
 #include "api/toolcall.h"
@@ -278,6 +279,25 @@ static bool should_stop(void *arg)
 /* The request's images: each data URL's pixels into the run directory and
  * its rows' ids (*rows: [n_images][n_tokens]); false: the job was refused
  * (400 naming the image's error: bad data, too large, no projector). */
+/* One image_url: a data URL, or (--allow-image-urls) an http(s) one fetched. */
+static int image_load_one(const struct relay_ctx *rc, const struct vision_config *vc, const char *url,
+			  uint8_t digest[MSG_DIGEST])
+{
+	if (!image_fetch_remote(url))
+		return image_input_load(rc->rundir, vc, url, digest);
+	if (!rc->allow_image_urls)
+		return err_set(ERR_UNSUP, "image_url: remote image URLs are fetched only when the cluster runs with "
+			       "unicorn-up --allow-image-urls; send the image inline (data:image/png;base64,...)");
+	uint8_t *bytes;
+	size_t n;
+	int r = image_fetch(url, &bytes, &n);
+	if (r)
+		return r;
+	r = image_input_bytes(rc->rundir, vc, bytes, n, digest);
+	free(bytes);
+	return r;
+}
+
 static bool images_load(struct relay *r, uint32_t **rows)
 {
 	const struct oai_req *o = &r->j->req;
@@ -295,7 +315,7 @@ static bool images_load(struct relay *r, uint32_t **rows)
 		return false;
 	}
 	for (uint32_t k = 0; k < o->n_images; k++) {
-		int rc = image_input_load(r->rc->rundir, vc, o->image_urls[k], r->images[k]);
+		int rc = image_load_one(r->rc, vc, o->image_urls[k], r->images[k]);
 		if (rc) {
 			char m[400];
 			snprintf(m, sizeof m, "image %u: %s", k, err_msg());

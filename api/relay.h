@@ -28,6 +28,7 @@ struct relay_ctx {
 	uint32_t n_ctx;              /* the model's context (prompt + generated) */
 	uint32_t request_timeout_s;  /* the coordinator's limit (bounds the client's patience) */
 	const struct vision_config *vision; /* the model's projector (--mmproj); NULL: images refused */
+	bool allow_image_urls;       /* --allow-image-urls: fetch http(s) image_url parts (api/image_fetch.h) */
 	/* below: relay's own */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;

@@ -30,6 +30,7 @@
 
 #include "api/dashboard.h"
 #include "api/http.h"
+#include "api/image_fetch.h"
 #include "api/obs_client.h"
 #include "api/openai.h"
 #include "api/relay.h"
@@ -270,11 +271,13 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: unicorn-api --rundir DIR --model PATH [--host H] [--port P]\n"
 		"                   [--cors ORIGIN] [--request-timeout S] [--ctx N] [--mmproj FILE]\n"
+		"                   [--allow-image-urls]\n"
 		"The cluster's OpenAI-compatible HTTP server (docs/http.md), started by unicorn-up.\n"
 		"Default %s:%d; the API key comes from the environment variable UNICORN_API_KEY\n"
 		"(required for a non-loopback --host). --request-timeout: the coordinator's limit\n"
 		"(how long a request may wait without news before it is given up). --mmproj: the\n"
-		"vision projector; image_url content parts are refused without one.\n",
+		"vision projector; image_url content parts are refused without one.\n"
+		"--allow-image-urls: fetch http(s) image_url parts (default: data URLs only).\n",
 		HTTP_DEFAULT_HOST, HTTP_DEFAULT_PORT);
 }
 
@@ -283,12 +286,14 @@ int main(int argc, char **argv)
 	static struct api a;
 	const char *model = NULL, *mmproj = NULL, *host = HTTP_DEFAULT_HOST, *cors = NULL, *port_arg = NULL;
 	double req_timeout = 600;
+	bool allow_urls = false;
 	uint32_t ctx = 0; /* --ctx: the cluster's cap on positions per sequence (ipc/kvlayout.h kv_context) */
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' }, { "model", required_argument, 0, 'm' },
 		{ "host", required_argument, 0, 'H' },   { "port", required_argument, 0, 'P' },
 		{ "cors", required_argument, 0, 'C' },   { "request-timeout", required_argument, 0, 'T' },
 		{ "ctx", required_argument, 0, 'c' },    { "mmproj", required_argument, 0, 'M' },
+		{ "allow-image-urls", no_argument, 0, 'U' },
 		{ "help", no_argument, 0, 'h' },         { 0, 0, 0, 0 },
 	};
 	int o;
@@ -297,6 +302,7 @@ int main(int argc, char **argv)
 		case 'r': a.rundir = optarg; break;
 		case 'm': model = optarg; break;
 		case 'M': mmproj = optarg; break;
+		case 'U': allow_urls = true; break;
 		case 'H': host = optarg; break;
 		case 'P': port_arg = optarg; break;
 		case 'C': cors = optarg; break;
@@ -389,6 +395,15 @@ int main(int argc, char **argv)
 		vision = p->cfg;
 		a.relay.vision = &vision;
 		mmproj_close(p);
+	}
+	/* before any relay thread may fetch (curl's global start is not thread-safe) */
+	if (allow_urls && a.relay.vision) {
+		if (image_fetch_init()) {
+			fprintf(stderr, "api: --allow-image-urls: %s\n", err_msg());
+			model_close(m);
+			return 2;
+		}
+		a.relay.allow_image_urls = true;
 	}
 	model_close(m);
 	a.relay.tok = a.tok;

@@ -36,7 +36,7 @@ int image_input_load(const char *rundir, const struct vision_config *vc, const c
 	int rc = image_data_url(url, strlen(url), &bytes, &n);
 	if (rc == ERR_UNSUP)
 		return err_set(ERR_UNSUP, "image_url: only inline data URLs (data:image/png;base64,...) are read; "
-			       "remote image URLs are not fetched (--allow-image-urls is not implemented)");
+			       "remote (http, https) ones only with unicorn-up --allow-image-urls");
 	if (rc)
 		return rc;
 	rc = image_input_bytes(rundir, vc, bytes, n, digest);

@@ -88,6 +88,8 @@ static void usage(FILE *f)
 		"                          e.g. 32768 for Gemma 3 1B, 131072 for 4B-27B)\n"
 		"  --mmproj FILE           the vision projector (image inputs; default: an\n"
 		"                          mmproj-*.gguf beside the model; fused placement only)\n"
+		"  --allow-image-urls      fetch http(s) image_url parts (default: data URLs only;\n"
+		"                          the API then fetches whatever URL a client names)\n"
 		"  --kv-type f16|q8_0|f32  the KV cache's element type (default f16; q8_0 is\n"
 		"                          llama.cpp's 8-bit blocks, about half of f16's bytes)\n"
 		"  --request-timeout S     stop a request (queued or running) after S seconds\n"
@@ -118,6 +120,7 @@ struct up_opts {
 	bool demo;                   /* serving bin/unicorn-demo.gguf */
 	const char *request_timeout; /* seconds, passed to the coordinator (NULL = its default) */
 	const char *step_timeout;    /* ms, passed to the coordinator (NULL = its default) */
+	int allow_image_urls;        /* passed to the API */
 	const char *kv_budget;       /* bytes, passed to the workers and the coordinator alike */
 	uint32_t drain_ms;           /* SIGTERM's drain limit */
 	const char *ctx, *kv_type;   /* --ctx, --kv-type: to every process that plans the KV cache */
@@ -141,6 +144,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		{ "no-http", no_argument, 0, 'N' },
 		{ "request-timeout", required_argument, 0, 'R' },
 		{ "step-timeout-ms", required_argument, 0, 'S' },
+		{ "allow-image-urls", no_argument, 0, 'U' },
 		{ "kv-budget", required_argument, 0, 'B' },
 		{ "ctx", required_argument, 0, 'c' },       { "kv-type", required_argument, 0, 'T' },
 		{ "attn-device", required_argument, 0, 'A' }, { "ffn-device", required_argument, 0, 'F' },
@@ -174,6 +178,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
 		case 'N': o->no_http = 1; break;
 		case 'R': o->request_timeout = optarg; break;
 		case 'S': o->step_timeout = optarg; break;
+		case 'U': o->allow_image_urls = 1; break;
 		case 'B': o->kv_budget = optarg; break;
 		case 'D': drain = optarg; break;
 		case 'c': o->ctx = optarg; break;
@@ -808,6 +813,7 @@ int main(int argc, char **argv)
 		if (o.port) { ARG("--port"); ARG(o.port); }
 		if (o.cors) { ARG("--cors"); ARG(o.cors); }
 		if (o.mmproj[0] && !strcmp(o.placement, "fused")) { ARG("--mmproj"); ARG(o.mmproj); }
+		if (o.allow_image_urls) ARG("--allow-image-urls");
 		if (o.request_timeout) { ARG("--request-timeout"); ARG(o.request_timeout); }
 		if (o.ctx) { ARG("--ctx"); ARG(o.ctx); }
 		/* The key travels in the environment, not argv (/proc/PID/cmdline is

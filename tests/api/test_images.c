@@ -5,7 +5,8 @@
  * prefix cache past the image and answers the same tokens (greedy), a
  * different image does not reuse it; a bad image, a remote URL, too many
  * images and hostile base64 are 400s and the cluster keeps serving; the CLI
- * sends the image rows in its prompt. */
+ * sends the image rows in its prompt; with --allow-image-urls an http URL
+ * (behind a redirect) is fetched and answers as the same image inline. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <png.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/hubserver.h"
 #include "tests/proc.h"
 
 /* A w x h RGB PNG whose pixels depend on seed (libpng's simplified API). */
@@ -250,4 +252,77 @@ Test(images, no_projector, .timeout = 120)
 	cr_expect(strstr(out, "this model has no vision projector") != NULL, "%s", out);
 	free(body);
 	proc_cluster_stop(&c);
+}
+
+/* unicorn-up --allow-image-urls: an http(s) image_url is fetched (here from
+ * a loopback server, through its redirect) and is the same image as the same
+ * bytes inline: the same answer, no second encode (the digest is of the
+ * bytes). A 404, a closed port and an image over the 20 MiB cap are 400s
+ * that say why, and the cluster keeps serving. */
+Test(images, remote_urls_with_allow_image_urls, .timeout = 180)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	char tmp[] = "/tmp/unicorn-imgurl-XXXXXX", cmd[1024], model[128], mmproj[128], a[128];
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(a, sizeof a, "%s/a.png", tmp);
+	write_png(a, 40, 30, 3);
+	FILE *pf = fopen(a, "rb");
+	cr_assert_not_null(pf);
+	static unsigned char png[1 << 16];
+	size_t n_png = fread(png, 1, sizeof png, pf);
+	fclose(pf);
+	cr_assert(n_png > 0 && n_png < sizeof png);
+	static struct hubserver hs;
+	hs_start(&hs);
+	hs_add(&hs, "pics/cats", "a.png", png, n_png);
+	unsigned char *big = hs_bytes((20u << 20) + 1, 5);
+	hs_add(&hs, "pics/cats", "big.png", big, (20u << 20) + 1);
+	free(big);
+	struct proc_cluster c;
+	proc_cluster_start(&c, "imgurl", (const char *const[]){ "--mmproj", mmproj, "--allow-image-urls", NULL });
+	static char out[1 << 20];
+	char t_inline[512], t_url[512], url[256];
+	long p1, p2;
+	char *ba = b64_file(a), *body = image_body(ba, "");
+	int st = post(&c, body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	answer(out, t_inline, sizeof t_inline, &p1);
+	free(body);
+	snprintf(url, sizeof url, "%s/pics/cats/resolve/main/a.png", hs.url);
+	body = image_body(url, "");
+	st = post(&c, body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s\n%s", out, hs_dump(&hs));
+	answer(out, t_url, sizeof t_url, &p2);
+	free(body);
+	cr_expect_str_eq(t_url, t_inline, "the same bytes by URL answered otherwise");
+	cr_expect_eq(p2, p1);
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), 1, "the same bytes by URL: the image encoded once");
+	cr_expect_eq(hs_count(&hs, "GET /cdn/", NULL), 1, "%s", hs_dump(&hs));
+	const struct {
+		const char *path, *why;
+	} bad[] = { { "/pics/cats/resolve/main/none.png", "HTTP status 404" },
+		    { "/pics/cats/resolve/main/big.png", "larger than" },
+		    { NULL, "not fetched" } };
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		if (bad[k].path)
+			snprintf(url, sizeof url, "%s%s", hs.url, bad[k].path);
+		else
+			snprintf(url, sizeof url, "http://127.0.0.1:1/a.png"); /* nothing listens on port 1 */
+		body = image_body(url, "");
+		cr_expect_eq(post(&c, body, out, sizeof out), 400, "%s: %s", url, out);
+		cr_expect(strstr(out, bad[k].why) != NULL, "%s: %s", url, out);
+		free(body);
+	}
+	st = post(&c, "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"still there?\"}]}", out,
+		  sizeof out);
+	cr_expect_eq(st, 200, "%s", out);
+	proc_cluster_stop(&c);
+	hs_stop(&hs);
+	free(ba);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	cr_expect_eq(system(cmd), 0);
 }
