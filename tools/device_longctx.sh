@@ -36,14 +36,8 @@
 # minutes: on an H100 run "bench" and "api start" as two calls if the first
 # one runs long (its log says where it stopped).
 set -u
-if [ -z "${LONGCTX_LOCAL:-}" ]; then
-	. tools/device_env.sh
-else
-	OUT=${OUT:-/tmp/out}
-	mkdir -p "$OUT"
-fi
-export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}
-mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+. tools/device_lib.sh
+device_setup "${LONGCTX_LOCAL:-}"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/log.txt"; }
 PARTS=${LONGCTX_PARTS:-bench api start}
 PORT=${PORT:-8651}
@@ -67,15 +61,6 @@ model() { # SHAPE [run|CTX] -> path of its Q4_0 file (written once); CTX: mkmode
 			-q -o "$f" 2>&1 | tail -2 | tee -a "$OUT/log.txt" >&2
 	fi
 	echo "$f"
-}
-
-wait_ready() { # PID: 0 when /health answers 200
-	for i in $(seq 1 600); do
-		kill -0 "$1" 2>/dev/null || return 1
-		python3 -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2).status != 200)" 2>/dev/null && return 0
-		sleep 0.5
-	done
-	return 1
 }
 
 for part in $PARTS; do
@@ -110,7 +95,7 @@ api)
 	bin/unicorn-up --model "$f" --name $name --port $PORT --max-seqs 1 --request-timeout 1800 \
 		> "$OUT/up-api.log" 2>&1 &
 	up=$!
-	if ! wait_ready $up; then
+	if ! cluster_wait_ready "http://127.0.0.1:$PORT" $up $(($(date +%s) + 300)); then
 		log "api: the cluster did not become ready"; tail -30 "$OUT/up-api.log" | tee -a "$OUT/log.txt"
 		status=1
 	else

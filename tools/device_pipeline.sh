@@ -37,14 +37,8 @@
 #       OUT=/tmp/pp tools/device_pipeline.sh
 # Exit status: 0 when every cluster came up and every request succeeded.
 set -u
-if [ -z "${PIPE_LOCAL:-}" ]; then
-	. tools/device_env.sh
-else
-	OUT=${OUT:-/tmp/out}
-	mkdir -p "$OUT"
-fi
-export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}
-mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+. tools/device_lib.sh
+device_setup "${PIPE_LOCAL:-}"
 BIN=${BIN:-bin}
 PORT=${PIPE_PORT:-8660}
 STREAMS=${PIPE_STREAMS:-1,16,64}
@@ -55,7 +49,6 @@ CTX=${PIPE_CTX:-4096}
 T_END=$(($(date +%s) + ${PIPE_BUDGET_S:-560}))
 URL=http://127.0.0.1:$PORT
 status=0
-. tools/cluster_ready.sh
 
 # worker busy seconds from /metrics: "name seconds" lines
 busy_snapshot() {
@@ -94,14 +87,12 @@ trace_summary() { # trace.json label
 import json, re, sys
 from collections import defaultdict
 try:
-    ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+    events = json.load(open(sys.argv[1]))["traceEvents"]
 except Exception as x:
     print("trace %s: unreadable (%s)" % (sys.argv[2], x)); sys.exit(0)
-names = {}
-for e in json.load(open(sys.argv[1]))["traceEvents"]:
-    if e.get("ph") == "M" and e.get("name") == "thread_name":
-        names[e["tid"]] = e["args"]["name"]
-ev = [e for e in ev if e["args"].get("n", 0) == 1] # decode steps, not prefill
+names = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+# decode steps (one token), not prefill
+ev = [e for e in events if e.get("ph") == "X" and e["args"].get("n", 0) == 1]
 if not ev:
     print("trace %s: no one-token spans" % sys.argv[2]); sys.exit(0)
 g = defaultdict(list)

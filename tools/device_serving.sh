@@ -36,14 +36,8 @@
 #     SERVING_STREAMS=1,4 SERVING_TOKENS=16 SERVING_MAX_SEQS=4 OUT=/tmp/sv tools/device_serving.sh
 # Exit status: 0 when every placement came up and every request succeeded.
 set -u
-if [ -z "${SERVING_LOCAL:-}" ]; then
-	. tools/device_env.sh
-else
-	OUT=${OUT:-/tmp/out}
-	mkdir -p "$OUT"
-fi
-export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}
-mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+. tools/device_lib.sh
+device_setup "${SERVING_LOCAL:-}"
 BIN=${BIN:-bin}
 PORT=${SERVING_PORT:-8650}
 STREAMS=${SERVING_STREAMS:-1,4,16,64}
@@ -57,7 +51,6 @@ else
 	[ -f "$M" ] || "$BIN"/unicorn-mkmodel --shape "${SERVING_MODEL:-1b}" --type q4_0 --seed 1 -q -o "$M" || exit 1
 fi
 status=0
-. tools/cluster_ready.sh
 : > "$OUT/serving.md"
 for placement in ${SERVING_PLACEMENTS:-fused split}; do
 	name=s$placement

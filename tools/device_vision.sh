@@ -18,6 +18,7 @@
 # the shapes (default "4b 27b"); TTFT_PORT the port (default 18480).
 set -u
 . tools/device_env.sh
+. tools/device_lib.sh
 ROOT=$(mktemp -d)
 LOG=$OUT/vision.txt
 status=0
@@ -44,16 +45,7 @@ status=0
 		log=$OUT/vision-up-$shape.log
 		bin/unicorn-up --model "$M" --name "vis$shape" --port "$PORT" --max-seqs 4 --ctx 4096 > "$log" 2>&1 &
 		up=$!
-		ready=
-		for i in $(seq 1 600); do
-			kill -0 $up 2>/dev/null || break
-			if python3 -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=2).status != 200)" 2>/dev/null; then
-				ready=1
-				break
-			fi
-			sleep 0.5
-		done
-		if [ -z "$ready" ]; then
+		if ! cluster_wait_ready "http://127.0.0.1:$PORT" $up $(($(date +%s) + 300)); then
 			echo "device_vision: $shape: the cluster did not become ready:"; tail -20 "$log"
 			bin/unicorn down --name "vis$shape" > /dev/null 2>&1; wait $up 2>/dev/null
 			status=1; rm -f "$M" "$ROOT/mmproj-$shape-full.gguf"; continue
