@@ -13,8 +13,8 @@
 #include <jansson.h>
 
 #include "common/err.h"
-#include "common/utf8.h"
 #include "chat/template.h"
+#include "api/json_text.h"
 #include "api/toolcall.h"
 #include "constrain/constrain.h"
 #include "ipc/msg.h"
@@ -1070,25 +1070,6 @@ void oai_set_log_hint(const char *hint)
 	snprintf(log_hint, sizeof log_hint, "%s", hint ? hint : "the cluster log");
 }
 
-/* Reply text as a JSON string: generated text is valid UTF-8 (the coordinator
- * replaces ill-formed bytes), but a string that is not still gets U+FFFD for
- * each bad sequence instead of failing the reply. */
-static json_t *text_str(const char *text, size_t len)
-{
-	if (!text)
-		return json_string("");
-	json_t *s = json_stringn(text, len);
-	if (s)
-		return s;
-	char *t;
-	size_t n;
-	if (utf8_sanitize(text, len, &t, &n))
-		return NULL;
-	s = json_stringn(t, n);
-	free(t);
-	return s;
-}
-
 char *oai_response_json(int kind, const char *id, int64_t created, const char *model,
 			const char *text, size_t text_len, const char *finish,
 			uint32_t prompt_tokens, uint32_t completion_tokens)
@@ -1107,10 +1088,10 @@ char *oai_response_json_lp(int kind, const char *id, int64_t created, const char
 		return NULL;
 	if (kind == OAI_CHAT)
 		choice = json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role",
-				   "assistant", "content", text_str(text, text_len), "logprobs", lpo,
+				   "assistant", "content", json_text(text, text_len), "logprobs", lpo,
 				   "finish_reason", finish);
 	else
-		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", text_str(text, text_len),
+		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", json_text(text, text_len),
 				   "logprobs", lpo, "finish_reason", finish);
 	if (!choice)
 		return NULL;
@@ -1144,11 +1125,11 @@ char *oai_chunk_json_lp(int kind, const char *id, int64_t created, const char *m
 		if (role_first)
 			json_object_set_new(delta, "role", json_string("assistant"));
 		if (text)
-			json_object_set_new(delta, "content", text_str(text, text_len));
+			json_object_set_new(delta, "content", json_text(text, text_len));
 		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
 				   lpo, "finish_reason", fin);
 	} else {
-		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", text_str(text, text_len),
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", json_text(text, text_len),
 				   "logprobs", lpo, "finish_reason", fin);
 	}
 	if (!choice)
@@ -1326,12 +1307,12 @@ char *oai_choice_json(int kind, uint32_t index, const char *text, size_t len, co
 			json_object_set_new(msg, "content", json_null());
 			json_object_set_new(msg, "tool_calls", tc);
 		} else {
-			json_object_set_new(msg, "content", text_str(text, len));
+			json_object_set_new(msg, "content", json_text(text, len));
 		}
 		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)index, "message", msg, "logprobs", lpo,
 				   "finish_reason", finish);
 	} else {
-		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)index, "text", text_str(text, len),
+		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", (int)index, "text", json_text(text, len),
 				   "logprobs", lpo, "finish_reason", finish);
 	}
 	return dump(choice);
@@ -1355,11 +1336,11 @@ char *oai_chunk_choice_json(int kind, uint32_t index, const char *text, size_t l
 		if (tc)
 			json_object_set_new(delta, "tool_calls", tc);
 		else if (text)
-			json_object_set_new(delta, "content", text_str(text, len));
+			json_object_set_new(delta, "content", json_text(text, len));
 		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs", lpo,
 				   "finish_reason", fin);
 	} else {
-		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "text", text_str(text, len),
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "text", json_text(text, len),
 				   "logprobs", lpo, "finish_reason", fin);
 	}
 	return dump(choice);

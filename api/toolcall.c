@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "api/json_text.h"
 #include "common/err.h"
-#include "common/utf8.h"
 
 enum {
 	S_LEAD = 0,     /* blanks before the reply's first value */
@@ -419,19 +419,6 @@ char *tc_calls_json(const struct tc_parser *p)
 	return s;
 }
 
-static json_t *str_of(const char *s, size_t n)
-{
-	json_t *j = json_stringn(s, n);
-	if (j)
-		return j;
-	char *t;
-	size_t m;
-	if (utf8_sanitize(s, n, &t, &m))
-		return NULL;
-	j = json_stringn(t, m);
-	free(t);
-	return j;
-}
 
 char *tc_delta_json(const struct tc_ev *ev)
 {
@@ -440,7 +427,7 @@ char *tc_delta_json(const struct tc_ev *ev)
 		d = json_pack("[{s:i, s:s, s:s, s:{s:s, s:s}}]", "index", (int)ev->index, "id", ev->id, "type", "function",
 			      "function", "name", ev->name, "arguments", "");
 	else if (ev->kind == TC_EV_ARGS)
-		d = json_pack("[{s:i, s:{s:o*}}]", "index", (int)ev->index, "function", "arguments", str_of(ev->s, ev->len));
+		d = json_pack("[{s:i, s:{s:o*}}]", "index", (int)ev->index, "function", "arguments", json_text(ev->s, ev->len));
 	else
 		return NULL;
 	char *s = d ? json_dumps(d, JSON_COMPACT) : NULL;
