@@ -30,6 +30,7 @@
 #   PIPE_BUDGET_S [560]        stop starting new work after this many seconds (the
 #                              device call's limit is 600): what ran is still reported
 #   PIPE_UP_ARGS               more unicorn-up options (both placements)
+#   PIPE_PLACEMENTS ["fused pipeline"]  which placements, in this order
 #   PIPE_PORT [8660]           HTTP port
 #   BIN [bin]
 #   PIPE_LOCAL=1               not on the device (no tools/device_env.sh), e.g. on lavapipe:
@@ -122,7 +123,7 @@ for shape in ${PIPE_MODELS:-27b 1b}; do
 		"$BIN"/unicorn-mkmodel --shape "$shape" --type q4_0 --seed 1 -q -o "$M" || { status=1; continue; }
 		echo "device_pipeline: mkmodel $shape q4_0: $(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))") s" | tee -a "$OUT/pipeline.log"
 	fi
-	for placement in fused pipeline; do
+	for placement in ${PIPE_PLACEMENTS:-fused pipeline}; do
 		if [ "$(date +%s)" -ge "$T_END" ]; then
 			echo "device_pipeline: out of time before $shape $placement" | tee -a "$OUT/pipeline.md"
 			status=1
