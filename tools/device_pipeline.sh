@@ -163,7 +163,7 @@ for shape in ${PIPE_MODELS:-27b 1b}; do
 			tr=
 			if [ "$s" = 1 ]; then # one stream: the step's breakdown from 2 s of trace
 				tr=$OUT/.trace.json
-				curl -s -m 10 "$URL/trace?seconds=2" -o "$tr" &
+				env -u LD_LIBRARY_PATH curl -s -m 10 "$URL/trace?seconds=2" -o "$tr" &
 			fi
 			python3 tools/http_bench.py --url "$URL" --streams "$s" --tokens "$N" --warmup 0 \
 				--label "$shape $placement" --json "$j" > /dev/null || status=1

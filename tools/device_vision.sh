@@ -95,7 +95,7 @@ for name, content in (("text only (warm-up)", "Describe a cat in one sentence.")
     print("%-38s TTFT %8.1f ms   16 tokens %8.1f ms   prompt tokens %s" %
           (name, f * 1e3, t * 1e3, u and u.get("prompt_tokens")))
 PY
-		curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^unicorn_kv_prefix_hit_tokens_total|^unicorn_ttft' | head -5
+		env -u LD_LIBRARY_PATH curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^unicorn_kv_prefix_hit_tokens_total|^unicorn_ttft' | head -5
 		bin/unicorn down --name "vis$shape" > /dev/null 2>&1 || status=1
 		wait $up 2>/dev/null
 		rm -f "$M" "$ROOT/mmproj-$shape-full.gguf"
