@@ -52,6 +52,10 @@
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
 #define BATCH_MM_MIN_DEFAULT 16        /* decode rows from which decode runs mat-mat */
+/* the same per micro-batch of split and pipeline FLOWs: 8 (27B Q4_0,
+ * pipeline on two H100s, 16 streams: 237 tok/s at 16, 300 at 8; 64 streams
+ * 788 -> 816; BENCHMARKS.md) */
+#define SPLIT_MM_MIN_DEFAULT 8
 
 struct wlink {
 	const char *name;
@@ -85,6 +89,7 @@ struct coord {
 	bool no_batch;         /* UNICORN_NO_BATCH=1: one submission per sequence (A/B of continuous batching) */
 	uint32_t batch_tokens; /* --batch-tokens: rows of one fused round (sched_plan_round's budget) */
 	uint32_t batch_mm_min; /* UNICORN_BATCH_MM_MIN: decode rows from which decode runs mat-mat (0 never) */
+	uint32_t split_mm_min; /* the same per split/pipeline micro-batch (UNICORN_BATCH_MM_MIN sets both) */
 	struct tok *tok;
 	struct cs_vocab *csv;  /* the vocabulary trie, built at the first structured-output request */
 	struct attach *att;
@@ -1013,8 +1018,14 @@ static uint32_t head_mode(const struct intake_req *r, uint32_t *k)
 {
 	/* logprobs need the top-k and the log-sum-exp even for greedy; a
 	 * full-row request's head area carries the raw top-k for them */
-	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r) || r->head_gpu) {
+	if (sampler_wants_topk(&r->sp) || r->want_lp || intake_req_full_row(r)) {
 		*k = MSG_MAX_TOPK;
+		return MSG_HEAD_TOPK;
+	}
+	/* a greedy request with biases or a mask on the GPU: the top-k kernel
+	 * (only it applies them) for its top-1: k 1 ranks no list of 64 */
+	if (r->head_gpu) {
+		*k = 1;
 		return MSG_HEAD_TOPK;
 	}
 	*k = 1;
@@ -1131,7 +1142,7 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 		uint32_t k = 1;
 		if (head && head_mode(r, &k) == MSG_HEAD_TOPK) {
 			m->mode = MSG_HEAD_TOPK;
-			m->k = k;
+			m->k = k > m->k ? k : m->k;
 		}
 		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL
 				       : r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
@@ -1346,7 +1357,7 @@ static bool replays_wide_token(const struct intake_req *r)
 /* n sequences as micro-batches. Kinds first: a replayed chunk keeps the
  * kind it was recorded with; a new one runs wide (the mat-mat kernels: the
  * weights read once per micro-batch instead of once per token column) when
- * FLOWs run and each micro-batch would hold at least UNICORN_BATCH_MM_MIN
+ * FLOWs run and each micro-batch would hold at least split_mm_min
  * decoders (a mat-mat tile of fewer rows computes mostly padding), else as
  * a lone token would. Wide sequences go first (rs is reordered); mixed
  * kinds make two micro-batches, one per kind, else n_mb of near-equal size
@@ -1354,8 +1365,8 @@ static bool replays_wide_token(const struct intake_req *r)
 static int split_batch_init(struct coord *c, struct split_batch *sb, struct intake_req **rs, uint32_t n,
 			    uint32_t n_mb)
 {
-	bool new_wide = split_flows(c) && !c->no_batch && c->batch_mm_min &&
-			n >= (uint64_t)c->batch_mm_min * (n_mb ? n_mb : 1);
+	bool new_wide = split_flows(c) && !c->no_batch && c->split_mm_min &&
+			n >= (uint64_t)c->split_mm_min * (n_mb ? n_mb : 1);
 	struct intake_req *narrow[SCHED_MAX_SEQS];
 	struct sched_chunk nch[SCHED_MAX_SEQS];
 	uint32_t nw = 0, nn = 0;
@@ -2324,8 +2335,9 @@ static void usage(FILE *f)
 		"npu.ipc) pass each micro-batch's FLOW between them; --layers gives their ranges\n"
 		"(default: balanced by weight bytes, as the workers compute them).\n"
 		"UNICORN_BATCH_MM_MIN=N: decode tokens from which a round's decode rows run\n"
-		"the mat-mat kernel (default %d; 0 = never).\n",
-		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT);
+		"the mat-mat kernel (default %d, %d per split/pipeline micro-batch; 0 = never).\n",
+		REQUEST_TIMEOUT_S_DEFAULT, MSG_MAX_ROWS, SPLIT_MAX_MBS, SPLIT_MBS_DEFAULT, BATCH_MM_MIN_DEFAULT,
+		SPLIT_MM_MIN_DEFAULT);
 }
 
 /* An option's count, 1..max: -1 (said on stderr) when it is not one. */
@@ -2355,6 +2367,7 @@ int main(int argc, char **argv)
 	c.batch_tokens = bt_env && atoi(bt_env) >= 1 && atoi(bt_env) <= MSG_MAX_ROWS ? (uint32_t)atoi(bt_env) : MSG_MAX_ROWS;
 	const char *mm_env = getenv("UNICORN_BATCH_MM_MIN");
 	c.batch_mm_min = mm_env ? (uint32_t)strtoul(mm_env, NULL, 10) : BATCH_MM_MIN_DEFAULT;
+	c.split_mm_min = mm_env ? c.batch_mm_min : SPLIT_MM_MIN_DEFAULT;
 	static const struct option opts[] = {
 		{ "rundir", required_argument, 0, 'r' },
 		{ "model", required_argument, 0, 'm' },

@@ -935,6 +935,11 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	e->max_ctx = o->max_ctx ? o->max_ctx : (c->n_ctx && c->n_ctx < 4096 ? c->n_ctx : 4096);
 	e->max_batch = o->max_batch ? o->max_batch : 32;
 	e->n_split = o->n_split ? o->n_split : 16;
+	/* UNICORN_VK_ATTN_SPLITS=N (1..256): decode attention's key splits per
+	 * head instead of 16 (A/B at long depths; the partials buffer grows with N) */
+	const char *spenv = getenv("UNICORN_VK_ATTN_SPLITS");
+	if (spenv && atoi(spenv) >= 1 && atoi(spenv) <= 256)
+		e->n_split = (uint32_t)atoi(spenv);
 	e->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	e->max_rows = o->max_rows > e->max_batch ? o->max_rows : e->max_batch;
 	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
