@@ -686,6 +686,22 @@ static int row_head(struct worker *w, uint32_t slot, const float *row, uint32_t 
 	return 0;
 }
 
+/* One batch row's head result into its slot's head area: k ids, and for a
+ * top-k head their logits and the row's log-sum-exp (an argmax head gives
+ * only the id, as HEAD and RUN do). */
+static void head_store(uint32_t *ids, float *vals, float *lse, const uint32_t *row_ids, const float *row_vals,
+		       float row_lse, uint32_t k, bool topk)
+{
+	memcpy(ids, row_ids, k * sizeof *row_ids);
+	if (topk) {
+		memcpy(vals, row_vals, k * sizeof *row_vals);
+		*lse = row_lse;
+	} else {
+		vals[0] = NAN;
+		*lse = NAN;
+	}
+}
+
 static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, uint32_t *k_out)
 {
 	int rc = check_rows(w, m->slot, m->n);
@@ -696,7 +712,32 @@ static int do_head(struct worker *w, const struct msg_head *m, uint32_t *token, 
 		return err_set(ERR_RANGE, "worker: head k %u outside [1, %d]", k, MSG_MAX_TOPK);
 	float *h;
 	rc = attach_hidden(w->att, m->slot, m->n - 1, 1, &h);
-	/* only the last row feeds the logits: upload just that one */
+	if (!rc && m->mode != MSG_HEAD_FULL) {
+		/* argmax / top-k (and its log-sum-exp) on the GPU, as a batched
+		 * head's rows: the logit row never leaves it (row_head's CPU pass
+		 * over 262,144 logits took ~5 ms of every split or pipeline token) */
+		static uint32_t out_ids[MSG_MAX_TOPK];
+		static float out_vals[MSG_MAX_TOPK];
+		float out_lse = NAN, *vals, *lse;
+		uint32_t *ids;
+		bool tk = m->mode == MSG_HEAD_TOPK;
+		rc = engine_head_batch(w->e, 1, h, false, tk ? ENGINE_BATCH_TOPK : ENGINE_BATCH_ARGMAX, k, out_ids,
+				       tk ? out_vals : NULL);
+		if (!rc && tk)
+			rc = engine_topk_lse(w->e, 1, &out_lse);
+		if (!rc)
+			rc = attach_head(w->att, m->slot, &ids, &vals);
+		if (!rc)
+			rc = attach_head_lse(w->att, m->slot, &lse);
+		if (rc)
+			return rc;
+		head_store(ids, vals, lse, out_ids, out_vals, out_lse, k, tk);
+		*token = ids[0];
+		*k_out = k;
+		return 0;
+	}
+	/* MSG_HEAD_FULL: the whole row into the slot's logits area. Only the
+	 * last row feeds the logits: upload just that one */
 	if (!rc)
 		rc = engine_hidden_set(w->e, h, 1);
 	if (!rc)
@@ -754,22 +795,6 @@ static int do_run(struct worker *w, const struct msg_run *m, uint32_t *token, ui
 
 /* Continuous batching: one token of each entry's sequence in one engine
  * submission; each entry's head result goes to its own slot's head area. */
-/* One batch row's head result into its slot's head area: k ids, and for a
- * top-k head their logits and the row's log-sum-exp (an argmax head gives
- * only the id, as HEAD and RUN do). */
-static void head_store(uint32_t *ids, float *vals, float *lse, const uint32_t *row_ids, const float *row_vals,
-		       float row_lse, uint32_t k, bool topk)
-{
-	memcpy(ids, row_ids, k * sizeof *row_ids);
-	if (topk) {
-		memcpy(vals, row_vals, k * sizeof *row_vals);
-		*lse = row_lse;
-	} else {
-		vals[0] = NAN;
-		*lse = NAN;
-	}
-}
-
 static int do_run_batch(struct worker *w, const struct msg_run_batch *m, uint32_t *token, uint32_t *k_out)
 {
 	if (m->n == 0 || m->n > MSG_MAX_SLOTS || m->n > engine_batch_max(w->e))
