@@ -17,7 +17,8 @@
 #
 # Usage (repository root, on the device, after tools/device_prep.sh here):
 #   rm -rf bin && mv .devbin bin && bash tools/device_structured.sh
-# Environment: TOKENS [96] max_tokens per stream; STRUCT_SPLIT [0]; STRUCT_MODEL
+# Environment: TOKENS [96] max_tokens per stream; STRUCT_SPLIT [0]; STRUCT_FULL_ROW [1]
+# (0: no UNICORN_FULL_ROW=1 cluster); STRUCT_MODEL
 # (a GGUF instead of mkmodel's 1B).
 set -u
 . tools/device_env.sh
@@ -52,11 +53,13 @@ run json_object '{"response_format":{"type":"json_object"}}'
 run logit_bias "$BIAS"
 run tools_named "$TOOLS"
 down st
-UNICORN_FULL_ROW=1 up stc
-run schema_full_row "$SCHEMA"
-run json_object_full_row '{"response_format":{"type":"json_object"}}'
-run logit_bias_full_row "$BIAS"
-down stc
+if [ "${STRUCT_FULL_ROW:-1}" = 1 ]; then
+	UNICORN_FULL_ROW=1 up stc
+	run schema_full_row "$SCHEMA"
+	run json_object_full_row '{"response_format":{"type":"json_object"}}'
+	run logit_bias_full_row "$BIAS"
+	down stc
+fi
 if [ "${STRUCT_SPLIT:-0}" = 1 ]; then
 	up sts --placement split
 	run split_plain ""
