@@ -120,5 +120,12 @@ const char *cs_vocab_token(const struct cs_vocab *v, uint32_t id, uint32_t *len)
  * negative ERR_*. Not reentrant: v keeps the walk's scratch. */
 int64_t cs_vocab_allowed(struct cs_vocab *v, const struct cs_schema *s, const struct cs_state *st,
 			 uint32_t budget, uint64_t *allowed);
+/* The same with a scratch of the caller's: walks over one vocabulary with
+ * scratches of their own may run at once (threads). */
+struct cs_scratch;
+int cs_scratch_new(const struct cs_vocab *v, struct cs_scratch **out);
+void cs_scratch_free(struct cs_scratch *w);
+int64_t cs_vocab_allowed_in(const struct cs_vocab *v, struct cs_scratch *w, const struct cs_schema *s,
+			    const struct cs_state *st, uint32_t budget, uint64_t *allowed);
 
 #endif

@@ -26,10 +26,9 @@ struct cs_vocab {
 	struct tnode *nodes;
 	uint32_t n_nodes, cap_nodes;
 	uint32_t max_len;
-	/* walk scratch, kept between calls (page faults of fresh buffers cost
-	 * more than the walk): the state per depth, the DFS stack */
-	struct cs_state *st;
-	uint32_t *stk_node, *stk_depth;
+	/* cs_vocab_allowed's walk scratch, kept between calls (page faults of
+	 * fresh buffers cost more than the walk) */
+	struct cs_scratch *ws;
 	/* the plain-text tokens (plain_token) as a bitmask over ids: inside a
 	 * free string all of them are allowed at once */
 	uint64_t *plain_bits;
@@ -187,9 +186,7 @@ void cs_vocab_free(struct cs_vocab *v)
 	free(v->lens);
 	free(v->arena);
 	free(v->nodes);
-	free(v->st);
-	free(v->stk_node);
-	free(v->stk_depth);
+	cs_scratch_free(v->ws);
 	free(v->plain_bits);
 	free(v);
 }
@@ -295,30 +292,57 @@ static int in_free_string(const struct cs_schema *s, const struct cs_state *st)
 	return f->a >= s->nodes[f->node].min_len ? 2 : 1;
 }
 
+/* A walk's scratch: the state per depth, the DFS stack (pending siblings:
+ * at most 256 per level of the current path). */
+struct cs_scratch {
+	struct cs_state *st;
+	uint32_t *stk_node, *stk_depth;
+};
+
+int cs_scratch_new(const struct cs_vocab *v, struct cs_scratch **out)
+{
+	size_t cap = ((size_t)v->max_len + 2) * 256;
+	struct cs_scratch *w = calloc(1, sizeof *w);
+	if (w) {
+		w->st = malloc(((size_t)v->max_len + 2) * sizeof *w->st);
+		w->stk_node = malloc(cap * sizeof *w->stk_node);
+		w->stk_depth = malloc(cap * sizeof *w->stk_depth);
+	}
+	if (!w || !w->st || !w->stk_node || !w->stk_depth) {
+		cs_scratch_free(w);
+		return err_set(ERR_NOMEM, "constrain: out of memory");
+	}
+	*out = w;
+	return 0;
+}
+
+void cs_scratch_free(struct cs_scratch *w)
+{
+	if (!w)
+		return;
+	free(w->st);
+	free(w->stk_node);
+	free(w->stk_depth);
+	free(w);
+}
+
 int64_t cs_vocab_allowed(struct cs_vocab *v, const struct cs_schema *s, const struct cs_state *st0,
 			 uint32_t budget, uint64_t *allowed)
+{
+	int rc = v->ws ? 0 : cs_scratch_new(v, &v->ws);
+	return rc ? rc : cs_vocab_allowed_in(v, v->ws, s, st0, budget, allowed);
+}
+
+int64_t cs_vocab_allowed_in(const struct cs_vocab *v, struct cs_scratch *ws, const struct cs_schema *s,
+			    const struct cs_state *st0, uint32_t budget, uint64_t *allowed)
 {
 	memset(allowed, 0, ((size_t)v->n + 63) / 64 * sizeof *allowed);
 	struct walk w = { v, s, budget, allowed, 0, cs_schema_grow(s), 0, NULL };
 	if (budget != UINT32_MAX)
 		w.close0 = cs_state_close_len(s, st0);
-	/* explicit DFS: (node, depth) pairs; a node's state is st[depth];
-	 * pending siblings: at most 256 per level of the current path */
-	size_t cap = ((size_t)v->max_len + 2) * 256;
-	if (!v->st) {
-		v->st = malloc(((size_t)v->max_len + 2) * sizeof *v->st);
-		v->stk_node = malloc(cap * sizeof *v->stk_node);
-		v->stk_depth = malloc(cap * sizeof *v->stk_depth);
-		if (!v->st || !v->stk_node || !v->stk_depth) {
-			free(v->st);
-			free(v->stk_node);
-			free(v->stk_depth);
-			v->st = NULL;
-			return err_set(ERR_NOMEM, "constrain: out of memory");
-		}
-	}
-	w.st = v->st;
-	uint32_t *stk_node = v->stk_node, *stk_depth = v->stk_depth;
+	/* explicit DFS: (node, depth) pairs; a node's state is st[depth] */
+	w.st = ws->st;
+	uint32_t *stk_node = ws->stk_node, *stk_depth = ws->stk_depth;
 	cs_state_copy(&w.st[0], st0);
 	/* inside a free string (minLength reached) whose end fits the budget:
 	 * every plain-text token at once, then only the other subtrees */

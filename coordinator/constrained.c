@@ -2,9 +2,12 @@
 #include "coordinator/constrained.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 
@@ -122,17 +125,122 @@ int constrained_feed(struct cs_vocab *v, struct intake_req *r, uint32_t token, b
 	return 0;
 }
 
-int64_t constrained_mask(struct cs_vocab *v, struct intake_req *r, uint32_t budget, int32_t eos, uint64_t *allowed)
+static int64_t mask_in(const struct cs_vocab *v, struct cs_scratch *ws, const struct intake_req *r, uint32_t budget,
+		       int32_t eos, uint64_t *allowed)
 {
-	int64_t got = cs_vocab_allowed(v, r->cs, r->cst, budget, allowed);
+	int64_t got = cs_vocab_allowed_in(v, ws, r->cs, r->cst, budget, allowed);
 	if (got == 0 && budget != UINT32_MAX) /* the budget cannot be kept: the output will be cut */
-		got = cs_vocab_allowed(v, r->cs, r->cst, UINT32_MAX, allowed);
+		got = cs_vocab_allowed_in(v, ws, r->cs, r->cst, UINT32_MAX, allowed);
 	if (got >= 0 && eos >= 0 && (uint32_t)eos < cs_vocab_size(v) && cs_state_can_end(r->cs, r->cst) &&
 	    !(allowed[eos / 64] >> (eos % 64) & 1)) {
 		allowed[eos / 64] |= 1ull << (eos % 64);
 		got++;
 	}
 	return got;
+}
+
+int64_t constrained_mask(struct cs_vocab *v, struct intake_req *r, uint32_t budget, int32_t eos, uint64_t *allowed)
+{
+	static struct cs_scratch *ws;
+	int rc = ws ? 0 : cs_scratch_new(v, &ws);
+	return rc ? rc : mask_in(v, ws, r, budget, eos, allowed);
+}
+
+/* The mask pool: MASK_HELPERS threads beside the caller (fewer on a machine
+ * of fewer cores, at least one), started at the first step with two masks;
+ * between steps they sleep on a condition variable. */
+#define MASK_HELPERS 3
+static struct {
+	bool started;
+	uint32_t n_th;
+	pthread_t th[MASK_HELPERS];
+	struct cs_scratch *ws[MASK_HELPERS + 1]; /* [n_th]: the caller's */
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	uint64_t gen;   /* a new batch of jobs */
+	uint32_t busy;  /* helpers still on this batch */
+	const struct cs_vocab *v;
+	struct mask_job *jobs;
+	uint32_t n;
+	atomic_uint next;
+} pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER };
+
+static void pool_work(struct cs_scratch *ws)
+{
+	for (uint32_t i; (i = atomic_fetch_add(&pool.next, 1)) < pool.n;) {
+		struct mask_job *j = &pool.jobs[i];
+		j->got = mask_in(pool.v, ws, j->r, j->budget, j->eos, j->allowed);
+	}
+}
+
+static void *pool_main(void *arg)
+{
+	struct cs_scratch *ws = arg;
+	uint64_t seen = 0;
+	pthread_mutex_lock(&pool.mu);
+	for (;;) {
+		while (pool.gen == seen)
+			pthread_cond_wait(&pool.go, &pool.mu);
+		seen = pool.gen;
+		pthread_mutex_unlock(&pool.mu);
+		pool_work(ws);
+		pthread_mutex_lock(&pool.mu);
+		if (--pool.busy == 0)
+			pthread_cond_signal(&pool.done);
+	}
+	return NULL;
+}
+
+static int pool_start(const struct cs_vocab *v)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t want = cpus > 1 && cpus - 1 < MASK_HELPERS ? (uint32_t)(cpus - 1) : MASK_HELPERS;
+	int rc = cs_scratch_new(v, &pool.ws[0]);
+	for (uint32_t i = 0; !rc && i < want; i++) {
+		if ((rc = cs_scratch_new(v, &pool.ws[i + 1])))
+			break;
+		if (pthread_create(&pool.th[i], NULL, pool_main, pool.ws[i + 1])) {
+			cs_scratch_free(pool.ws[i + 1]);
+			pool.ws[i + 1] = NULL;
+			break; /* fewer helpers */
+		}
+		pool.n_th++;
+	}
+	if (rc && !pool.n_th)
+		return rc;
+	/* the caller's scratch last: ws[n_th] */
+	struct cs_scratch *mine = pool.ws[0];
+	for (uint32_t i = 0; i < pool.n_th; i++)
+		pool.ws[i] = pool.ws[i + 1];
+	pool.ws[pool.n_th] = mine;
+	pool.started = true;
+	return 0;
+}
+
+int constrained_masks(struct cs_vocab *v, struct mask_job *jobs, uint32_t n)
+{
+	if (n == 0)
+		return 0;
+	if (n == 1 || (!pool.started && pool_start(v))) {
+		for (uint32_t i = 0; i < n; i++)
+			jobs[i].got = constrained_mask(v, jobs[i].r, jobs[i].budget, jobs[i].eos, jobs[i].allowed);
+		return 0;
+	}
+	pthread_mutex_lock(&pool.mu);
+	pool.v = v;
+	pool.jobs = jobs;
+	pool.n = n;
+	atomic_store(&pool.next, 0);
+	pool.busy = pool.n_th;
+	pool.gen++;
+	pthread_cond_broadcast(&pool.go);
+	pthread_mutex_unlock(&pool.mu);
+	pool_work(pool.ws[pool.n_th]);
+	pthread_mutex_lock(&pool.mu);
+	while (pool.busy)
+		pthread_cond_wait(&pool.done, &pool.mu);
+	pthread_mutex_unlock(&pool.mu);
+	return 0;
 }
 
 /* Insert (id, val) into the descending top-k lists (ties: the lower id first,

@@ -37,6 +37,18 @@ int constrained_candidates(struct cs_vocab *v, struct intake_req *r, const float
  * of allowed[(n_vocab + 63) / 64]. Returns how many (0: none) or ERR_*. */
 int64_t constrained_mask(struct cs_vocab *v, struct intake_req *r, uint32_t budget, int32_t eos, uint64_t *allowed);
 
+/* Several rows' masks of one step at once: on a few helper threads (each
+ * with its own walk scratch) beside the caller, which returns when all are
+ * done. Each job's got is constrained_mask's answer for it. */
+struct mask_job {
+	struct intake_req *r;
+	uint32_t budget;
+	int32_t eos;
+	uint64_t *allowed; /* (cs_vocab_size + 63) / 64 words */
+	int64_t got;
+};
+int constrained_masks(struct cs_vocab *v, struct mask_job *jobs, uint32_t n);
+
 /* The raw model's k best tokens of row[0..n) (descending, lower id first on
  * ties) and the row's log-sum-exp, for logprobs of a full-row request. */
 void constrained_raw_head(const float *row, uint32_t n, uint32_t k, uint32_t *ids, float *vals, float *lse);

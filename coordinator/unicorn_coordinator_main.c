@@ -967,7 +967,7 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
  * pairs, ids ascending and distinct (equal ids summed); with a schema, the
  * tokens it allows next (as take_token's full-row path would: within the
  * tokens left, eos where the value may end). */
-static int head_inputs_to_slot(struct coord *c, struct intake_req *r)
+static int head_inputs_to_slot(struct coord *c, struct intake_req *r, const uint64_t *mask, int64_t got)
 {
 	float *row;
 	int rc = attach_logits(c->att, r->slot, &row);
@@ -975,26 +975,15 @@ static int head_inputs_to_slot(struct coord *c, struct intake_req *r)
 		return rc;
 	uint32_t flag = 0;
 	if (r->cs) {
-		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
-		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
-		left = left < ctx_left ? left : ctx_left;
 		/* the walk's words (u64, the trie's vocabulary) into the slot's
 		 * (u32, the model's; the rest none) */
-		static uint64_t *mask;
-		static size_t mask_words;
-		size_t vw = ((size_t)cs_vocab_size(c->csv) + 63) / 64, sw = ((size_t)c->att->n_vocab + 31) / 32;
-		if (mask_words < vw) {
-			uint64_t *m = realloc(mask, vw * sizeof *m);
-			if (!m)
-				return err_set(ERR_NOMEM, "coordinator: mask: out of memory");
-			mask = m;
-			mask_words = vw;
-		}
-		memset(mask, 0, vw * sizeof *mask);
-		int64_t got = constrained_mask(c->csv, r, left ? left - 1 : 0, tok_eot(c->tok), mask);
 		if (got < 0)
 			return (int)got;
+		if (!mask)
+			return err_set(ERR_STATE, "coordinator: request %016llx: no mask for its head row",
+				       (unsigned long long)r->id);
 		r->mask_none = got == 0;
+		size_t vw = ((size_t)cs_vocab_size(c->csv) + 63) / 64, sw = ((size_t)c->att->n_vocab + 31) / 32;
 		memset(row + MSG_SLOT_MASK, 0, sw * 4);
 		memcpy(row + MSG_SLOT_MASK, mask, vw * 8 < sw * 4 ? vw * 8 : sw * 4);
 		flag = 1;
@@ -1127,6 +1116,38 @@ static int chunks_images(struct coord *c, struct intake_req **rs, const struct s
 	return 0;
 }
 
+/* The schema masks of a step's head rows on the GPU top-k (MSG_CHUNK_HEAD_BIAS
+ * with a schema), computed together (constrained_masks: several threads):
+ * each the tokens the schema allows next, as take_token's full-row path
+ * would (within the tokens left, eos where the value may end). */
+static int step_masks(struct coord *c, struct intake_req **rs, const struct sched_batch *b, struct mask_job *jobs,
+		      uint32_t *n_jobs)
+{
+	static uint64_t *masks;
+	static size_t mask_words;
+	size_t vw = c->csv ? ((size_t)cs_vocab_size(c->csv) + 63) / 64 : 0;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < b->n && i < MSG_MAX_SLOTS; i++) {
+		struct intake_req *r = rs[b->e[i].seq];
+		if (!b->e[i].samples || r->seq.replaying || !r->head_gpu || !r->cs || intake_req_full_row(r))
+			continue;
+		if (mask_words < vw * MSG_MAX_SLOTS) {
+			uint64_t *mm = realloc(masks, vw * MSG_MAX_SLOTS * sizeof *mm);
+			if (!mm)
+				return err_set(ERR_NOMEM, "coordinator: masks: out of memory");
+			masks = mm;
+			mask_words = vw * MSG_MAX_SLOTS;
+		}
+		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
+		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
+		left = left < ctx_left ? left : ctx_left;
+		jobs[n] = (struct mask_job){ r, left ? left - 1 : 0, tok_eot(c->tok), masks + vw * n, 0 };
+		n++;
+	}
+	*n_jobs = n;
+	return constrained_masks(c->csv, jobs, n);
+}
+
 static int step_chunks(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
 {
 	msg_init(&c->m, MSG_RUN_CHUNKS);
@@ -1135,6 +1156,11 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 	m->mode = MSG_HEAD_ARGMAX;
 	m->k = 1;
 	m->flags = b->wide ? MSG_CHUNKS_WIDE : 0;
+	struct mask_job jobs[MSG_MAX_SLOTS];
+	uint32_t n_masks = 0;
+	int rc = step_masks(c, rs, b, jobs, &n_masks);
+	if (rc)
+		return rc;
 	for (uint32_t i = 0; i < b->n; i++) {
 		const struct sched_entry *e = &b->e[i];
 		struct intake_req *r = rs[e->seq];
@@ -1147,7 +1173,12 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL
 				       : r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
 		if (hv == MSG_CHUNK_HEAD_BIAS) {
-			int rc = head_inputs_to_slot(c, r);
+			int64_t got = 0;
+			const uint64_t *mask = NULL;
+			for (uint32_t j = 0; r->cs && j < n_masks; j++)
+				if (jobs[j].r == r)
+					mask = jobs[j].allowed, got = jobs[j].got;
+			int rc = head_inputs_to_slot(c, r, mask, got);
 			if (rc)
 				return rc;
 		}
@@ -1155,7 +1186,7 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
 	}
-	int rc = chunks_images(c, rs, b);
+	rc = chunks_images(c, rs, b);
 	if (rc)
 		return rc;
 	struct msg_done done;
