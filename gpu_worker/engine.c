@@ -940,6 +940,10 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	const char *spenv = getenv("UNICORN_VK_ATTN_SPLITS");
 	if (spenv && atoi(spenv) >= 1 && atoi(spenv) <= 256)
 		e->n_split = (uint32_t)atoi(spenv);
+	/* UNICORN_VK_ATTN_MIN_CHUNK=N (1..65536): the fewest keys of a split
+	 * instead of ATTN_MIN_CHUNK (A/B: fewer splits on short ranges) */
+	const char *mcenv = getenv("UNICORN_VK_ATTN_MIN_CHUNK");
+	e->attn_min_chunk = mcenv && atoi(mcenv) >= 1 && atoi(mcenv) <= 65536 ? (uint32_t)atoi(mcenv) : ATTN_MIN_CHUNK;
 	e->max_seqs = o->max_seqs ? o->max_seqs : 1;
 	e->max_rows = o->max_rows > e->max_batch ? o->max_rows : e->max_batch;
 	e->n_vocab_text = c->n_vocab_text && c->n_vocab_text <= c->n_vocab ? c->n_vocab_text : c->n_vocab;
@@ -1630,7 +1634,7 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	uint32_t wo_x16 = e->wo_x16 && !tail && l->wo.type == TENSOR_Q4_0G && (wo_kind == 1 || wo_kind == 3);
 	struct attn_push ap = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, e->n_split,
-		1.0f / sqrtf(qpas), ATTN_MIN_CHUNK, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
+		1.0f / sqrtf(qpas), e->attn_min_chunk, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
 		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0, e->attn_chunk,
 		wo_x16,
 	};
@@ -1662,7 +1666,7 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	/* the splits' merge: flash attention's (every token has them: all = 1)
 	 * or attn's (tokens whose keys took more than one split) */
 	if (fa ? e->fa_nz > 1 : !e->fuse_combine && !one_split) {
-		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : e->n_split, window, ATTN_MIN_CHUNK,
+		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : e->n_split, window, e->attn_min_chunk,
 					   e->attn_chunk, wo_x16, fa ? 1 : 0 };
 		eng_disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);

@@ -202,6 +202,7 @@ struct engine {
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */
 	uint32_t attn_chunk;            /* ATTN_CHUNK, ATTN_CHUNK_NARROW */
+	uint32_t attn_min_chunk;        /* ATTN_MIN_CHUNK (UNICORN_VK_ATTN_MIN_CHUNK) */
 	bool step_short;                /* the step written last: every token's range is one attention split */
 	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */
