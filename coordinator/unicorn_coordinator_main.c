@@ -1110,6 +1110,7 @@ static int chunks_images(struct coord *c, struct intake_req **rs, struct sched_b
 			c->img.encodes++;
 			if (c->met)
 				metrics_add(c->met, c->mid.image_encodes, NULL, 1);
+			c->gpu.refused = false; /* a failed send is the link's */
 			rc = wl_send(c, &c->gpu, &im);
 			if (!rc)
 				rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
