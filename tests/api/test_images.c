@@ -6,7 +6,9 @@
  * different image does not reuse it; a bad image, a remote URL, too many
  * images and hostile base64 are 400s and the cluster keeps serving; the CLI
  * sends the image rows in its prompt; with --allow-image-urls an http URL
- * (behind a redirect) is fetched and answers as the same image inline. */
+ * (behind a redirect) is fetched and answers as the same image inline; an
+ * image whose pixels left the run directory while its request waited fails
+ * that request alone (503), the others of its round answer as alone. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
