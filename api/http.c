@@ -441,6 +441,30 @@ static void timeout_err(struct oai_err *e)
 		    "field, capped by the server's --request-timeout)");
 }
 
+/* A generation whose end is an error of its own, not the server's: "timeout"
+ * (timeout_err) or "image" (an image of the request could not be encoded
+ * when it ran: 503, the same request again works once its pixels are back).
+ * e may be NULL to ask only. */
+static bool finish_err(const char *finish, struct oai_err *e)
+{
+	if (!finish)
+		return false;
+	if (!strcmp(finish, "timeout")) {
+		if (e)
+			timeout_err(e);
+		return true;
+	}
+	if (!strcmp(finish, "image")) {
+		if (e)
+			oai_err_set(e, 503, "server_error", NULL, "image_unavailable",
+				    "an image of this request could not be encoded when the request ran: its "
+				    "pixels were evicted from the server's image store (64 newer images came in "
+				    "while it waited) or could not be read; send the request again");
+		return true;
+	}
+	return false;
+}
+
 /* SSE producer: called by MHD whenever it can send; blocks (on the condition
  * variable, watching the socket) until there is something to send. */
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -468,7 +492,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 			json = oai_chunk_wrap(kind, cn->id, cn->created, h->model, j->chunks[cn->chunk_sent++]);
 			want = true;
 		} else if (cn->phase == 1 && j->custom && j->state == JOB_DONE && j->finish &&
-			   strcmp(j->finish, "timeout") && strcmp(j->finish, "error")) {
+			   !finish_err(j->finish, NULL) && strcmp(j->finish, "error")) {
 			/* the relay's chunks carried the finish reasons */
 			cn->phase = j->req.include_usage ? 2 : 3;
 			continue;
@@ -480,12 +504,11 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 			cn->sent = j->n_out;
 			cn->lp_sent = j->n_lp;
 			want = true;
-		} else if (cn->phase == 1 && j->state == JOB_DONE && j->finish &&
-			   !strcmp(j->finish, "timeout")) {
+		} else if (cn->phase == 1 && j->state == JOB_DONE && finish_err(j->finish, NULL)) {
 			/* the status line is long sent: the error travels as an
 			 * event of its own, then [DONE] (no finish chunk, no usage) */
 			struct oai_err e;
-			timeout_err(&e);
+			finish_err(j->finish, &e);
 			json = oai_error_json(&e);
 			cn->phase = 3;
 			want = true;
@@ -817,18 +840,17 @@ static enum MHD_Result post(struct MHD_Connection *c, struct conn *cn)
 				       j->out ? j->out : "", j->n_out, j->finish, j->prompt_tokens,
 				       j->completion_tokens, j->req.logprobs, j->lp, j->n_lp);
 	bool failed = j->finish && !strcmp(j->finish, "error");
-	bool timed_out = j->finish && !strcmp(j->finish, "timeout");
+	struct oai_err fe;
+	bool own_err = finish_err(j->finish, &fe);
 	pthread_mutex_unlock(&h->mu);
 	if (failed) {
 		free(s);
 		return send_error(c, h, 500, "server_error", "generation_failed",
 				  "the generation failed (a worker error; see the cluster log)");
 	}
-	if (timed_out) {
+	if (own_err) {
 		free(s);
-		struct oai_err e;
-		timeout_err(&e);
-		return send_err(c, h, &e);
+		return send_err(c, h, &fe);
 	}
 	return send_json(c, h, 200, s);
 }

@@ -143,8 +143,9 @@ int http_job_emit_lp(struct http *h, struct http_job *j, const char *text, size_
  * over; with completion_tokens the usage counts every choice). */
 int http_job_chunk(struct http *h, struct http_job *j, char *choice_json);
 void http_job_choices(struct http *h, struct http_job *j, char *choices_json);
-/* Generation over (finish: "stop", "length", or "error"/"cancelled"/"timeout";
- * "error" answers 500 and "timeout" 408, or an SSE error event when streaming). */
+/* Generation over (finish: "stop", "length", or "error"/"cancelled"/"timeout"/"image";
+ * "error" answers 500, "timeout" 408 and "image" 503 (an image of the request
+ * could not be encoded when it ran), or an SSE error event when streaming). */
 void http_job_end(struct http *h, struct http_job *j, const char *finish,
 		  uint32_t completion_tokens);
 /* The client disconnected or gave up: cancel the work. */

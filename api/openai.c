@@ -939,6 +939,7 @@ const char *oai_finish_reason(uint32_t r)
 	case MSG_END_CONTEXT: return "length";
 	case MSG_END_CANCELLED: return "cancelled";
 	case MSG_END_TIMEOUT: return "timeout";
+	case MSG_END_IMAGE: return "image";
 	default: return "error";
 	}
 }

@@ -118,8 +118,9 @@ int oai_err_set(struct oai_err *e, int status, const char *type, const char *par
 char *oai_error_json(const struct oai_err *e);
 
 /* "stop" / "length" (context counts as length) / "cancelled" / "timeout" /
- * "error". "timeout" never reaches a client as a finish_reason: the HTTP
- * server answers 408 (or an SSE error event) instead. */
+ * "image" / "error". "timeout" and "image" never reach a client as a
+ * finish_reason: the HTTP server answers 408 / 503 (or an SSE error event)
+ * instead. */
 const char *oai_finish_reason(uint32_t msg_end_reason);
 
 /* One generated token's logprobs (docs/http.md "Logprobs"). bytes are its raw

@@ -610,13 +610,14 @@ static void run(struct relay *r)
 	}
 	bool accepted = false, failed = started < n;
 	int rc0 = 0;
-	uint32_t timeouts = 0;
+	uint32_t timeouts = 0, images = 0;
 	for (uint32_t i = 0; i < started; i++) {
 		accepted = accepted || ch[i]->accepted;
 		if (ch[i]->gen_rc && !rc0)
 			rc0 = ch[i]->gen_rc;
 		failed = failed || ch[i]->gen_rc || ch[i]->failed || ch[i]->reason == MSG_END_ERROR;
 		timeouts += ch[i]->reason == MSG_END_TIMEOUT;
+		images += ch[i]->reason == MSG_END_IMAGE;
 	}
 	if (rc0 && !accepted) {
 		refuse(r, rc0);
@@ -627,6 +628,10 @@ static void run(struct relay *r)
 		fprintf(stderr, "api: http client went away after %u tokens: request cancelled\n", r->n_gen);
 	} else if (timeouts) {
 		http_job_end(r->rc->h, r->j, "timeout", r->n_gen);
+	} else if (images) {
+		/* the coordinator could not encode an image of this request when it
+		 * ran (its pixels were evicted or unreadable): the client is told so */
+		http_job_end(r->rc->h, r->j, "image", r->n_gen);
 	} else if (r->custom) {
 		custom_end(r, ch, started);
 	} else {

@@ -390,6 +390,10 @@ static int reply(struct chat *c)
 		if (res.reason == MSG_END_TIMEOUT)
 			fprintf(stderr, "unicorn chat: the reply timed out (the cluster's "
 				"--request-timeout) after %u tokens\n", res.n_ids);
+		if (res.reason == MSG_END_IMAGE)
+			fprintf(stderr, "unicorn chat: an image could not be encoded when the reply ran (its pixels "
+				"were evicted from the cluster's image store by 64 newer images, or could not be "
+				"read); send it again\n");
 		if (res.reason == MSG_END_ERROR) {
 			char hint[RUNDIR_PATH_MAX + 128];
 			rundir_log_hint(c->rundir, hint, sizeof hint);

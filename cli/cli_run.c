@@ -408,7 +408,11 @@ int cli_run(int argc, char **argv)
 			pn, res.n_ids, intake_reason_name(res.reason), ttft,
 			gen_s > 0 ? (tm.n - 1) / gen_s : 0.0, tm.n > 1 ? tm.n - 1 : 0, gen_s, took);
 	}
-	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT ? 1 : 0;
+	rc = res.reason == MSG_END_ERROR || res.reason == MSG_END_TIMEOUT || res.reason == MSG_END_IMAGE ? 1 : 0;
+	if (res.reason == MSG_END_IMAGE)
+		fprintf(stderr, "unicorn run: an image could not be encoded when the request ran (its pixels were "
+			"evicted from the cluster's image store by 64 newer images, or could not be read); "
+			"run it again\n");
 	if (res.reason == MSG_END_ERROR) {
 		char hint[RUNDIR_PATH_MAX + 128];
 		rundir_log_hint(rundir, hint, sizeof hint);

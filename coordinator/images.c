@@ -80,6 +80,14 @@ int images_area_slot(struct images_area *a, const uint8_t digest[MSG_DIGEST], co
 	return 0;
 }
 
+uint32_t images_area_find(const struct images_area *a, const uint8_t digest[MSG_DIGEST])
+{
+	for (uint32_t s = 0; s < a->slots; s++)
+		if (a->valid[s] && !memcmp(a->digest[s], digest, MSG_DIGEST))
+			return s;
+	return UINT32_MAX;
+}
+
 void images_area_drop(struct images_area *a, uint32_t slot)
 {
 	if (slot < a->slots)

@@ -9,7 +9,9 @@
  *    first, never one the same submission uses), IMAGE messages encode the
  *    missing ones, and the submission's ids become area rows
  *    (ENGINE_IMAGE_TOKEN | slot * rows + j). A preempted or recomputed
- *    sequence finds its image still there or has it encoded again. */
+ *    sequence finds its image still there or has it encoded again; an
+ *    image the worker cannot encode (its pixels evicted from RUNDIR/images
+ *    or unreadable) ends its request alone and its slot is forgotten. */
 #ifndef UNICORN_COORD_IMAGES_H
 #define UNICORN_COORD_IMAGES_H
 
@@ -42,6 +44,8 @@ int images_area_rows(struct images_area *a, uint32_t rows);
  * ERR_RANGE when every slot is busy. */
 int images_area_slot(struct images_area *a, const uint8_t digest[MSG_DIGEST], const bool *busy, uint32_t *slot,
 		     bool *encode);
+/* The slot that holds digest, or UINT32_MAX. */
+uint32_t images_area_find(const struct images_area *a, const uint8_t digest[MSG_DIGEST]);
 /* Forget a slot whose encode failed. */
 void images_area_drop(struct images_area *a, uint32_t slot);
 

@@ -528,6 +528,7 @@ const char *intake_reason_name(uint32_t reason)
 	case MSG_END_ERROR: return "error";
 	case MSG_END_CONTEXT: return "context";
 	case MSG_END_TIMEOUT: return "timeout";
+	case MSG_END_IMAGE: return "image";
 	default: return "?";
 	}
 }

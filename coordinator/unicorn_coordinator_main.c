@@ -64,6 +64,8 @@ struct wlink {
 	uint32_t pid;
 	bool up;
 	uint32_t wait_seq;     /* seq of the message whose DONE we wait for */
+	bool refused;          /* the last wl_wait ended with the worker's ERROR answer: the
+	                        * worker is alive and refused that message */
 	int64_t t_sent;
 	int64_t busy_ns;       /* wall time with a message outstanding */
 	int64_t work_ns;       /* the worker's own time in those steps (DONE.gpu_ns) */
@@ -313,6 +315,7 @@ static int wl_recv(struct coord *c, struct wlink *w, int wait_ms)
 static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_done *done)
 {
 	int64_t deadline = intake_now_ns() + (int64_t)timeout_ms * 1000000;
+	w->refused = false;
 	for (;;) {
 		int64_t left = (deadline - intake_now_ns()) / 1000000;
 		if (left <= 0)
@@ -334,6 +337,7 @@ static int wl_wait(struct coord *c, struct wlink *w, int timeout_ms, struct msg_
 		}
 		if (c->d.type == MSG_ERROR && c->d.u.error.ref_seq == w->wait_seq) {
 			w->busy_ns += intake_now_ns() - w->t_sent;
+			w->refused = true;
 			return err_set(c->d.u.error.code < 0 ? c->d.u.error.code : ERR_INVAL,
 				       "%s worker: %s", w->name, c->d.u.error.text);
 		}
@@ -1067,20 +1071,27 @@ static int take_from_head(struct coord *c, struct intake_req *r, const struct ms
  * samples with a temperature (its top-1 is the argmax, ties to the lower
  * id). The chunks are recorded with the submission's kernel kind, so a
  * replay (alone) reproduces them exactly. */
-/* The images of the RUN_CHUNKS in c->m: each gets a slot of the gpu
- * worker's image area, encoded first where it does not hold the image yet
- * (an IMAGE message; c->m is rebuilt around it), and its rows' ids become
- * area rows (coordinator/images.h). */
-static int chunks_images(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
+/* The images of batch b's chunks, before its RUN_CHUNKS is built: each gets
+ * a slot of the gpu worker's image area, encoded first where the slot does
+ * not hold the image yet (an IMAGE message). An image the worker could not
+ * encode (it answered ERROR: the pixels left RUNDIR/images, 64 newer images
+ * having passed the request while it waited, or cannot be read) ends its
+ * request alone (MSG_END_IMAGE) and takes its entry out of b: the others of
+ * the round run on and give the tokens they would give without it. Its chunk
+ * never ran, so no KV it reserved was written or reaches the prefix cache,
+ * and the slot is forgotten (encoded again by the next request that names
+ * the image). A link failure or a timeout is the worker's, not the image's:
+ * returned for recovery. */
+static int chunks_images(struct coord *c, struct intake_req **rs, struct sched_batch *b)
 {
 	static struct msg im;
 	bool busy[256] = { false };
-	struct msg_run_chunks *m = &c->m.u.run_chunks;
-	uint32_t at = 0;
+	uint32_t kept = 0;
 	c->img.tick++;
 	for (uint32_t i = 0; i < b->n; i++) {
-		const struct intake_req *r = rs[b->e[i].seq];
-		for (uint32_t k = 0; k < r->n_images; k++) {
+		struct intake_req *r = rs[b->e[i].seq];
+		bool ok = true;
+		for (uint32_t k = 0; k < r->n_images && ok; k++) {
 			uint32_t p0 = r->img_pos[k], rows = r->img_rows, lo = b->e[i].c.pos0, hi = lo + b->e[i].c.n;
 			if (p0 + rows <= lo || p0 >= hi)
 				continue;
@@ -1090,24 +1101,56 @@ static int chunks_images(struct coord *c, struct intake_req **rs, const struct s
 			if (rc)
 				return rc;
 			busy[slot] = true;
-			if (encode) {
-				msg_init(&im, MSG_IMAGE);
-				im.u.image = (struct msg_image){ slot, rows, { 0 }, 0 };
-				memcpy(im.u.image.digest, r->img_digest[k], MSG_DIGEST);
-				struct msg_done done;
-				c->img.encodes++;
-				if (c->met)
-					metrics_add(c->met, c->mid.image_encodes, NULL, 1);
-				rc = wl_send(c, &c->gpu, &im);
-				if (!rc)
-					rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
-				if (rc) {
-					images_area_drop(&c->img, slot);
-					/* the request's image, not the worker: fail the round's requests, keep serving */
-					return err_set(ERR_INVAL, "image %u of request %llx: %s", k, (unsigned long long)r->id,
-						       err_msg());
-				}
-			}
+			if (!encode)
+				continue;
+			msg_init(&im, MSG_IMAGE);
+			im.u.image = (struct msg_image){ slot, rows, { 0 }, 0 };
+			memcpy(im.u.image.digest, r->img_digest[k], MSG_DIGEST);
+			struct msg_done done;
+			c->img.encodes++;
+			if (c->met)
+				metrics_add(c->met, c->mid.image_encodes, NULL, 1);
+			c->gpu.refused = false; /* a failed send is the link's */
+			rc = wl_send(c, &c->gpu, &im);
+			if (!rc)
+				rc = wl_wait(c, &c->gpu, c->step_timeout_ms, &done);
+			if (!rc)
+				continue;
+			images_area_drop(&c->img, slot);
+			busy[slot] = false;
+			if (!c->gpu.refused)
+				return err_prefix(rc, "image %u of request %016llx", k, (unsigned long long)r->id);
+			fprintf(stderr, "coordinator: request %016llx: image %u could not be encoded (%s); "
+				"only this request fails\n", (unsigned long long)r->id, k, err_msg());
+			intake_finish(r, MSG_END_IMAGE);
+			ok = false;
+		}
+		if (ok)
+			b->e[kept++] = b->e[i];
+	}
+	b->n = kept;
+	b->rows = 0;
+	for (uint32_t i = 0; i < kept; i++)
+		b->rows += b->e[i].c.n;
+	return 0;
+}
+
+/* The rows of the images in c->m's chunks become area rows (ENGINE_IMAGE_TOKEN
+ * | slot * rows + j) of the slots chunks_images gave them. */
+static int chunks_image_rows(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
+{
+	struct msg_run_chunks *m = &c->m.u.run_chunks;
+	uint32_t at = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct intake_req *r = rs[b->e[i].seq];
+		for (uint32_t k = 0; k < r->n_images; k++) {
+			uint32_t p0 = r->img_pos[k], rows = r->img_rows, lo = b->e[i].c.pos0, hi = lo + b->e[i].c.n;
+			if (p0 + rows <= lo || p0 >= hi)
+				continue;
+			uint32_t slot = images_area_find(&c->img, r->img_digest[k]);
+			if (slot == UINT32_MAX)
+				return err_set(ERR_STATE, "image %u of request %016llx has no slot", k,
+					       (unsigned long long)r->id);
 			for (uint32_t p = p0 > lo ? p0 : lo; p < p0 + rows && p < hi; p++)
 				m->tokens[at + p - lo] = IMAGES_ROW | (slot * rows + (p - p0));
 		}
@@ -1148,8 +1191,17 @@ static int step_masks(struct coord *c, struct intake_req **rs, const struct sche
 	return constrained_masks(c->csv, jobs, n);
 }
 
-static int step_chunks(struct coord *c, struct intake_req **rs, const struct sched_batch *b)
+static int step_chunks(struct coord *c, struct intake_req **rs, struct sched_batch *b)
 {
+	/* a request an earlier submission of the round ended sits this one out */
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < b->n; i++)
+		if (rs[b->e[i].seq]->state == INTAKE_LIVE)
+			b->e[kept++] = b->e[i];
+	b->n = kept;
+	int rc = chunks_images(c, rs, b);
+	if (rc || !b->n)
+		return rc;
 	msg_init(&c->m, MSG_RUN_CHUNKS);
 	struct msg_run_chunks *m = &c->m.u.run_chunks;
 	m->n = b->n;
@@ -1158,7 +1210,7 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 	m->flags = b->wide ? MSG_CHUNKS_WIDE : 0;
 	struct mask_job jobs[MSG_MAX_SLOTS];
 	uint32_t n_masks = 0;
-	int rc = step_masks(c, rs, b, jobs, &n_masks);
+	rc = step_masks(c, rs, b, jobs, &n_masks);
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -1186,7 +1238,7 @@ static int step_chunks(struct coord *c, struct intake_req **rs, const struct sch
 		memcpy(m->tokens + m->n_tok, r->seq.tokens + e->c.pos0, e->c.n * sizeof m->tokens[0]);
 		m->n_tok += e->c.n;
 	}
-	rc = chunks_images(c, rs, b);
+	rc = chunks_image_rows(c, rs, b);
 	if (rc)
 		return rc;
 	struct msg_done done;

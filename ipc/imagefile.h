@@ -18,7 +18,8 @@ int imagefile_path(const char *rundir, const uint8_t digest[MSG_DIGEST], char *o
 int imagefile_write(const char *rundir, const uint8_t digest[MSG_DIGEST], const float *px, size_t n);
 /* Images kept in RUNDIR/images: imagefile_write removes the least recently
  * written beyond this many (a reader that finds its image gone fails its
- * request: only one whose image 64 newer ones have passed). */
+ * request alone, GEN_END reason image: only one whose image 64 newer ones
+ * have passed while it waited). */
 #define IMAGEFILE_MAX 64
 void imagefile_trim(const char *dir, uint32_t keep);
 /* Read exactly n floats: ERR_NOTFOUND without the file, ERR_INVAL when its size differs. */

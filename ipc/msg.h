@@ -124,8 +124,10 @@ enum msg_end_reason {
 	MSG_END_ERROR = 4,     /* see the ERROR the coordinator logged */
 	MSG_END_CONTEXT = 5,   /* context window full */
 	MSG_END_TIMEOUT = 6,   /* ran longer than its timeout (GEN_REQ timeout_ms or the server's limit) */
+	MSG_END_IMAGE = 7,     /* v12: an image of the request could not be encoded when it ran (its
+	                        * pixels left RUNDIR/images or could not be read); the others ran on */
 };
-#define MSG_END_MAX MSG_END_TIMEOUT
+#define MSG_END_MAX MSG_END_IMAGE
 
 #define MSG_GEN_CHAT 0x1u       /* GEN_REQ flags: wrap the prompt in the chat template */
 #define MSG_GEN_LOGPROBS 0x2u   /* GEN_REQ flags: every GEN_TOKEN carries its logprobs */

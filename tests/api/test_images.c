@@ -6,13 +6,17 @@
  * different image does not reuse it; a bad image, a remote URL, too many
  * images and hostile base64 are 400s and the cluster keeps serving; the CLI
  * sends the image rows in its prompt; with --allow-image-urls an http URL
- * (behind a redirect) is fetched and answers as the same image inline. */
+ * (behind a redirect) is fetched and answers as the same image inline; an
+ * image whose pixels left the run directory while its request waited fails
+ * that request alone (503), the others of its round answer as alone. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <jansson.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/hubserver.h"
 #include "tests/proc.h"
@@ -323,6 +327,143 @@ Test(images, remote_urls_with_allow_image_urls, .timeout = 180)
 	proc_cluster_stop(&c);
 	hs_stop(&hs);
 	free(ba);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* POST body to /v1/chat/completions in the background (curl through popen):
+ * bg_wait gives its HTTP status and answer. */
+static FILE *bg_post(const struct proc_cluster *c, const char *body, const char *name)
+{
+	char path[256], cmd[512];
+	snprintf(path, sizeof path, "%s/%s.json", c->tmp, name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(body, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "curl -s -w '\\n%%{http_code}' --max-time 120 http://127.0.0.1:%d/v1/chat/completions -d @%s",
+		 c->port, path);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	return p;
+}
+
+static int bg_wait(FILE *p, char *out, size_t cap)
+{
+	size_t n = fread(out, 1, cap - 1, p);
+	out[n] = 0;
+	pclose(p);
+	char *nl = strrchr(out, '\n');
+	cr_assert_not_null(nl, "no status: %s", out);
+	*nl = 0;
+	return atoi(nl + 1);
+}
+
+/* Poll metric name until it is at least want (10 s): false when it never was. */
+static bool metric_reaches(const struct proc_cluster *c, const char *name, double want)
+{
+	for (double t0 = proc_now_s(); proc_now_s() - t0 < 10;) {
+		if (metric(c, name) >= want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* An image whose pixels leave the run directory while its request waits in
+ * the queue (removed here, as 64 newer images evict it) fails that request
+ * alone when its round comes: a 503 that says why. The requests running
+ * beside it in that round (a text prompt, another image) answer exactly as
+ * they do alone (greedy), and the same image sent again is encoded again
+ * (the failed encode left no slot behind) and answers. --max-seqs 2 holds the
+ * request in the queue, deterministically, until the image request beside
+ * the text one ends: the pixels go while it waits. */
+Test(images, evicted_image_fails_alone, .timeout = 180)
+{
+	const char *bin = proc_bin_dir_or_skip();
+	char tmp[] = "/tmp/unicorn-imgev-XXXXXX", cmd[1024], model[128], mmproj[128], a[128], b[128], px[512];
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(a, sizeof a, "%s/a.png", tmp);
+	snprintf(b, sizeof b, "%s/b.png", tmp);
+	write_png(a, 40, 30, 5);
+	write_png(b, 40, 30, 6);
+	char *ba = b64_file(a), *bb = b64_file(b);
+	/* the evicted image's file: RUNDIR/images/<sha256 of its bytes> */
+	char sum[256];
+	snprintf(cmd, sizeof cmd, "sha256sum %s", a);
+	cr_assert_eq(proc_sh(cmd, sum, sizeof sum), 0, "%s", sum);
+	sum[64] = 0;
+	struct proc_cluster c;
+	proc_cluster_start(&c, "imgev", (const char *const[]){ "--mmproj", mmproj, "--max-seqs", "2", NULL });
+	snprintf(px, sizeof px, "%s/images/%s", c.dir, sum);
+	static char out[1 << 20], ob[1 << 16], oc[1 << 16];
+	const char *text_body = "{\"max_tokens\":160,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":"
+				"\"Tell me a long story about the sea\"}]}";
+	char *img_body = malloc(strlen(bb) + 1024), *bad_body = malloc(strlen(ba) + 1024);
+	sprintf(img_body, "{\"max_tokens\":64,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":["
+			  "{\"type\":\"text\",\"text\":\"Describe it\"},"
+			  "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,%s\"}}]}]}", bb);
+	sprintf(bad_body, "{\"max_tokens\":8,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":["
+			  "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,%s\"}},"
+			  "{\"type\":\"text\",\"text\":\"What is this?\"}]}]}", ba);
+	char t_text[8192], t_img[8192], t[8192];
+	long pt;
+
+	/* alone: the answers the others must give beside the failing request;
+	 * both run to max_tokens, so the image one ends after as many steps */
+	double t0 = proc_now_s();
+	int st = post(&c, text_body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	cr_assert(strstr(out, "\"finish_reason\":\"length\"") != NULL, "%.300s", out);
+	answer(out, t_text, sizeof t_text, &pt);
+	st = post(&c, img_body, out, sizeof out);
+	cr_assert_eq(st, 200, "%s", out);
+	cr_assert(strstr(out, "\"finish_reason\":\"length\"") != NULL, "%.300s", out);
+	answer(out, t_img, sizeof t_img, &pt);
+	double alone_s = proc_now_s() - t0;
+	double enc0 = metric(&c, "unicorn_image_encodes_total"), gen0 = metric(&c, "unicorn_generated_tokens_total");
+
+	/* together: the text and the image request take both slots and
+	 * generate; the bad request is accepted and waits in the queue */
+	FILE *fb = bg_post(&c, text_body, "text"), *fc = bg_post(&c, img_body, "img");
+	cr_assert(metric_reaches(&c, "unicorn_active_requests", 2), "the two requests did not start");
+	cr_assert(metric_reaches(&c, "unicorn_generated_tokens_total", gen0 + 4), "no tokens");
+	FILE *fa = bg_post(&c, bad_body, "bad");
+	cr_assert(metric_reaches(&c, "unicorn_queue_depth", 1), "the request with the image did not wait");
+	/* its pixels go while it waits: its round fails it alone */
+	cr_assert_eq(unlink(px), 0, "%s: %s", px, strerror(errno));
+	st = bg_wait(fa, out, sizeof out);
+	cr_expect_eq(st, 503, "the request whose image is gone: %s", out);
+	cr_expect(strstr(out, "image_unavailable") && strstr(out, "evicted"), "%s", out);
+	int sb = bg_wait(fb, ob, sizeof ob), sc = bg_wait(fc, oc, sizeof oc);
+	cr_assert_eq(sb, 200, "the text request beside it failed: %s", ob);
+	cr_assert_eq(sc, 200, "the image request beside it failed: %s", oc);
+	answer(ob, t, sizeof t, &pt);
+	cr_expect_str_eq(t, t_text, "the text request beside the failed one answered otherwise");
+	answer(oc, t, sizeof t, &pt);
+	cr_expect_str_eq(t, t_img, "the image request beside the failed one answered otherwise");
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), enc0 + 1, "one encode tried (the failed one)");
+	snprintf(cmd, sizeof cmd, "curl -s http://127.0.0.1:%d/metrics | grep '^unicorn_requests_total{reason=\"image\"} 1'",
+		 c.port);
+	cr_expect_eq(proc_sh(cmd, out, sizeof out), 0, "requests ended for an image: %s", out);
+	cr_expect(proc_log_has(c.log, "only this request fails"), "the coordinator's log does not say why");
+
+	/* still serving: the same image again (the API writes its pixels
+	 * again) is encoded again, its failed slot forgotten */
+	st = post(&c, bad_body, out, sizeof out);
+	cr_expect_eq(st, 200, "%s", out);
+	cr_expect_eq(metric(&c, "unicorn_image_encodes_total"), enc0 + 2, "the image sent again was not encoded again");
+	fprintf(stderr, "images/evicted_image_fails_alone: the two alone %.1f s, the whole test %.1f s\n", alone_s,
+		proc_now_s() - t0);
+	proc_cluster_stop(&c);
+	free(img_body);
+	free(bad_body);
+	free(ba);
+	free(bb);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
 	cr_expect_eq(system(cmd), 0);
 }

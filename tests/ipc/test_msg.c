@@ -449,20 +449,25 @@ Test(msg, gen_logprobs_rules)
 	cr_assert_eq(b.u.gen_token.flags, 0);
 }
 
-/* GEN_END carries the new end reason; one past it is refused. */
+/* GEN_END carries the newer end reasons; one past the last is refused. */
 Test(msg, gen_end_timeout_reason)
 {
-	cr_assert_eq(MSG_END_MAX, MSG_END_TIMEOUT);
+	cr_assert_eq(MSG_END_MAX, MSG_END_IMAGE);
 	fill(&a, MSG_GEN_END);
 	a.u.gen_end.reason = MSG_END_TIMEOUT;
 	size_t len = enc(&a);
 	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
 	cr_assert_eq(b.u.gen_end.reason, MSG_END_TIMEOUT);
 	cr_assert_eq(buf[MSG_HDR_SIZE + 12], 6, "TIMEOUT is 6 on the wire");
-	patch_reject(MSG_GEN_END, 12, MSG_END_TIMEOUT + 1, "end reason past TIMEOUT");
+	a.u.gen_end.reason = MSG_END_IMAGE;
+	len = enc(&a);
+	cr_assert_eq(msg_decode(buf, len, &b), 0, "%s", err_msg());
+	cr_assert_eq(b.u.gen_end.reason, MSG_END_IMAGE);
+	cr_assert_eq(buf[MSG_HDR_SIZE + 12], 7, "IMAGE is 7 on the wire");
+	patch_reject(MSG_GEN_END, 12, MSG_END_IMAGE + 1, "end reason past IMAGE");
 	patch_reject(MSG_GEN_END, 12, 0, "end reason 0");
 	fill(&a, MSG_GEN_END);
-	a.u.gen_end.reason = MSG_END_TIMEOUT + 1;
+	a.u.gen_end.reason = MSG_END_IMAGE + 1;
 	cr_assert_eq(msg_encode(&a, buf, sizeof buf, &len), ERR_INVAL);
 }
 
