@@ -33,13 +33,14 @@
 #include <stdint.h>
 
 #define MSG_MAGIC 0x43494E55u     /* "UNIC" read as a little-endian u32 */
-#define MSG_VERSION 12 /* 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
+#define MSG_VERSION 13 /* 11: GEN_REQ schema + logit_bias, RUN_CHUNKS full-row heads; 2: RUN_BATCH; 3: GEN_REQ sampler penalties, min_p, timeout_ms; 4: STAGE_BATCH;
                         * 5: GEN_REQ top_logprobs + MSG_GEN_LOGPROBS, GEN_TOKEN logprobs;
                         * 6: GEN_REQ MSG_GEN_TOKENS (a prompt of token ids), 128 KiB prompts;
                         * 7: RUN_CHUNKS; 8: FLOW; 9: chunk FLOWs of several sequences;
                         * 10: chunk FLOWs of up to 512 tokens;
                         * 12: GEN_REQ images, IMAGE; GEN_PROMPT parts + GEN_REQ MSG_GEN_STAGED (prompts up to 4 MiB);
-                        *     head mode 3 (MSG_HEAD_FULL, RUN_CHUNKS entry head 3: biases and mask on the GPU) */
+                        *     head mode 3 (MSG_HEAD_FULL, RUN_CHUNKS entry head 3: biases and mask on the GPU);
+                        * 13: end reason 7, MSG_END_IMAGE (a request's image could not be encoded) */
 #define MSG_HDR_SIZE 24
 
 /* Caps. Every count in a message is checked against these. */
