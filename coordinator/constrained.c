@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,11 @@ static int pool_start(const struct cs_vocab *v)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	uint32_t want = cpus > 1 && cpus - 1 < MASK_HELPERS ? (uint32_t)(cpus - 1) : MASK_HELPERS;
 	int rc = cs_scratch_new(v, &pool.ws[0]);
+	/* helpers take no signal (SIGTERM's handler must interrupt the
+	 * coordinator's own sleep): they inherit a full mask */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (uint32_t i = 0; !rc && i < want; i++) {
 		if ((rc = cs_scratch_new(v, &pool.ws[i + 1])))
 			break;
@@ -206,6 +212,7 @@ static int pool_start(const struct cs_vocab *v)
 		}
 		pool.n_th++;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc && !pool.n_th)
 		return rc;
 	/* the caller's scratch last: ws[n_th] */
