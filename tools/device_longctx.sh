@@ -181,7 +181,7 @@ start)
 	done
 	t1=$(date +%s.%N)
 	if [ -n "$ok" ]; then
-		echo "started in $(echo "$t1 - $t0" | bc) s" | tee "$OUT/start.txt"
+		echo "started in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s" | tee "$OUT/start.txt"
 		bin/unicorn status --name lstart | tee -a "$OUT/start.txt"
 		grep -h "kv-budget auto" "$OUT/up-start.log" | tee -a "$OUT/start.txt"
 		bin/unicorn down --name lstart >/dev/null
