@@ -45,6 +45,27 @@ static char *b64_file(const char *path)
 	return out;
 }
 
+/* A test's files: mkdtemp(tmp) holding mkmodel's tiny vision model (model,
+ * mmproj) and 40 x 30 PNGs a (seed_a) and, unless b is NULL, b (seed_b);
+ * every path buffer holds FIX_PATH bytes. */
+#define FIX_PATH 128
+static void vision_fixture(const char *bin, char *tmp, char *model, char *mmproj, char *a, int seed_a, char *b,
+			   int seed_b)
+{
+	char cmd[1024];
+	cr_assert_not_null(mkdtemp(tmp));
+	snprintf(model, FIX_PATH, "%s/tiny.gguf", tmp);
+	snprintf(mmproj, FIX_PATH, "%s/mmproj-tiny.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(a, FIX_PATH, "%s/a.png", tmp);
+	write_png(a, 40, 30, seed_a);
+	if (b) {
+		snprintf(b, FIX_PATH, "%s/b.png", tmp);
+		write_png(b, 40, 30, seed_b);
+	}
+}
+
 /* POST body to /v1/chat/completions: the HTTP status, the answer in out. */
 static int post(const struct proc_cluster *c, const char *body, char *out, size_t cap)
 {
@@ -134,16 +155,8 @@ static void answer(const char *raw, char *text, size_t cap, long *prompt_tokens)
 Test(images, api_and_cli, .timeout = 240)
 {
 	const char *bin = proc_bin_dir_or_skip();
-	char tmp[] = "/tmp/unicorn-img-XXXXXX", cmd[1024], model[128], mmproj[128], a[128], b[128];
-	cr_assert_not_null(mkdtemp(tmp));
-	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
-	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
-	cr_assert_eq(system(cmd), 0);
-	snprintf(a, sizeof a, "%s/a.png", tmp);
-	snprintf(b, sizeof b, "%s/b.png", tmp);
-	write_png(a, 40, 30, 1);
-	write_png(b, 40, 30, 2);
+	char tmp[] = "/tmp/unicorn-img-XXXXXX", cmd[1024], model[FIX_PATH], mmproj[FIX_PATH], a[FIX_PATH], b[FIX_PATH];
+	vision_fixture(bin, tmp, model, mmproj, a, 1, b, 2);
 	char *ba = b64_file(a), *bb = b64_file(b);
 	struct proc_cluster c;
 	/* a small KV budget: four image prompts at once preempt each other (as http's kv_budget test) */
@@ -266,14 +279,8 @@ Test(images, no_projector, .timeout = 120)
 Test(images, remote_urls_with_allow_image_urls, .timeout = 180)
 {
 	const char *bin = proc_bin_dir_or_skip();
-	char tmp[] = "/tmp/unicorn-imgurl-XXXXXX", cmd[1024], model[128], mmproj[128], a[128];
-	cr_assert_not_null(mkdtemp(tmp));
-	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
-	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
-	cr_assert_eq(system(cmd), 0);
-	snprintf(a, sizeof a, "%s/a.png", tmp);
-	write_png(a, 40, 30, 3);
+	char tmp[] = "/tmp/unicorn-imgurl-XXXXXX", cmd[1024], model[FIX_PATH], mmproj[FIX_PATH], a[FIX_PATH];
+	vision_fixture(bin, tmp, model, mmproj, a, 3, NULL, 0);
 	FILE *pf = fopen(a, "rb");
 	cr_assert_not_null(pf);
 	static unsigned char png[1 << 16];
@@ -381,16 +388,9 @@ static bool metric_reaches(const struct proc_cluster *c, const char *name, doubl
 Test(images, evicted_image_fails_alone, .timeout = 180)
 {
 	const char *bin = proc_bin_dir_or_skip();
-	char tmp[] = "/tmp/unicorn-imgev-XXXXXX", cmd[1024], model[128], mmproj[128], a[128], b[128], px[512];
-	cr_assert_not_null(mkdtemp(tmp));
-	snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-	snprintf(mmproj, sizeof mmproj, "%s/mmproj-tiny.gguf", tmp);
-	snprintf(cmd, sizeof cmd, "%s/unicorn-mkmodel --shape tiny --vision -o %s >/dev/null 2>&1", bin, model);
-	cr_assert_eq(system(cmd), 0);
-	snprintf(a, sizeof a, "%s/a.png", tmp);
-	snprintf(b, sizeof b, "%s/b.png", tmp);
-	write_png(a, 40, 30, 5);
-	write_png(b, 40, 30, 6);
+	char tmp[] = "/tmp/unicorn-imgev-XXXXXX", cmd[1024], model[FIX_PATH], mmproj[FIX_PATH], a[FIX_PATH], b[FIX_PATH],
+	     px[512];
+	vision_fixture(bin, tmp, model, mmproj, a, 5, b, 6);
 	char *ba = b64_file(a), *bb = b64_file(b);
 	/* the evicted image's file: RUNDIR/images/<sha256 of its bytes> */
 	char sum[256];
