@@ -853,6 +853,16 @@ static int lp_record(struct coord *c, struct intake_req *r, uint32_t token, cons
 	return 0;
 }
 
+/* The tokens a schema may still use after the one being chosen: within
+ * max_tokens and the context (the budget of constrained_mask/_candidates). */
+static uint32_t schema_budget(const struct coord *c, const struct intake_req *r)
+{
+	uint32_t left = r->max_tokens - r->n_gen; /* this token included */
+	uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
+	left = left < ctx_left ? left : ctx_left;
+	return left ? left - 1 : 0;
+}
+
 /* Handle the head output of a chunk that ended at the last token. */
 static int take_token(struct coord *c, struct intake_req *r, const struct msg_done *done)
 {
@@ -893,10 +903,7 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
 		}
 		uint32_t cid[MSG_MAX_TOPK], kc = 0;
 		float cval[MSG_MAX_TOPK];
-		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
-		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
-		left = left < ctx_left ? left : ctx_left;
-		if ((rc = constrained_candidates(c->csv, r, rw, n_text, left ? left - 1 : 0, tok_eot(c->tok), cid,
+		if ((rc = constrained_candidates(c->csv, r, rw, n_text, schema_budget(c, r), tok_eot(c->tok), cid,
 						 cval, &kc)))
 			return rc;
 		if (kc == 0) {
@@ -971,7 +978,7 @@ static int take_token(struct coord *c, struct intake_req *r, const struct msg_do
  * pairs, ids ascending and distinct (equal ids summed); with a schema, the
  * tokens it allows next (as take_token's full-row path would: within the
  * tokens left, eos where the value may end). */
-static int head_inputs_to_slot(struct coord *c, struct intake_req *r, const uint64_t *mask, int64_t got)
+static int head_inputs_to_slot(struct coord *c, struct intake_req *r, const struct mask_job *mj)
 {
 	float *row;
 	int rc = attach_logits(c->att, r->slot, &row);
@@ -981,15 +988,15 @@ static int head_inputs_to_slot(struct coord *c, struct intake_req *r, const uint
 	if (r->cs) {
 		/* the walk's words (u64, the trie's vocabulary) into the slot's
 		 * (u32, the model's; the rest none) */
-		if (got < 0)
-			return (int)got;
-		if (!mask)
+		if (!mj)
 			return err_set(ERR_STATE, "coordinator: request %016llx: no mask for its head row",
 				       (unsigned long long)r->id);
-		r->mask_none = got == 0;
+		if (mj->got < 0)
+			return (int)mj->got;
+		r->mask_none = mj->got == 0;
 		size_t vw = ((size_t)cs_vocab_size(c->csv) + 63) / 64, sw = ((size_t)c->att->n_vocab + 31) / 32;
 		memset(row + MSG_SLOT_MASK, 0, sw * 4);
-		memcpy(row + MSG_SLOT_MASK, mask, vw * 8 < sw * 4 ? vw * 8 : sw * 4);
+		memcpy(row + MSG_SLOT_MASK, mj->allowed, vw * 8 < sw * 4 ? vw * 8 : sw * 4);
 		flag = 1;
 	}
 	memcpy(&row[MSG_SLOT_MASK_FLAG], &flag, 4);
@@ -1159,12 +1166,25 @@ static int chunks_image_rows(struct coord *c, struct intake_req **rs, const stru
 	return 0;
 }
 
-/* The schema masks of a step's head rows on the GPU top-k (MSG_CHUNK_HEAD_BIAS
- * with a schema), computed together (constrained_masks: several threads):
- * each the tokens the schema allows next, as take_token's full-row path
- * would (within the tokens left, eos where the value may end). */
+/* What a batch entry's chunk asks of the head (struct msg_run_chunk head):
+ * 0 none (a prompt chunk's inner part, a replay), MSG_CHUNK_HEAD_FULL (the
+ * whole logit row), MSG_CHUNK_HEAD_BIAS (biases and a schema mask on the GPU
+ * top-k) or 1. */
+static uint32_t chunk_head(const struct sched_entry *e, const struct intake_req *r)
+{
+	if (!e->samples || r->seq.replaying)
+		return 0;
+	if (intake_req_full_row(r))
+		return MSG_CHUNK_HEAD_FULL;
+	return r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
+}
+
+/* The schema masks of a step's MSG_CHUNK_HEAD_BIAS rows with a schema,
+ * computed together (constrained_masks: several threads): each the tokens
+ * the schema allows next, as take_token's full-row path would (within the
+ * tokens left, eos where the value may end). of[i]: entry i's job, or NULL. */
 static int step_masks(struct coord *c, struct intake_req **rs, const struct sched_batch *b, struct mask_job *jobs,
-		      uint32_t *n_jobs)
+		      struct mask_job **of)
 {
 	static uint64_t *masks;
 	static size_t mask_words;
@@ -1172,7 +1192,8 @@ static int step_masks(struct coord *c, struct intake_req **rs, const struct sche
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < b->n && i < MSG_MAX_SLOTS; i++) {
 		struct intake_req *r = rs[b->e[i].seq];
-		if (!b->e[i].samples || r->seq.replaying || !r->head_gpu || !r->cs || intake_req_full_row(r))
+		of[i] = NULL;
+		if (chunk_head(&b->e[i], r) != MSG_CHUNK_HEAD_BIAS || !r->cs)
 			continue;
 		if (mask_words < vw * MSG_MAX_SLOTS) {
 			uint64_t *mm = realloc(masks, vw * MSG_MAX_SLOTS * sizeof *mm);
@@ -1181,13 +1202,9 @@ static int step_masks(struct coord *c, struct intake_req **rs, const struct sche
 			masks = mm;
 			mask_words = vw * MSG_MAX_SLOTS;
 		}
-		uint32_t left = r->max_tokens - r->n_gen; /* this token included */
-		uint32_t ctx_left = c->n_ctx > r->seq.n_tok ? c->n_ctx - r->seq.n_tok : 1;
-		left = left < ctx_left ? left : ctx_left;
-		jobs[n] = (struct mask_job){ r, left ? left - 1 : 0, tok_eot(c->tok), masks + vw * n, 0 };
-		n++;
+		jobs[n] = (struct mask_job){ r, schema_budget(c, r), tok_eot(c->tok), masks + vw * n, 0 };
+		of[i] = &jobs[n++];
 	}
-	*n_jobs = n;
 	return constrained_masks(c->csv, jobs, n);
 }
 
@@ -1208,29 +1225,20 @@ static int step_chunks(struct coord *c, struct intake_req **rs, struct sched_bat
 	m->mode = MSG_HEAD_ARGMAX;
 	m->k = 1;
 	m->flags = b->wide ? MSG_CHUNKS_WIDE : 0;
-	struct mask_job jobs[MSG_MAX_SLOTS];
-	uint32_t n_masks = 0;
-	rc = step_masks(c, rs, b, jobs, &n_masks);
+	struct mask_job jobs[MSG_MAX_SLOTS], *job_of[MSG_MAX_SLOTS];
+	rc = step_masks(c, rs, b, jobs, job_of);
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < b->n; i++) {
 		const struct sched_entry *e = &b->e[i];
 		struct intake_req *r = rs[e->seq];
-		bool head = e->samples && !r->seq.replaying;
-		uint32_t k = 1;
-		if (head && head_mode(r, &k) == MSG_HEAD_TOPK) {
+		uint32_t hv = chunk_head(e, r), k = 1;
+		if (hv && head_mode(r, &k) == MSG_HEAD_TOPK) {
 			m->mode = MSG_HEAD_TOPK;
 			m->k = k > m->k ? k : m->k;
 		}
-		uint32_t hv = !head ? 0 : intake_req_full_row(r) ? MSG_CHUNK_HEAD_FULL
-				       : r->head_gpu && (r->cs || r->n_bias) ? MSG_CHUNK_HEAD_BIAS : 1;
 		if (hv == MSG_CHUNK_HEAD_BIAS) {
-			int64_t got = 0;
-			const uint64_t *mask = NULL;
-			for (uint32_t j = 0; r->cs && j < n_masks; j++)
-				if (jobs[j].r == r)
-					mask = jobs[j].allowed, got = jobs[j].got;
-			int rc = head_inputs_to_slot(c, r, mask, got);
+			int rc = head_inputs_to_slot(c, r, job_of[i]);
 			if (rc)
 				return rc;
 		}
