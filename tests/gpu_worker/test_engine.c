@@ -721,3 +721,42 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 	const char *const name[2] = { "fused", "unfused" };
 	check_same_decode(x, want, name);
 }
+
+/* Decode attention over groups of query heads (UNICORN_VK_ATTN_QG=2: both
+ * query heads of a kv head in one workgroup, sharing every key and value it
+ * loads) changes the recorded workgroups, not the numbers: a prompt and 30
+ * single-token steps, past one key split (attention chunk 16) and past the
+ * sliding window, give bitwise the logits of one head per workgroup, for
+ * every KV type, with the splits merged by attn_combine or by attention's
+ * last workgroup (UNICORN_VK_ATTN_COMBINE=fused), on the subgroup and the
+ * shared-memory tree kernels. */
+Test(engine, grouped_heads_equal_lone_heads, .timeout = 180)
+{
+	static const struct {
+		uint32_t kv;
+		const char *combine, *norm;
+	} cases[] = { { KV_TYPE_F16, NULL, NULL }, { KV_TYPE_Q8_0, "fused", NULL }, { KV_TYPE_F32, "fused", "tree" } };
+	cr_assert_eq(setenv("UNICORN_VK_ATTN_CHUNK", "16", 1), 0);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		struct fx x[2];
+		cr_assert_eq(cases[c].combine ? setenv("UNICORN_VK_ATTN_COMBINE", cases[c].combine, 1)
+					       : unsetenv("UNICORN_VK_ATTN_COMBINE"), 0);
+		cr_assert_eq(cases[c].norm ? setenv("UNICORN_VK_NORM", cases[c].norm, 1) : unsetenv("UNICORN_VK_NORM"), 0);
+		for (int f = 0; f < 2; f++) {
+			cr_assert_eq(setenv("UNICORN_VK_ATTN_QG", f ? "1" : "2", 1), 0);
+			struct engine_opts o = { .max_ctx = 128, .max_batch = 8, .n_split = 4, .kv_type = cases[c].kv };
+			fx_open_opts(&x[f], "q4_0", &o);
+		}
+		cr_assert_eq(engine_attn_heads_per_group(x[0].e), 2u, "case %zu: the grouped engine groups no heads", c);
+		cr_assert_eq(engine_attn_heads_per_group(x[1].e), 1u);
+		/* the same dispatches (a short step: fused_equals_unfused's) */
+		uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
+		const uint32_t want[2] = { 7 * L + 4 - nt, 7 * L + 4 - nt };
+		const char *const name[2] = { "grouped heads", "a head per workgroup" };
+		check_same_decode(x, want, name);
+	}
+	unsetenv("UNICORN_VK_ATTN_CHUNK");
+	unsetenv("UNICORN_VK_ATTN_COMBINE");
+	unsetenv("UNICORN_VK_ATTN_QG");
+	unsetenv("UNICORN_VK_NORM");
+}
