@@ -895,6 +895,12 @@ static int imports_setup(struct engine *e, const struct engine_opts *o)
 #define SPLIT_MAX 8u
 #define SPLIT_MIN_K 512u
 #define CM_BK 64u /* shaders/mul_mm_cm.glsl BK */
+/* Decode attention's most key splits of any layer (the partials' room). */
+static uint32_t split_max(const struct engine *e)
+{
+	return e->n_split_global > e->n_split ? e->n_split_global : e->n_split;
+}
+
 static uint32_t split_k(const struct engine *e, uint32_t nrows, uint32_t ncols)
 {
 	uint32_t tiles = (nrows + ENGINE_CM_BM - 1) / ENGINE_CM_BM;
@@ -950,6 +956,10 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	const char *spenv = getenv("UNICORN_VK_ATTN_SPLITS");
 	if (spenv && atoi(spenv) >= 1 && atoi(spenv) <= 256)
 		e->n_split = (uint32_t)atoi(spenv);
+	/* UNICORN_VK_ATTN_SPLITS_GLOBAL=N (1..256): global layers' splits (their
+	 * keys run to the context's length; sliding layers' to the window) */
+	const char *sgenv = getenv("UNICORN_VK_ATTN_SPLITS_GLOBAL");
+	e->n_split_global = sgenv && atoi(sgenv) >= 1 && atoi(sgenv) <= 256 ? (uint32_t)atoi(sgenv) : e->n_split;
 	/* UNICORN_VK_ATTN_MIN_CHUNK=N (1..65536): the fewest keys of a split
 	 * instead of ATTN_MIN_CHUNK (A/B: fewer splits on short ranges) */
 	const char *mcenv = getenv("UNICORN_VK_ATTN_MIN_CHUNK");
@@ -1062,7 +1072,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 		{ &e->qkv, VK_BUF_DEVICE, R * e->qkv_stride * F },
 		{ &e->att, VK_BUF_DEVICE, R * e->n_q * F },
 		/* partials, then one counter per (token, head) for the fused combine */
-		{ &e->part, VK_BUF_DEVICE, R * c->n_head * e->n_split * (c->head_dim + 2) * F + R * c->n_head * 4 },
+		{ &e->part, VK_BUF_DEVICE, R * c->n_head * split_max(e) * (c->head_dim + 2) * F + R * c->n_head * 4 },
 		{ &e->gu, VK_BUF_DEVICE, R * 2 * c->n_ff * F },
 		{ &e->ff, VK_BUF_DEVICE, R * c->n_ff * F },
 		{ &e->logits, VK_BUF_HOST, B * c->n_vocab * F },
@@ -1621,7 +1631,7 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	}
 	bar(e, cb);
 	bool global = c->layer_global[il];
-	uint32_t window = global ? 0 : c->sliding_window;
+	uint32_t window = global ? 0 : c->sliding_window, n_split = global ? e->n_split_global : e->n_split;
 	struct rope_push rp = {
 		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, c->eps,
 		global ? c->rope_base_global : c->rope_base_local,
@@ -1643,8 +1653,8 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	int wo_kind = mv_kind(e, &l->wo, e->n_q, 0, n);
 	uint32_t wo_x16 = e->wo_x16 && !tail && l->wo.type == TENSOR_Q4_0G && (wo_kind == 1 || wo_kind == 3);
 	struct attn_push ap = {
-		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, e->n_split,
-		1.0f / sqrtf(qpas), e->attn_min_chunk, e->max_rows * c->n_head * e->n_split * (c->head_dim + 2),
+		c->head_dim, c->n_head, c->n_head_kv, e->qkv_stride, window, n_split,
+		1.0f / sqrtf(qpas), e->attn_min_chunk, e->max_rows * c->n_head * split_max(e) * (c->head_dim + 2),
 		rp.tab_off, rp.tab_mod, rp.eps, rp.base, rp.freq_scale, rp.kv_cap, rope_in_attn ? 1 : 0, e->attn_chunk,
 		wo_x16,
 	};
@@ -1653,7 +1663,7 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	 * layers whose window fits one, or when the step is short (every token's
 	 * position below attn_chunk; recorded as its own command buffer). Then
 	 * only split 0 has work: the other workgroups are not launched either. */
-	bool one_split = e->fuse && (e->n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short);
+	bool one_split = e->fuse && (n_split == 1 || (window && window <= e->attn_chunk) || e->rec_short);
 	/* rope_kv ran before (prefill chunks, unfused steps): the kernel without
 	 * the rope code, unless it writes wo's x16 copy (only attn has that) */
 	const struct vk_pipe *ak = rope_in_attn || wo_x16 ? &e->attn : &e->attn_pre;
@@ -1671,13 +1681,13 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 	} else {
 		eng_disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap,
 			 c->n_head / (ak == &e->attn ? e->attn_qg : 1), n,
-		     one_split ? 1 : e->n_split);
+		     one_split ? 1 : n_split);
 	}
 	bar(e, cb);
 	/* the splits' merge: flash attention's (every token has them: all = 1)
 	 * or attn's (tokens whose keys took more than one split) */
 	if (fa ? e->fa_nz > 1 : !e->fuse_combine && !one_split) {
-		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : e->n_split, window, e->attn_min_chunk,
+		struct combine_push cp = { c->head_dim, c->n_head, fa ? e->fa_nz : n_split, window, e->attn_min_chunk,
 					   e->attn_chunk, wo_x16, fa ? 1 : 0 };
 		eng_disp(e, cb, "attn_combine", 0, &e->combine, l->s_combine, &cp, c->n_head, n, 1);
 		bar(e, cb);

@@ -206,6 +206,7 @@ struct engine {
 	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */
 	uint32_t attn_chunk;            /* ATTN_CHUNK, ATTN_CHUNK_NARROW */
 	uint32_t attn_min_chunk;        /* ATTN_MIN_CHUNK (UNICORN_VK_ATTN_MIN_CHUNK) */
+	uint32_t n_split_global;        /* global layers' attention splits (UNICORN_VK_ATTN_SPLITS_GLOBAL) */
 	uint32_t attn_qg;               /* query heads per attn workgroup (UNICORN_VK_ATTN_QG) */
 	bool step_short;                /* the step written last: every token's range is one attention split */
 	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
