@@ -51,7 +51,7 @@ static void bench_usage(FILE *f)
 		"                       context, one step of B rows at a time; reports the aggregate tok/s\n"
 		"                       and ms per step (pdB), on the kernels a lone token uses (narrow)\n"
 		"                       and, where the device has them, the mat-mat kernels (wide: what\n"
-		"                       the coordinator runs from 16 rows); without -p, only this\n"
+		"                       the coordinator runs from 8 rows); without -p, only this\n"
 		"      --kv-type T      the KV cache's type: f16 (default), q8_0 or f32\n"
 		"      --vk-device D    Vulkan device index or name substring (see 'unicorn devices')\n"
 		"      --json           one JSON object on stdout instead of a table\n"

@@ -51,7 +51,13 @@
 #define RECOVER_MS 30000               /* give up on a dead worker after this */
 #define MAX_FAILS 3                    /* step failures before a request errors */
 #define QUEUE_CAP 16
-#define BATCH_MM_MIN_DEFAULT 16        /* decode rows from which decode runs mat-mat */
+/* decode rows from which a fused round's decode runs mat-mat: 8 (H100, `bench
+ * --parallel`, ms per step narrow / wide: 1B 3.17 / 3.29 at 8 rows, 4.19 /
+ * 3.36 at 12; 27B 28.5 / 40.2 at 4, 51.3 / 41.5 at 8, 102.1 / 43.9 at 16;
+ * at 16 a round that lost one finished stream fell to the narrow kernels:
+ * json_object's early ends made its 16-stream ITL 1.46x plain's, 1.11x at
+ * 8; BENCHMARKS.md) */
+#define BATCH_MM_MIN_DEFAULT 8
 /* the same per micro-batch of split and pipeline FLOWs: 8 (27B Q4_0,
  * pipeline on two H100s, 16 streams: 237 tok/s at 16, 300 at 8; 64 streams
  * 788 -> 816; BENCHMARKS.md) */

@@ -24,7 +24,7 @@
 #                             mkmodel's tokenizer)
 #                             sent alone twice, cold then with its prefix cached
 #                             (TTFT of each in serving.md)
-#   UNICORN_BATCH_MM_MIN [16] decode tokens from which a fused round's decode rows
+#   UNICORN_BATCH_MM_MIN [8] decode tokens from which a fused round's decode rows
 #                             run the mat-mat kernel (0 = only beside prompt chunks)
 #   UNICORN_BATCH_TOKENS [512] rows one fused round feeds (prompt chunks of all
 #                             sequences together); both reach the coordinator

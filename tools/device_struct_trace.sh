@@ -16,8 +16,8 @@ M=${STRUCT_MODEL:-/tmp/1b-q4_0.gguf}
 [ -f "$M" ] || bin/unicorn-mkmodel --shape 1b --type q4_0 --seed 1 -q -o "$M" || exit 1
 N=${TOKENS:-200}
 bin/unicorn-up --model "$M" --max-seqs 16 --port 8650 --name tr -d > "$OUT/up-tr.txt" 2>&1 || { cat "$OUT/up-tr.txt"; exit 1; }
-echo "| request | rounds of 16 | span p50 ms | worker p50 ms | messaging p50 ms | between spans p50 ms | round p50 ms |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| request | tok/s | ITL p50 ms | rounds of 16 | span p50 ms | worker p50 ms | messaging p50 ms | between spans p50 ms | round p50 ms |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for kind in plain json_object logit_bias; do
 	case $kind in
 	plain) extra= ;;
@@ -30,19 +30,21 @@ for kind in plain json_object logit_bias; do
 	python3 tools/http_bench.py --url http://127.0.0.1:8650 --streams 16 --tokens "$N" --warmup 0 \
 		--label "$kind" ${extra:+--extra "$extra"} --json "$OUT/tr-$kind.json" > /dev/null
 	wait $tp
-	python3 - "$OUT/trace-$kind.json" "$kind" <<'PY'
+	python3 - "$OUT/trace-$kind.json" "$kind" "$OUT/tr-$kind.json" <<'PY'
 import json, sys, statistics as st
+b = json.load(open(sys.argv[3]))["levels"][0]
+lab = f"{sys.argv[2]} | {b['tok_per_s']:.1f} | {b['itl_ms_p50']:.2f}"
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("name", "").startswith("run")]
 ev.sort(key=lambda e: e["ts"])
 full = [i for i, e in enumerate(ev) if e["args"]["n"] == 16]
 if not full:
-    print(f"| {sys.argv[2]} | 0 | | | | | |"); sys.exit(0)
+    print(f"| {lab} | 0 | | | | | |"); sys.exit(0)
 dur = [ev[i]["dur"] / 1e3 for i in full]
 wk = [ev[i]["args"]["worker_us"] / 1e3 for i in full]
 gap = [(ev[i + 1]["ts"] - ev[i]["ts"] - ev[i]["dur"]) / 1e3 for i in full if i + 1 < len(ev)]
 rnd = [(ev[i + 1]["ts"] - ev[i]["ts"]) / 1e3 for i in full if i + 1 < len(ev)]
 m = st.median
-print(f"| {sys.argv[2]} | {len(full)} | {m(dur):.3f} | {m(wk):.3f} | {m(dur) - m(wk):.3f} | {m(gap):.3f} | {m(rnd):.3f} |")
+print(f"| {lab} | {len(full)} | {m(dur):.3f} | {m(wk):.3f} | {m(dur) - m(wk):.3f} | {m(gap):.3f} | {m(rnd):.3f} |")
 PY
 done
 bin/unicorn logs --name tr > "$OUT/cluster-tr.log" 2>&1
