@@ -707,21 +707,11 @@ static int pipes_create(struct engine *e, const struct model *m)
 	 * so the separate attn_combine stays the default. */
 	const char *cenv = getenv("UNICORN_VK_ATTN_COMBINE");
 	e->fuse_combine = cenv && strcmp(cenv, "fused") == 0;
-	/* query heads per decode-attention workgroup (attn.glsl QG): every head
-	 * of a kv group shares the keys it loads; UNICORN_VK_ATTN_QG=N picks N
-	 * (1 = a head each) where N divides n_head / n_head_kv */
-	uint32_t group = e->cfg.n_head / e->cfg.n_head_kv, qg = ATTN_QG_DEFAULT;
-	const char *qgenv = getenv("UNICORN_VK_ATTN_QG");
-	if (qgenv && atoi(qgenv) >= 1 && atoi(qgenv) <= 16)
-		qg = (uint32_t)atoi(qgenv);
-	while (qg > 1 && group % qg != 0)
-		qg--;
-	e->attn_qg = qg;
-	const uint32_t spec_attn[4] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0, e->attn_qg };
+	const uint32_t spec_attn[3] = { WG, e->cfg.head_dim, e->fuse_combine ? 1 : 0 };
 	const char *attn_name = norm_sg ? (e->wo_x16 ? "attn_sg_wox16" : "attn_sg") : e->wo_x16 ? "attn_wox16" : "attn";
 	snprintf(pname[1], sizeof pname[1], "%s%s", attn_name, kvs);
 	snprintf(pname[2], sizeof pname[2], "%s%s", norm_sg ? "attn_sg_pre" : "attn_pre", kvs);
-	if (!rc) rc = vk_pipe_create(e->vk, pname[1], 10, sizeof(struct attn_push), spec_attn, 4, &e->attn);
+	if (!rc) rc = vk_pipe_create(e->vk, pname[1], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn);
 	if (!rc) rc = vk_pipe_create(e->vk, pname[2], 10, sizeof(struct attn_push), spec_attn, 3, &e->attn_pre);
 	if (!rc) rc = vk_pipe_create(e->vk, "attn_combine", 4, sizeof(struct combine_push), wg, 1, &e->combine);
 	if (!rc)
@@ -1679,8 +1669,7 @@ void eng_rec_attn(struct engine *e, VkCommandBuffer cb, uint32_t il, uint32_t n,
 		eng_disp(e, cb, "attn", 0, &e->attn_fa, l->s_attn, &fp, c->n_head_kv, (rows + ENGINE_FA_ROWS - 1) / ENGINE_FA_ROWS,
 		     e->fa_nz);
 	} else {
-		eng_disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap,
-			 c->n_head / (ak == &e->attn ? e->attn_qg : 1), n,
+		eng_disp(e, cb, rope_in_attn ? "attn+rope_kv" : "attn", 0, ak, l->s_attn, &ap, c->n_head, n,
 		     one_split ? 1 : n_split);
 	}
 	bar(e, cb);
@@ -2029,7 +2018,6 @@ int engine_image_set(struct engine *e, uint32_t slot, const float *rows)
 bool engine_has_mm(const struct engine *e) { return e->use_mm; }
 bool engine_has_fa(const struct engine *e) { return e->attn_fa.pipe != VK_NULL_HANDLE; }
 bool engine_norm_tail(const struct engine *e) { return e->norm_tail && !e->nt_dispatch; }
-uint32_t engine_attn_heads_per_group(const struct engine *e) { return e->attn_qg; }
 
 /* Check the chunks and write their step records: rows of chunks without a
  * head and all but the last row of the others first, then the head rows in

@@ -197,8 +197,6 @@ uint32_t engine_mvs_tpr(uint32_t ncols, uint32_t wg, uint32_t bpt);
 uint32_t engine_norm_per(uint32_t n, uint32_t wg);
 /* decode's wo and down run their post-norm in their last workgroup (engine.c norm_tail_pick) */
 bool engine_norm_tail(const struct engine *e);
-/* Query heads per decode-attention workgroup (UNICORN_VK_ATTN_QG). */
-uint32_t engine_attn_heads_per_group(const struct engine *e);
 /* Elements per mul_mvs work unit of a weight type: 8 (a quarter block:
  * q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl; iq4_xs: of a sub-block), 16 (K-quants q3_k..q6_k), 32 (a
  * whole block: the other types, and in the generic _gen kernels,

@@ -101,9 +101,6 @@
 #define ATTN_CHUNK_NARROW 128u
 #define ATTN_NARROW_HD 128u
 #define ATTN_MIN_CHUNK 32u
-/* attn.glsl QG: query heads per decode-attention workgroup (at most the kv
- * group's size, a divisor of it) */
-#define ATTN_QG_DEFAULT 1u
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
  * MODE_W_*: the same rows with every product on the mat-mat kernel (wide
@@ -207,7 +204,6 @@ struct engine {
 	uint32_t attn_chunk;            /* ATTN_CHUNK, ATTN_CHUNK_NARROW */
 	uint32_t attn_min_chunk;        /* ATTN_MIN_CHUNK (UNICORN_VK_ATTN_MIN_CHUNK) */
 	uint32_t n_split_global;        /* global layers' attention splits (UNICORN_VK_ATTN_SPLITS_GLOBAL) */
-	uint32_t attn_qg;               /* query heads per attn workgroup (UNICORN_VK_ATTN_QG) */
 	bool step_short;                /* the step written last: every token's range is one attention split */
 	bool rec_short, rec_distinct;   /* recording: short variant; rows are distinct sequences */
 	uint32_t rec_disp, rec_bars;    /* dispatches and barriers recorded (engine_profile) */

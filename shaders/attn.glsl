@@ -54,11 +54,6 @@ layout(constant_id = 1) const uint HD = 0;
 // and writes out[] (no attn_combine dispatch). Counters live in part[] from
 // p.cnt_off on, are zero between dispatches and reset by that last workgroup.
 layout(constant_id = 2) const uint FUSE = 0;
-// Query heads per workgroup (GQA): QG heads of one kv head share every key
-// and value the workgroup loads, so a kv head's keys cross from memory once
-// per QG query heads instead of once per head. The host dispatches n_head /
-// QG workgroups in x and takes QG dividing n_head / n_kv (1: a head each).
-layout(constant_id = 3) const uint QG = 1;
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer QKV { float qkv[]; };
@@ -123,7 +118,7 @@ layout(push_constant) uniform Push {
 // per SM and made prefill attention 35% slower; at head_dim 256 they take 5 KB.
 const uint SH4 = HD > 0u ? (HD + 3u) / 4u : 128u;
 const uint SH = SH4 * 4u;
-shared vec4 q4[QG * SH4];  // head g of the group at g * SH4
+shared vec4 q4[SH4];
 shared vec4 kn4[SH4], vn4[SH4];  // the token's own key and value
 shared float rv[SH], rw[SH];
 shared float rr[WG];
@@ -132,10 +127,10 @@ shared float rv2[SH], rw2[SH];
 shared float rr2[WG];
 #define ROPE_TWO 1
 #include "rope.glsl"
-shared float pr[QG * WG];  // head g's weights at g * WG
+shared float pr[WG];
 shared uint rowk[WG];  // cache row of key kb + i (paged: not contiguous across blocks)
-shared float red[QG * WG];
-shared uint lastg[QG];
+shared float red[WG];
+shared uint merge_here;  // FUSE: this workgroup counted its head's last split
 // P.V's key slices (main): where the host gives head_dim and a head has
 // fewer vec4s than the workgroup has threads (27B's 128 dims: 32 of 64), the
 // slices' count, a constant so that a kernel without slices (HD >= 4 WG, or
@@ -143,10 +138,7 @@ shared uint lastg[QG];
 // (Debian 12's glslc fails to optimize these constants written with &&)
 const uint PV_D4 = HD >= 4u ? HD / 4u : WG;
 const uint PV_KS = PV_D4 < WG ? WG / PV_D4 : 1u;
-shared vec4 pvs[PV_KS > 1u ? QG * WG : 1u];
-// P.V's independent loads per thread, shared by the group's heads (each
-// head its own accumulators: PV_ACC vec4s in all, whatever QG)
-const uint PVA = PV_ACC / QG > 0u ? PV_ACC / QG : 1u;
+shared vec4 pvs[PV_KS > 1u ? WG : 1u];
 #ifdef WO_X16
 // the head's output row for its x16 copy, in its own array: stores to rw[],
 // which rope's precise norm reads, made glslang mark every operation that
@@ -164,50 +156,41 @@ shared float x16row[MAXD * WG];
 #endif
 
 #ifdef SG
-// The workgroup's max or sum of each head's value: each subgroup's, then
-// those of the subgroups (one pair of barriers for the group's heads).
+// The workgroup's max or sum: each subgroup's, then those of the subgroups.
 // rowk[] and pr[], written before a call, are published by its barrier.
-shared float sgred[QG * WG];
-void wg_reduce(inout float v[QG], bool is_max)
+shared float sgred[WG];
+float wg_reduce(float v, bool is_max)
 {
-	for (uint g = 0u; g < QG; g++) {
-		float x = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
-		if (subgroupElect())
-			sgred[g * WG + gl_SubgroupID] = x;
-	}
+	v = is_max ? subgroupMax(v) : subgroupAdd(v);
+	if (subgroupElect())
+		sgred[gl_SubgroupID] = v;
 	barrier();
-	for (uint g = 0u; g < QG; g++) {
-		float r = sgred[g * WG];
-		for (uint i = 1u; i < gl_NumSubgroups; i++)
-			r = is_max ? max(r, sgred[g * WG + i]) : r + sgred[g * WG + i];
-		v[g] = r;
-	}
+	float r = sgred[0];
+	for (uint i = 1u; i < gl_NumSubgroups; i++)
+		r = is_max ? max(r, sgred[i]) : r + sgred[i];
 	barrier();
+	return r;
 }
 #else
-void wg_reduce(inout float v[QG], bool is_max)
+float wg_reduce(float v, bool is_max)
 {
 	uint tid = gl_LocalInvocationID.x;
-	for (uint g = 0u; g < QG; g++)
-		red[g * WG + tid] = v[g];
+	red[tid] = v;
 	barrier();
 	for (uint s = WG / 2u; s > 0u; s >>= 1) {
 		if (tid < s)
-			for (uint g = 0u; g < QG; g++)
-				red[g * WG + tid] = is_max ? max(red[g * WG + tid], red[g * WG + tid + s])
-							   : red[g * WG + tid] + red[g * WG + tid + s];
+			red[tid] = is_max ? max(red[tid], red[tid + s]) : red[tid] + red[tid + s];
 		barrier();
 	}
-	for (uint g = 0u; g < QG; g++)
-		v[g] = red[g * WG];
+	float r = red[0];
 	barrier();
+	return r;
 }
 #endif
 
 void main()
 {
-	// workgroup x: query heads h0 .. h0 + QG - 1, all of kv head kvh
-	uint h0 = gl_WorkGroupID.x * QG, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
+	uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
 	uint tid = gl_LocalInvocationID.x, hd = HD > 0u ? HD : p.head_dim;
 	uint pos = step[STEP_TPOS(t)];       // each token its own causal range
 	uint kv_base = step[STEP_TBASE(t)];  // and its own sequence's block table
@@ -215,7 +198,7 @@ void main()
 	// word, engine_image.c) the span's last position, every key of the span
 	// written before (rope_kv; p.rope steps never hold a span)
 	uint last = ATTN_ROPE ? pos : max(pos, step[STEP_TOKENS + 4u * t + 3u]);
-	uint kvh = h0 / (p.n_head / p.n_kv);
+	uint kvh = h / (p.n_head / p.n_kv);
 	uint kvs = p.n_kv * hd;
 	uint lo = (p.window > 0u && pos + 1u > p.window) ? pos + 1u - p.window : 0u;
 	uint len = last + 1u - lo;
@@ -228,9 +211,7 @@ void main()
 	bool empty = k0 >= k1, fresh = !empty && k1 == last + 1u;  // fresh: this split holds key last
 	uint kend = fresh ? last : k1;  // keys [k0, kend) from the cache, then key last
 	uint hd16 = (hd + 15u) / 16u * 4u;  // vec4s of a head, zero padded to a multiple of 4
-	uint qo = t * p.qkv_stride + h0 * hd;  // head g's q at qo + g * hd
-	// the first query head of the kv group appends the key and value
-	bool writer = h0 % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap;
+	uint qo = t * p.qkv_stride + h * hd;
 	// p.rope: this split holds the token's own key, whose raw k, its norm
 	// weight and v come from qkv; load them now, beside q, so that no
 	// memory round trip waits behind the q norm, the keys and the barriers
@@ -251,81 +232,69 @@ void main()
 		vraw[di] = vv;
 	}
 	if (ATTN_ROPE && !empty) {
-		// the group's heads one after another through rv[] (the first
-		// beside the token's own key), each scaled into its q4[] slot
-		for (uint g = 0u; g < QG; g++) {
-			if (g > 0u)
-				barrier();  // the previous head's rv[] read into q4[]
-			for (uint i = tid; i < hd; i += WG) {
-				rv[i] = qkv[qo + g * hd + i];
-				rw[i] = qn[i];
-			}
-			for (uint di = 0u; g == 0u && own && di < MAXD; di++) {
-				uint i = tid + di * WG;
-				if (i < hd) {
-					rv2[i] = kraw[di];
-					rw2[i] = knw[di];
-				}
-			}
-			barrier();
-			// q and the token's own key in one pass (their angles are the same)
-			norm_rope(hd, pos, p.eps, p.base, p.freq_scale, own && g == 0u);
-			if (own && g == 0u) {
-				uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
-#if KV_TYPE == 0
-				if (writer) {
-					for (uint i = tid; i < hd; i += WG)
-						kcw[ko + i] = rv2[i];
-					for (uint di = 0u; di < 2u; di++)
-						for (uint c = 0u; c < 4u; c++) {
-							uint i = 4u * (tid + di * WG) + c;
-							if (i < hd)
-								vcw[ko + i] = vraw[di][c];
-						}
-				}
-#endif
-				// published by the barrier after q4[]
-				for (uint di = 0u; di < 2u; di++) {
-					uint i = tid + di * WG;
-					if (i >= hd16)
-						break;
-					vec4 kv = vec4(0.0);
-					for (uint c = 0u; c < 4u; c++)
-						if (4u * i + c < hd)
-							kv[c] = rv2[4u * i + c];
-#if KV_TYPE == 1
-					// the cache's f16 values, here as in the cache (ko, hd even)
-					uvec2 kw = uvec2(packHalf2x16(kv.xy), packHalf2x16(kv.zw));
-					uvec2 vw = uvec2(packHalf2x16(vraw[di].xy), packHalf2x16(vraw[di].zw));
-					if (writer)
-						for (uint c = 0u; c < 2u; c++)
-							if (4u * i + 2u * c < hd) {
-								kcu[(ko >> 1) + 2u * i + c] = kw[c];
-								vcu[(ko >> 1) + 2u * i + c] = vw[c];
-							}
-					kn4[i] = kv_h4(kw);
-					vn4[i] = kv_h4(vw);
-#else
-					kn4[i] = kv;
-					vn4[i] = vraw[di];
-#endif
-				}
-			}
-			for (uint i = tid; i < hd16; i += WG) {
-				vec4 v;
-				for (uint c = 0u; c < 4u; c++)
-					v[c] = 4u * i + c < hd ? rv[4u * i + c] * p.scale : 0.0;
-				q4[g * SH4 + i] = v;
+		for (uint i = tid; i < hd; i += WG) {
+			rv[i] = qkv[qo + i];
+			rw[i] = qn[i];
+		}
+		for (uint di = 0u; own && di < MAXD; di++) {
+			uint i = tid + di * WG;
+			if (i < hd) {
+				rv2[i] = kraw[di];
+				rw2[i] = knw[di];
 			}
 		}
-	} else {
-		for (uint g = 0u; g < QG; g++)
-			for (uint i = tid; i < hd16; i += WG) {
-				vec4 v;
-				for (uint c = 0u; c < 4u; c++)
-					v[c] = 4u * i + c < hd && !ATTN_ROPE ? qkv[qo + g * hd + 4u * i + c] * p.scale : 0.0;
-				q4[g * SH4 + i] = v;
+		barrier();
+		// q and the token's own key in one pass (their angles are the same)
+		norm_rope(hd, pos, p.eps, p.base, p.freq_scale, own);
+		if (own) {
+			// the first query head of the kv group appends the key and value
+			uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+			bool writer = h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap;
+#if KV_TYPE == 0
+			if (writer) {
+				for (uint i = tid; i < hd; i += WG)
+					kcw[ko + i] = rv2[i];
+				for (uint di = 0u; di < 2u; di++)
+					for (uint c = 0u; c < 4u; c++) {
+						uint i = 4u * (tid + di * WG) + c;
+						if (i < hd)
+							vcw[ko + i] = vraw[di][c];
+					}
 			}
+#endif
+			// published by the barrier after q4[]
+			for (uint di = 0u; di < 2u; di++) {
+				uint i = tid + di * WG;
+				if (i >= hd16)
+					break;
+				vec4 kv = vec4(0.0);
+				for (uint c = 0u; c < 4u; c++)
+					if (4u * i + c < hd)
+						kv[c] = rv2[4u * i + c];
+#if KV_TYPE == 1
+				// the cache's f16 values, here as in the cache (ko, hd even)
+				uvec2 kw = uvec2(packHalf2x16(kv.xy), packHalf2x16(kv.zw));
+				uvec2 vw = uvec2(packHalf2x16(vraw[di].xy), packHalf2x16(vraw[di].zw));
+				if (writer)
+					for (uint c = 0u; c < 2u; c++)
+						if (4u * i + 2u * c < hd) {
+							kcu[(ko >> 1) + 2u * i + c] = kw[c];
+							vcu[(ko >> 1) + 2u * i + c] = vw[c];
+						}
+				kn4[i] = kv_h4(kw);
+				vn4[i] = kv_h4(vw);
+#else
+				kn4[i] = kv;
+				vn4[i] = vraw[di];
+#endif
+			}
+		}
+	}
+	for (uint i = tid; i < hd16; i += WG) {
+		vec4 v;
+		for (uint c = 0u; c < 4u; c++)
+			v[c] = 4u * i + c < hd ? (ATTN_ROPE ? rv[4u * i + c] : qkv[qo + 4u * i + c]) * p.scale : 0.0;
+		q4[i] = v;
 	}
 	barrier();
 #if KV_TYPE == 2
@@ -334,6 +303,7 @@ void main()
 		// value, quantizes it (as rope_kv does), appends it (the writer head)
 		// and leaves the values the cache gives back in kn4[]/vn4[]
 		uint ko = KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, pos) * kvs + kvh * hd;
+		bool writer = h % (p.n_head / p.n_kv) == 0u && pos < p.kv_cap;
 		for (uint j = tid; j < 2u * (hd / 32u); j += WG) {
 			bool isv = j >= hd / 32u;
 			uint bj = isv ? j - hd / 32u : j;
@@ -363,21 +333,16 @@ void main()
 		barrier();
 	}
 #endif
-	// per head g of the group: running max m, sum l and output o / o4
-	float m[QG], l[QG];
-	float o[QG * MAXD];
-	vec4 o4[QG * 2u];
-	for (uint g = 0u; g < QG; g++) {
-		m[g] = NEG_INF;
-		l[g] = 0.0;
-		o4[2u * g] = vec4(0.0);
-		o4[2u * g + 1u] = vec4(0.0);
-	}
-	for (uint i = 0u; i < QG * MAXD; i++)
+	float m = NEG_INF, l = 0.0;
+	float o[MAXD];
+	for (uint i = 0u; i < MAXD; i++)
 		o[i] = 0.0;
 	// vec4 path for P.V: each thread owns whole vec4s of the output (coalesced
 	// 16-byte loads, a quarter of the load instructions of the scalar path)
 	bool v4 = (kvs & 3u) == 0u && (hd & 3u) == 0u && hd <= 8u * WG;
+	vec4 o4[2];
+	o4[0] = vec4(0.0);
+	o4[1] = vec4(0.0);
 	// P.V's key slices: thread tid takes vec4 tid % nd4 of every PV_KS-th
 	// key from slice ks = tid / nd4, so no thread idles and each waits on
 	// half (or less) of the key round trips; the slices' sums meet in slice
@@ -386,119 +351,83 @@ void main()
 	uint ks = PV_KS > 1u ? tid / nd4 : 0u, kd4 = PV_KS > 1u ? tid % nd4 : tid;
 	for (uint kb = k0; kb < kend; kb += WG) {
 		uint j = kb + tid;
-		float s[QG];
-		for (uint g = 0u; g < QG; g++)
-			s[g] = NEG_INF;
+		float s = NEG_INF;
 		uint row = j < kend ? KV_ROW(tab, kv_base, p.tab_off, p.tab_mod, j) : 0u;
 		rowk[tid] = row;  // published to the P.V loop by wg_reduce's barriers
 		if (j < kend) {
 			uint ko = row * kvs + kvh * hd;
 			if ((kvs & 3u) == 0u && (hd & 15u) == 0u) {
-				// four independent vec4 loads per step keep several loads
-				// in flight; each key vec4 serves every head of the group
-				vec4 a[QG * 4u];
-				for (uint u = 0u; u < QG * 4u; u++)
-					a[u] = vec4(0.0);
+				// four independent vec4 loads per step keep several loads in flight
+				vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
 				uint k4 = ko >> 2;
 				for (uint i = 0u; i < hd / 4u; i += 4u) {
-					vec4 c0 = KLOAD4(k4 + i), c1 = KLOAD4(k4 + i + 1u);
-					vec4 c2 = KLOAD4(k4 + i + 2u), c3 = KLOAD4(k4 + i + 3u);
-					for (uint g = 0u; g < QG; g++) {
-						a[4u * g] += q4[g * SH4 + i] * c0;
-						a[4u * g + 1u] += q4[g * SH4 + i + 1u] * c1;
-						a[4u * g + 2u] += q4[g * SH4 + i + 2u] * c2;
-						a[4u * g + 3u] += q4[g * SH4 + i + 3u] * c3;
-					}
+					a0 += q4[i] * KLOAD4(k4 + i);
+					a1 += q4[i + 1u] * KLOAD4(k4 + i + 1u);
+					a2 += q4[i + 2u] * KLOAD4(k4 + i + 2u);
+					a3 += q4[i + 3u] * KLOAD4(k4 + i + 3u);
 				}
-				for (uint g = 0u; g < QG; g++)
-					s[g] = dot((a[4u * g] + a[4u * g + 1u]) + (a[4u * g + 2u] + a[4u * g + 3u]), vec4(1.0));
+				s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
 			} else {
-				for (uint g = 0u; g < QG; g++)
-					s[g] = 0.0;
-				for (uint i = 0u; i < hd; i++) {
-					float kv = KLOAD1(ko + i);
-					for (uint g = 0u; g < QG; g++)
-						s[g] += q4[g * SH4 + (i >> 2)][i & 3u] * kv;
-				}
+				s = 0.0;
+				for (uint i = 0u; i < hd; i++)
+					s += q4[i >> 2][i & 3u] * KLOAD1(ko + i);
 			}
 		}
-		float mn[QG], pj[QG], corr[QG];
-		for (uint g = 0u; g < QG; g++)
-			mn[g] = s[g];
-		wg_reduce(mn, true);
-		for (uint g = 0u; g < QG; g++) {
-			mn[g] = max(m[g], mn[g]);
-			pj[g] = j < kend ? exp(s[g] - mn[g]) : 0.0;
-			pr[g * WG + tid] = pj[g];
-			corr[g] = exp(m[g] - mn[g]);
-		}
-		wg_reduce(pj, false);
-		for (uint g = 0u; g < QG; g++)
-			l[g] = l[g] * corr[g] + pj[g];
+		float mn = max(m, wg_reduce(s, true));
+		float pj = j < kend ? exp(s - mn) : 0.0;
+		pr[tid] = pj;
+		float corr = exp(m - mn);
+		l = l * corr + wg_reduce(pj, false);
 		uint nk = min(WG, kend - kb);
 		if (v4) {
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = kd4 + di * WG;
 				if (d4 < nd4 && ks < PV_KS) {
 					uint vo4 = (kvh * hd) / 4u + d4, ks4 = kvs / 4u;
-					// PVA independent loads in flight per thread (4 left
-					// decode's attention waiting on a round trip per 4
-					// keys), each value vec4 serving every head
-					vec4 a[QG * PVA];
-					[[unroll]] for (uint u = 0u; u < QG * PVA; u++)
+					// PV_ACC independent loads in flight per thread (4 left
+					// decode's attention waiting on a round trip per 4 keys)
+					vec4 a[PV_ACC];
+					[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
 						a[u] = vec4(0.0);
 					uint jj = ks;
-					for (; jj + PV_KS * (PVA - 1u) < nk; jj += PV_KS * PVA)
-						[[unroll]] for (uint u = 0u; u < PVA; u++) {
-							vec4 vv = VLOAD4(vo4 + rowk[jj + u * PV_KS] * ks4);
-							[[unroll]] for (uint g = 0u; g < QG; g++)
-								a[g * PVA + u] += pr[g * WG + jj + u * PV_KS] * vv;
-						}
-					for (; jj < nk; jj += PV_KS) {
-						vec4 vv = VLOAD4(vo4 + rowk[jj] * ks4);
-						for (uint g = 0u; g < QG; g++)
-							a[g * PVA] += pr[g * WG + jj] * vv;
-					}
-					for (uint g = 0u; g < QG; g++) {
-						[[unroll]] for (uint w = PVA / 2u; w > 0u; w >>= 1)
-							[[unroll]] for (uint u = 0u; u < w; u++)
-								a[g * PVA + u] += a[g * PVA + u + w];
-						o4[2u * g + di] = o4[2u * g + di] * corr[g] + a[g * PVA];
-					}
+					for (; jj + PV_KS * (PV_ACC - 1u) < nk; jj += PV_KS * PV_ACC)
+						[[unroll]] for (uint u = 0u; u < PV_ACC; u++)
+							a[u] += pr[jj + u * PV_KS] * VLOAD4(vo4 + rowk[jj + u * PV_KS] * ks4);
+					for (; jj < nk; jj += PV_KS)
+						a[0] += pr[jj] * VLOAD4(vo4 + rowk[jj] * ks4);
+					[[unroll]] for (uint w = PV_ACC / 2u; w > 0u; w >>= 1)
+						[[unroll]] for (uint u = 0u; u < w; u++)
+							a[u] += a[u + w];
+					o4[di] = o4[di] * corr + a[0];
 				}
 			}
 		} else for (uint di = 0u; di < MAXD; di++) {
 			uint d = tid + di * WG;
 			if (d < hd) {
 				uint vo = kvh * hd + d;
-				for (uint g = 0u; g < QG; g++) {
-					float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-					uint jj = 0u;
-					for (; jj + 4u <= nk; jj += 4u) {
-						a0 += pr[g * WG + jj] * VLOAD1(vo + rowk[jj] * kvs);
-						a1 += pr[g * WG + jj + 1u] * VLOAD1(vo + rowk[jj + 1u] * kvs);
-						a2 += pr[g * WG + jj + 2u] * VLOAD1(vo + rowk[jj + 2u] * kvs);
-						a3 += pr[g * WG + jj + 3u] * VLOAD1(vo + rowk[jj + 3u] * kvs);
-					}
-					for (; jj < nk; jj++)
-						a0 += pr[g * WG + jj] * VLOAD1(vo + rowk[jj] * kvs);
-					o[g * MAXD + di] = o[g * MAXD + di] * corr[g] + ((a0 + a1) + (a2 + a3));
+				float a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+				uint jj = 0u;
+				for (; jj + 4u <= nk; jj += 4u) {
+					a0 += pr[jj] * VLOAD1(vo + rowk[jj] * kvs);
+					a1 += pr[jj + 1u] * VLOAD1(vo + rowk[jj + 1u] * kvs);
+					a2 += pr[jj + 2u] * VLOAD1(vo + rowk[jj + 2u] * kvs);
+					a3 += pr[jj + 3u] * VLOAD1(vo + rowk[jj + 3u] * kvs);
 				}
+				for (; jj < nk; jj++)
+					a0 += pr[jj] * VLOAD1(vo + rowk[jj] * kvs);
+				o[di] = o[di] * corr + ((a0 + a1) + (a2 + a3));
 			}
 		}
-		for (uint g = 0u; g < QG; g++)
-			m[g] = mn[g];
+		m = mn;
 		barrier();
 	}
 	if (v4 && PV_KS > 1u) {
 		// every slice rescaled by the same corrections: their sum is the row
-		for (uint g = 0u; g < QG; g++)
-			pvs[g * WG + tid] = o4[2u * g];
+		pvs[tid] = o4[0];
 		barrier();
 		if (ks == 0u)
-			for (uint g = 0u; g < QG; g++)
-				for (uint k = 1u; k < PV_KS; k++)
-					o4[2u * g] += pvs[g * WG + tid + k * nd4];
+			for (uint k = 1u; k < PV_KS; k++)
+				o4[0] += pvs[tid + k * nd4];
 	}
 	if (fresh) {
 		// p.rope: kn4[] and vn4[] hold the key and value since the start
@@ -519,143 +448,129 @@ void main()
 			}
 			barrier();
 		}
-		for (uint g = 0u; g < QG; g++) {
-			// every thread forms the same score from shared memory
-			vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
-			for (uint i = 0u; i < hd16; i += 4u) {
-				a0 += q4[g * SH4 + i] * kn4[i];
-				a1 += q4[g * SH4 + i + 1u] * kn4[i + 1u];
-				a2 += q4[g * SH4 + i + 2u] * kn4[i + 2u];
-				a3 += q4[g * SH4 + i + 3u] * kn4[i + 3u];
-			}
-			float sc = dot((a0 + a1) + (a2 + a3), vec4(1.0));
-			float mx = max(m[g], sc);
-			float pk = exp(sc - mx), cr = exp(m[g] - mx);
-			l[g] = l[g] * cr + pk;
-			if (v4) {
-				for (uint di = 0u; di < 2u; di++) {
-					uint d4 = tid + di * WG;
-					if (d4 < hd / 4u)
-						o4[2u * g + di] = o4[2u * g + di] * cr + pk * vn4[d4];
-				}
-			} else {
-				for (uint di = 0u; di < MAXD; di++) {
-					uint d = tid + di * WG;
-					if (d < hd)
-						o[g * MAXD + di] = o[g * MAXD + di] * cr + pk * vn4[d >> 2][d & 3u];
-				}
-			}
-			m[g] = mx;
+		// every thread forms the same score from shared memory
+		vec4 a0 = vec4(0.0), a1 = vec4(0.0), a2 = vec4(0.0), a3 = vec4(0.0);
+		for (uint i = 0u; i < hd16; i += 4u) {
+			a0 += q4[i] * kn4[i];
+			a1 += q4[i + 1u] * kn4[i + 1u];
+			a2 += q4[i + 2u] * kn4[i + 2u];
+			a3 += q4[i + 3u] * kn4[i + 3u];
 		}
-	}
-	if (single) {
-		for (uint g = 0u; g < QG; g++) {
-			uint h = h0 + g, oo = t * p.n_head * hd + h * hd;
-			if (v4) {
-				for (uint di = 0u; di < 2u; di++) {
-					uint d4 = tid + di * WG;
-					if (d4 < hd / 4u)
-						for (uint c = 0u; c < 4u; c++) {
-							outv[oo + 4u * d4 + c] = o4[2u * g + di][c] / l[g];
-#if defined(WO_X16) && !defined(SG)
-							if (X16_ROWS)
-								X16_HEAD_ROW[4u * d4 + c] = o4[2u * g + di][c] / l[g];
-#endif
-						}
-				}
-#ifdef SG
-				// the copy from registers: a thread's four dims are a run
-				if (X16_ROWS) {
-					for (uint di = 0u; di < 2u && di * WG < hd / 4u; di++)
-						head_x16_run(t, h, hd, p.n_head, tid + di * WG, o4[2u * g + di] / l[g]);
-					continue;
-				}
-#endif
-			} else {
-				for (uint di = 0u; di < MAXD; di++) {
-					uint d = tid + di * WG;
-					if (d < hd) {
-						outv[oo + d] = o[g * MAXD + di] / l[g];
-#ifdef WO_X16
-						if (X16_ROWS)
-							X16_HEAD_ROW[d] = o[g * MAXD + di] / l[g];
-#endif
-					}
-				}
-			}
-			if (X16_ROWS) {
-				head_x16(t, h, hd, p.n_head);
-				barrier();  // the row read before the next head's writes
-			}
-		}
-		return;
-	}
-	for (uint g = 0u; g < QG; g++) {
-		uint po = ((t * p.n_head + h0 + g) * p.n_split + sp) * (hd + 2u);
-		if (tid == 0u) {
-			part[po] = m[g];
-			part[po + 1u] = l[g];
-		}
+		float s = dot((a0 + a1) + (a2 + a3), vec4(1.0));
+		float mn = max(m, s);
+		float pj = exp(s - mn), corr = exp(m - mn);
+		l = l * corr + pj;
 		if (v4) {
 			for (uint di = 0u; di < 2u; di++) {
 				uint d4 = tid + di * WG;
 				if (d4 < hd / 4u)
-					for (uint c = 0u; c < 4u; c++)
-						part[po + 2u + 4u * d4 + c] = o4[2u * g + di][c];
+					o4[di] = o4[di] * corr + pj * vn4[d4];
 			}
 		} else {
 			for (uint di = 0u; di < MAXD; di++) {
 				uint d = tid + di * WG;
 				if (d < hd)
-					part[po + 2u + d] = o[g * MAXD + di];
+					o[di] = o[di] * corr + pj * vn4[d >> 2][d & 3u];
 			}
+		}
+		m = mn;
+	}
+	if (single) {
+		uint oo = t * p.n_head * hd + h * hd;
+		if (v4) {
+			for (uint di = 0u; di < 2u; di++) {
+				uint d4 = tid + di * WG;
+				if (d4 < hd / 4u)
+					for (uint c = 0u; c < 4u; c++) {
+						outv[oo + 4u * d4 + c] = o4[di][c] / l;
+#if defined(WO_X16) && !defined(SG)
+						if (X16_ROWS)
+							X16_HEAD_ROW[4u * d4 + c] = o4[di][c] / l;
+#endif
+					}
+			}
+#ifdef SG
+			// the copy from registers: a thread's four dims are a run
+			if (X16_ROWS) {
+				for (uint di = 0u; di < 2u && di * WG < hd / 4u; di++)
+					head_x16_run(t, h, hd, p.n_head, tid + di * WG, o4[di] / l);
+				return;
+			}
+#endif
+		} else {
+			for (uint di = 0u; di < MAXD; di++) {
+				uint d = tid + di * WG;
+				if (d < hd) {
+					outv[oo + d] = o[di] / l;
+#ifdef WO_X16
+					if (X16_ROWS)
+						X16_HEAD_ROW[d] = o[di] / l;
+#endif
+				}
+			}
+		}
+		if (X16_ROWS)
+			head_x16(t, h, hd, p.n_head);
+		return;
+	}
+	uint po = ((t * p.n_head + h) * p.n_split + sp) * (hd + 2u);
+	if (tid == 0u) {
+		part[po] = m;
+		part[po + 1u] = l;
+	}
+	if (v4) {
+		for (uint di = 0u; di < 2u; di++) {
+			uint d4 = tid + di * WG;
+			if (d4 < hd / 4u)
+				for (uint c = 0u; c < 4u; c++)
+					part[po + 2u + 4u * d4 + c] = o4[di][c];
+		}
+	} else {
+		for (uint di = 0u; di < MAXD; di++) {
+			uint d = tid + di * WG;
+			if (d < hd)
+				part[po + 2u + d] = o[di];
 		}
 	}
 	if (FUSE == 0u)
 		return;
-	// publish this split's partials, then count them; the workgroup that
-	// brings a head's count to n_split sees every other split's writes (each
-	// wrote, fenced, then counted) and merges them exactly as
-	// attn_combine.comp does
+	// publish this split's partial, then count it; the workgroup that brings the
+	// count to n_split sees every other split's writes (each wrote, fenced, then
+	// counted) and merges them exactly as attn_combine.comp does
 	memoryBarrierBuffer();
 	barrier();
+	uint ci = p.cnt_off + t * p.n_head + h;
 	if (tid == 0u)
-		for (uint g = 0u; g < QG; g++)
-			lastg[g] = atomicAdd(partu[p.cnt_off + t * p.n_head + h0 + g], 1u) == p.n_split - 1u ? 1u : 0u;
+		merge_here = atomicAdd(partu[ci], 1u) == p.n_split - 1u ? 1u : 0u;
 	barrier();
+	if (merge_here == 0u)
+		return;
 	memoryBarrierBuffer();
-	for (uint g = 0u; g < QG; g++) {
-		if (lastg[g] == 0u)
-			continue;
-		uint h = h0 + g, ci = p.cnt_off + t * p.n_head + h;
-		uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
-		float M = NEG_INF;
-		for (uint s = 0u; s < p.n_split; s++)
-			M = max(M, part[base + s * (hd + 2u)]);
-		float L = 0.0;
+	uint base = (t * p.n_head + h) * p.n_split * (hd + 2u);
+	float M = NEG_INF;
+	for (uint s = 0u; s < p.n_split; s++)
+		M = max(M, part[base + s * (hd + 2u)]);
+	float L = 0.0;
+	for (uint s = 0u; s < p.n_split; s++) {
+		float ms = part[base + s * (hd + 2u)];
+		if (ms != NEG_INF)
+			L += part[base + s * (hd + 2u) + 1u] * exp(ms - M);
+	}
+	for (uint d = tid; d < hd; d += WG) {
+		float a = 0.0;
 		for (uint s = 0u; s < p.n_split; s++) {
 			float ms = part[base + s * (hd + 2u)];
 			if (ms != NEG_INF)
-				L += part[base + s * (hd + 2u) + 1u] * exp(ms - M);
+				a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
 		}
-		for (uint d = tid; d < hd; d += WG) {
-			float a = 0.0;
-			for (uint s = 0u; s < p.n_split; s++) {
-				float ms = part[base + s * (hd + 2u)];
-				if (ms != NEG_INF)
-					a += part[base + s * (hd + 2u) + 2u + d] * exp(ms - M);
-			}
-			outv[t * p.n_head * hd + h * hd + d] = a / L;
+		outv[t * p.n_head * hd + h * hd + d] = a / L;
 #ifdef WO_X16
-			if (X16_ROWS)
-				X16_HEAD_ROW[d] = a / L;
+		if (X16_ROWS)
+			X16_HEAD_ROW[d] = a / L;
 #endif
-		}
-		if (X16_ROWS) {
-			head_x16(t, h, hd, p.n_head);
-			barrier();  // the row read before the next head's writes
-		}
-		if (tid == 0u)
-			atomicExchange(partu[ci], 0u);
 	}
+	if (X16_ROWS)
+		head_x16(t, h, hd, p.n_head);
+	if (tid == 0u)
+		atomicExchange(partu[ci], 0u);
 }

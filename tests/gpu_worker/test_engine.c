@@ -478,11 +478,11 @@ Test(engine, batch_rejects_bad_input, .timeout = 60)
 	fx_close(&x);
 }
 
-/* Two engines of one model under different knobs (x[0], x[1]) give bitwise
- * the same logits for a prompt and 30 single-token steps, and a decode step
- * of each records want[] dispatches (name[]: the knobs, for messages). Closes
- * both. */
-static void check_same_decode(struct fx x[2], const uint32_t want[2], const char *const name[2])
+/* Two engines of one model under different knobs (x[0], x[1]) give the same
+ * logits for a prompt and 30 single-token steps (bitwise with tol 0, else
+ * within a relative L2 distance of tol), and a decode step of each records
+ * want[] dispatches (name[]: the knobs, for messages). Closes both. */
+static void check_same_decode(struct fx x[2], const uint32_t want[2], const char *const name[2], double tol)
 {
 	size_t V = x[0].g.n_vocab;
 	const uint32_t *tok = x[0].g.tokens, prompt = 6;
@@ -493,7 +493,18 @@ static void check_same_decode(struct fx x[2], const uint32_t want[2], const char
 			cr_assert_eq(i == 0 ? engine_forward(x[f].e, tok, prompt, 0, lg + f * V, false)
 					    : engine_forward(x[f].e, tok + prompt + i - 1, 1, prompt + i - 1, lg + f * V, false),
 				     0, "%s", err_msg());
-		cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: %s logits differ from %s", i, name[0], name[1]);
+		if (tol == 0) {
+			cr_assert_eq(memcmp(lg, lg + V, V * sizeof *lg), 0, "step %u: %s logits differ from %s", i, name[0],
+				     name[1]);
+			continue;
+		}
+		double d2 = 0, n2 = 0;
+		for (size_t v = 0; v < V; v++) {
+			double d = (double)lg[v] - lg[V + v];
+			d2 += d * d;
+			n2 += (double)lg[V + v] * lg[V + v];
+		}
+		cr_assert_leq(sqrt(d2 / n2), tol, "step %u: %s logits %.3e away from %s", i, name[0], sqrt(d2 / n2), name[1]);
 	}
 	for (int f = 0; f < 2; f++) {
 		struct engine_prof pr;
@@ -525,7 +536,7 @@ Test(engine, norm_tail_equals_dispatch, .timeout = 120)
 	cr_assert(engine_norm_tail(x[0].e), "the golden model's rows (%u) take the tail", x[0].m->cfg.n_embd);
 	uint32_t L = x[0].m->cfg.n_layer, want[2] = { 5 * L + 4, 7 * L + 4 };
 	const char *const name[2] = { "the norm tail's", "the dispatched norm's" };
-	check_same_decode(x, want, name);
+	check_same_decode(x, want, name, 0);
 }
 
 /* Split placement's batched stages: a batch of 3 sequences' tokens, layer by
@@ -719,44 +730,36 @@ Test(engine, fused_equals_unfused, .timeout = 120)
 	uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
 	uint32_t want[2] = { 7 * L + 4 - nt, 9 * L + 4 - nt };
 	const char *const name[2] = { "fused", "unfused" };
-	check_same_decode(x, want, name);
+	check_same_decode(x, want, name, 0);
 }
 
-/* Decode attention over groups of query heads (UNICORN_VK_ATTN_QG=2: both
- * query heads of a kv head in one workgroup, sharing every key and value it
- * loads) changes the recorded workgroups, not the numbers: a prompt and 30
- * single-token steps, past one key split (attention chunk 16) and past the
- * sliding window, give bitwise the logits of one head per workgroup, for
- * every KV type, with the splits merged by attn_combine or by attention's
- * last workgroup (UNICORN_VK_ATTN_COMBINE=fused), on the subgroup and the
- * shared-memory tree kernels. */
-Test(engine, grouped_heads_equal_lone_heads, .timeout = 180)
+/* The splits merged by attention's last workgroup (UNICORN_VK_ATTN_COMBINE=
+ * fused: no attn_combine dispatch) give attn_combine's numbers within
+ * rounding (the two weigh the splits in different orders): a prompt and 30
+ * single-token steps past one key split (attention chunk 16), f16 and q8_0
+ * KV, on the subgroup and the shared-memory tree kernels. */
+Test(engine, fused_merge_equals_combine, .timeout = 180)
 {
 	static const struct {
 		uint32_t kv;
-		const char *combine, *norm;
-	} cases[] = { { KV_TYPE_F16, NULL, NULL }, { KV_TYPE_Q8_0, "fused", NULL }, { KV_TYPE_F32, "fused", "tree" } };
+		const char *norm;
+	} cases[] = { { KV_TYPE_F16, NULL }, { KV_TYPE_Q8_0, "tree" } };
 	cr_assert_eq(setenv("UNICORN_VK_ATTN_CHUNK", "16", 1), 0);
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct fx x[2];
-		cr_assert_eq(cases[c].combine ? setenv("UNICORN_VK_ATTN_COMBINE", cases[c].combine, 1)
-					       : unsetenv("UNICORN_VK_ATTN_COMBINE"), 0);
 		cr_assert_eq(cases[c].norm ? setenv("UNICORN_VK_NORM", cases[c].norm, 1) : unsetenv("UNICORN_VK_NORM"), 0);
 		for (int f = 0; f < 2; f++) {
-			cr_assert_eq(setenv("UNICORN_VK_ATTN_QG", f ? "1" : "2", 1), 0);
+			cr_assert_eq(f ? unsetenv("UNICORN_VK_ATTN_COMBINE") : setenv("UNICORN_VK_ATTN_COMBINE", "fused", 1), 0);
 			struct engine_opts o = { .max_ctx = 128, .max_batch = 8, .n_split = 4, .kv_type = cases[c].kv };
 			fx_open_opts(&x[f], "q4_0", &o);
 		}
-		cr_assert_eq(engine_attn_heads_per_group(x[0].e), 2u, "case %zu: the grouped engine groups no heads", c);
-		cr_assert_eq(engine_attn_heads_per_group(x[1].e), 1u);
-		/* the same dispatches (a short step: fused_equals_unfused's) */
+		/* a short step records the same dispatches (fused_equals_unfused's) */
 		uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
 		const uint32_t want[2] = { 7 * L + 4 - nt, 7 * L + 4 - nt };
-		const char *const name[2] = { "grouped heads", "a head per workgroup" };
-		check_same_decode(x, want, name);
+		const char *const name[2] = { "the fused merge", "attn_combine" };
+		check_same_decode(x, want, name, 1e-5);
 	}
 	unsetenv("UNICORN_VK_ATTN_CHUNK");
 	unsetenv("UNICORN_VK_ATTN_COMBINE");
-	unsetenv("UNICORN_VK_ATTN_QG");
 	unsetenv("UNICORN_VK_NORM");
 }
