@@ -946,10 +946,17 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	const char *spenv = getenv("UNICORN_VK_ATTN_SPLITS");
 	if (spenv && atoi(spenv) >= 1 && atoi(spenv) <= 256)
 		e->n_split = (uint32_t)atoi(spenv);
-	/* UNICORN_VK_ATTN_SPLITS_GLOBAL=N (1..256): global layers' splits (their
-	 * keys run to the context's length; sliding layers' to the window) */
+	/* Global layers' splits (their keys run to the context's length, the
+	 * sliding layers' to the window): by default enough for ATTN_GLOBAL_WG
+	 * workgroups per token (H100 tg128 at depth 8,192: 1B's 4 heads at 64
+	 * splits 600.8 tok/s against 577.2 at 16; 27B's 32 heads lose at 32-128:
+	 * 94.5 / 93.7 / 91.4 against 95.3; BENCHMARKS.md); an engine given its
+	 * n_split keeps it; UNICORN_VK_ATTN_SPLITS_GLOBAL=N (1..256) sets it */
+	uint32_t fill = (ATTN_GLOBAL_WG + c->n_head - 1) / c->n_head;
+	e->n_split_global = !o->n_split && !spenv && fill > e->n_split ? (fill < 256 ? fill : 256) : e->n_split;
 	const char *sgenv = getenv("UNICORN_VK_ATTN_SPLITS_GLOBAL");
-	e->n_split_global = sgenv && atoi(sgenv) >= 1 && atoi(sgenv) <= 256 ? (uint32_t)atoi(sgenv) : e->n_split;
+	if (sgenv && atoi(sgenv) >= 1 && atoi(sgenv) <= 256)
+		e->n_split_global = (uint32_t)atoi(sgenv);
 	/* UNICORN_VK_ATTN_MIN_CHUNK=N (1..65536): the fewest keys of a split
 	 * instead of ATTN_MIN_CHUNK (A/B: fewer splits on short ranges) */
 	const char *mcenv = getenv("UNICORN_VK_ATTN_MIN_CHUNK");

@@ -101,6 +101,7 @@
 #define ATTN_CHUNK_NARROW 128u
 #define ATTN_NARROW_HD 128u
 #define ATTN_MIN_CHUNK 32u
+#define ATTN_GLOBAL_WG 256u /* decode attention workgroups per token a global layer's splits aim for */
 
 /* MODE_B_*: engine_forward_batch (one token per sequence, a head per row);
  * MODE_W_*: the same rows with every product on the mat-mat kernel (wide

@@ -763,3 +763,27 @@ Test(engine, fused_merge_equals_combine, .timeout = 180)
 	unsetenv("UNICORN_VK_ATTN_COMBINE");
 	unsetenv("UNICORN_VK_NORM");
 }
+
+/* A global layer's keys in more splits than a sliding layer's (by default
+ * enough for 256 workgroups a token: the tiny model's 4 heads take 64) give
+ * the numbers of 16 splits within rounding: a prompt and 30 single-token
+ * steps, every split at least one key (UNICORN_VK_ATTN_MIN_CHUNK=1), so the
+ * global layer's 7..36 keys run in up to 36 splits against up to 16. */
+Test(engine, global_splits_equal_sixteen, .timeout = 120)
+{
+	struct fx x[2];
+	cr_assert_eq(setenv("UNICORN_VK_ATTN_CHUNK", "4", 1), 0);
+	cr_assert_eq(setenv("UNICORN_VK_ATTN_MIN_CHUNK", "1", 1), 0);
+	unsetenv("UNICORN_VK_ATTN_SPLITS");
+	unsetenv("UNICORN_VK_ATTN_SPLITS_GLOBAL");
+	for (int f = 0; f < 2; f++) {
+		struct engine_opts o = { .max_ctx = 128, .max_batch = 8, .n_split = f ? 16 : 0 };
+		fx_open_opts(&x[f], "q4_0", &o);
+	}
+	unsetenv("UNICORN_VK_ATTN_CHUNK");
+	unsetenv("UNICORN_VK_ATTN_MIN_CHUNK");
+	uint32_t L = x[0].m->cfg.n_layer, nt = engine_norm_tail(x[0].e) ? 2 * L : 0;
+	const uint32_t want[2] = { 7 * L + 4 - nt, 7 * L + 4 - nt }; /* a short step, as fused_equals_unfused's */
+	const char *const name[2] = { "64 global splits", "16" };
+	check_same_decode(x, want, name, 1e-4); /* f16 partial sums merged in other groups: ~1e-5 */
+}
