@@ -487,13 +487,16 @@ int intake_serve(struct intake *in, int timeout_ms)
 	/* a client that stopped sending its prompt's parts */
 	parts_expire(&in->parts, now, (int64_t)INTAKE_ABANDON_MS * 1000000);
 	for (uint32_t i = 0; i < in->n_pend;) {
+		/* a held poll counts as polling, up to the moment it is answered:
+		 * held across a step longer than INTAKE_ABANDON_MS, it is the only
+		 * sign of its client (who polls again once it has the answer) */
+		struct intake_req *r = find(in, in->pend[i].id);
+		if (r)
+			r->t_last_poll = now;
 		if (try_answer(in, &in->pend[i], now)) {
 			in->pend[i] = in->pend[--in->n_pend];
 			continue;
 		}
-		struct intake_req *r = find(in, in->pend[i].id);
-		if (r)
-			r->t_last_poll = now; /* a held poll counts as polling */
 		i++;
 	}
 	for (uint32_t i = 0; i < INTAKE_MAX_REQS; i++) {
