@@ -589,11 +589,14 @@ static int pipes_create(struct engine *e, const struct model *m)
 						     TENSOR_Q4_0G };
 	for (int i = 0; i < N_SLOTS; i++)
 		e->mvs_rpt[i] = engine_mvs_rows(slot_type[i], rpt);
-	/* batch steps: the token-group kernel (bitwise mul_mvs per token, see
-	 * shaders/mul_mvs.glsl) unless UNICORN_VK_BATCH_MV=tokens */
+	/* batch steps: mul_mvs per token column below MVB_MIN_TOK rows, the
+	 * token-group kernel (bitwise mul_mvs per token, see shaders/mul_mvs.glsl)
+	 * from there; UNICORN_VK_BATCH_MV=tokens never takes the group kernel,
+	 * =group from one group's rows (mvb_nt) */
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
+	e->mvb_min = mvenv && strcmp(mvenv, "group") == 0 ? e->mvb_nt : MVB_MIN_TOK > e->mvb_nt ? MVB_MIN_TOK : e->mvb_nt;
 	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
 	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
 	 * of all three (A/B). rope_kv and attn always take the same kind: they
@@ -1411,7 +1414,7 @@ static int mv_kind(const struct engine *e, const struct ew *w, uint32_t x_stride
 	if (e->rec_batch)
 		/* fewer tokens than a group: mul_mvs (same numbers; the H100 runs 2
 		 * tokens faster as two columns than in a half-idle group of 4) */
-		return al && e->use_mvs ? (e->use_mvb && n_tok >= e->mvb_nt ? 3 : 1) : 0;
+		return al && e->use_mvs ? (e->use_mvb && n_tok >= e->mvb_min ? 3 : 1) : 0;
 	if (al && e->use_mvs && n_tok <= MVS_MAX_TOK)
 		return 1;
 	if (al && e->use_mm && n_tok >= MM_MIN_TOK)

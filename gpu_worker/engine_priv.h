@@ -36,6 +36,14 @@
 #define MVS_RPT 1u
 #define MVS_MAX_RPT 4u /* rows per thread group at most (engine_mvs_rows) */
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
+/* batch rows from which mul_mvb runs (fewer: mul_mvs per token column, the
+ * weights re-read through the L2). H100 `bench --parallel` narrow, ms per
+ * step mvb / per token: 1B 2.15 / 1.84 at 4 rows, 3.03 / 2.63 at 7; 27B
+ * 28.44 / 19.58 at 4, 49.47 / 35.17 at 7 (BENCHMARKS.md 2026-11-28). From 8
+ * rows the coordinator runs the mat-mat kernels; the group kernel stays for
+ * more rows where those are off (1B at 16 / 64 rows: 6.3 / 21.1 ms against
+ * 9.1 / 32.8 per token, docs/vulkan.md) */
+#define MVB_MIN_TOK 8u
 /* Regrouped q4_0 (regroup.h) in mul_mvs, H100 tg64 (BENCHMARKS.md): 2 units
  * per thread (27B 82.6 tok/s; 4: 78.8, 1: 70.7); 1 for products of fewer
  * than 100k threads at 2 (1B's 1152-row wo and down: 555.5 -> 600.3 tok/s,
@@ -199,6 +207,7 @@ struct engine {
 	struct vk_buf *skp;	    /* split-K partial sums (ENGINE_MAT_PART) */
 	struct vk_pipe mvb[N_SLOTS], mvb_glu[N_SLOTS]; /* batch steps: mul_mvs per token, weights read once per mvb_nt tokens */
 	bool use_mvb;                      /* UNICORN_VK_BATCH_MV=tokens: mul_mvs per token column instead (A/B) */
+	uint32_t mvb_min;                  /* batch rows from which mul_mvb runs (MVB_MIN_TOK; =group: mvb_nt) */
 	uint32_t mvb_nt;
 	bool fuse_combine;              /* attn merges its splits (no attn_combine dispatch) */
 	bool fuse;                      /* !UNICORN_NO_FUSE: rope_kv in attn, combine skipped when short */

@@ -78,8 +78,17 @@ static void check_model(const char *path, uint32_t n, const char *label)
 	model_close(m);
 }
 
+/* The group kernel from one group's rows (the engine takes it from
+ * MVB_MIN_TOK), unless the test chose the per-token path. */
+static void batch_kernel_from_one_group(void)
+{
+	if (!getenv("UNICORN_VK_BATCH_MV"))
+		setopt("UNICORN_VK_BATCH_MV", "group");
+}
+
 static void check_golden(const char *enc, const char *bpt, const char *nt)
 {
+	batch_kernel_from_one_group();
 	setopt("UNICORN_VK_MVS_BPT", bpt);
 	setopt("UNICORN_VK_BATCH_T", nt);
 	struct golden g;
@@ -104,6 +113,7 @@ Test(mvbatch, q8_0_tokens_path, .timeout = 120)
 
 static void check_mkmodel(uint32_t type, const char *bpt)
 {
+	batch_kernel_from_one_group();
 	setopt("UNICORN_VK_MVS_BPT", bpt);
 	char dir[] = "/tmp/unicorn-test-mvb-XXXXXX", path[64];
 	cr_assert_not_null(mkdtemp(dir));
