@@ -596,7 +596,13 @@ static int pipes_create(struct engine *e, const struct model *m)
 	const char *mvenv = getenv("UNICORN_VK_BATCH_MV"), *ntenv = getenv("UNICORN_VK_BATCH_T");
 	e->use_mvb = e->use_mvs && !(mvenv && strcmp(mvenv, "tokens") == 0);
 	e->mvb_nt = ntenv && atoi(ntenv) >= 1 && atoi(ntenv) <= 8 ? (uint32_t)atoi(ntenv) : MVB_NT;
-	e->mvb_min = mvenv && strcmp(mvenv, "group") == 0 ? e->mvb_nt : MVB_MIN_TOK > e->mvb_nt ? MVB_MIN_TOK : e->mvb_nt;
+	/* per token only on a discrete GPU: its large L2 serves the re-reads
+	 * (measured on the H100); an integrated GPU or a CPU (lavapipe: 4 rows of
+	 * the tiny model 58 -> 87 ms a step per token) reads them from memory */
+	bool big_l2 = e->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+	e->mvb_min = (mvenv && strcmp(mvenv, "group") == 0) || !big_l2 ? e->mvb_nt
+		     : MVB_MIN_TOK > e->mvb_nt				    ? MVB_MIN_TOK
+									    : e->mvb_nt;
 	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
 	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
 	 * of all three (A/B). rope_kv and attn always take the same kind: they

@@ -36,8 +36,9 @@
 #define MVS_RPT 1u
 #define MVS_MAX_RPT 4u /* rows per thread group at most (engine_mvs_rows) */
 #define MVB_NT 4u       /* mul_mvb token columns per workgroup (UNICORN_VK_BATCH_T overrides, 1..8) */
-/* batch rows from which mul_mvb runs (fewer: mul_mvs per token column, the
- * weights re-read through the L2). H100 `bench --parallel` narrow, ms per
+/* batch rows from which mul_mvb runs on a discrete GPU (fewer: mul_mvs per
+ * token column, the weights re-read through the L2; other devices take mul_mvb
+ * from one token group). H100 `bench --parallel` narrow, ms per
  * step mvb / per token: 1B 2.15 / 1.84 at 4 rows, 3.03 / 2.63 at 7; 27B
  * 28.44 / 19.58 at 4, 49.47 / 35.17 at 7 (BENCHMARKS.md 2026-11-28). From 8
  * rows the coordinator runs the mat-mat kernels; the group kernel stays for
