@@ -648,9 +648,11 @@ static int client_dial(const char *url, struct bus **b)
 /* A call was lost: after three in a row, a fresh link (a restarted
  * coordinator is reached by a new dial whatever state the old socket is in:
  * once, here, one of four HTTP requests never came back after a restart). */
-static int client_lost(const char *url, struct bus **b, uint32_t *lost)
+static int client_lost(const char *url, struct bus **b, uint32_t *lost, int failed)
 {
-	if (++*lost < 3)
+	/* a reset link (the coordinator died) is dialled again at once: the old
+	 * socket's sends could wait out their 3 s for a pipe that never came */
+	if (failed != ERR_IO && ++*lost < 3)
 		return 0;
 	*lost = 0;
 	bus_close(*b);
@@ -658,11 +660,33 @@ static int client_lost(const char *url, struct bus **b, uint32_t *lost)
 	return client_dial(url, b);
 }
 
+/* A call's wait is given up when the caller's stop says so or the request
+ * made no progress within its deadline (both handled at the top of the
+ * generate loop). */
+struct client_wait {
+	const struct intake_gen_opts *o;
+	const int64_t *give_up;      /* ns, CLOCK_MONOTONIC */
+};
+
+static bool client_give_up(void *arg)
+{
+	const struct client_wait *w = arg;
+	return intake_now_ns() > *w->give_up || (w->o->stop && w->o->stop(w->o->arg));
+}
+
+/* One call, sent once and waited for (intake.h): ERR_AGAIN when stop or the
+ * deadline ended the wait, ERR_TIMEOUT / ERR_IO / ERR_STATE when it was lost. */
+static int client_call(struct bus *b, struct msg *m, struct msg *a, struct client_wait *w)
+{
+	return bus_call_patient(b, m, INTAKE_CLIENT_CALL_MS, INTAKE_CLIENT_SLICE_MS, client_give_up, w, a);
+}
+
 /* Send wire[0..n) as GEN_PROMPT parts of request id, in order. ERR_TIMEOUT /
  * ERR_IO / ERR_STATE: a call was lost or the coordinator lost the parts
- * (stage again); another ERR_*: the coordinator refused (its text in err). */
-static int client_stage(struct bus *b, struct msg *m, struct msg *a, uint64_t id, const uint8_t *wire,
-			size_t n)
+ * (stage again); ERR_AGAIN: stop or the deadline; another ERR_*: the
+ * coordinator refused (its text in err). */
+static int client_stage(struct bus *b, struct msg *m, struct msg *a, struct client_wait *w, uint64_t id,
+			const uint8_t *wire, size_t n)
 {
 	for (size_t off = 0; off < n;) {
 		msg_init(m, MSG_GEN_PROMPT);
@@ -672,7 +696,7 @@ static int client_stage(struct bus *b, struct msg *m, struct msg *a, uint64_t id
 		p->offset = (uint32_t)off;
 		p->n = (uint32_t)(n - off < MSG_MAX_PROMPT ? n - off : MSG_MAX_PROMPT);
 		memcpy(p->data, wire + off, p->n);
-		int rc = bus_call(b, m, 3000, a);
+		int rc = client_call(b, m, a, w);
 		if (rc)
 			return rc;
 		if (a->type == MSG_ERROR && a->u.error.code == ERR_NOTFOUND)
@@ -733,6 +757,7 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 	int64_t give_up = intake_now_ns() + (int64_t)deadline_ms * 1000000;
 	bool submitted = false;
 	uint32_t restage = 0; /* GEN_REQs that found their staged prompt gone */
+	struct client_wait wait = { o, &give_up };
 	for (;;) {
 		if (intake_now_ns() > give_up) {
 			rc = err_set(ERR_TIMEOUT, "the coordinator made no progress for %d ms "
@@ -750,10 +775,12 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			goto out;
 		}
 		if (!submitted && n_staged) {
-			rc = client_stage(b, m, a, id, wire, n_staged);
+			rc = client_stage(b, m, a, &wait, id, wire, n_staged);
+			if (rc == ERR_AGAIN)
+				continue; /* stop or the deadline: the loop's top says which */
 			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 				usleep(200000);
-				if ((rc = client_lost(url, &b, &lost)))
+				if ((rc = client_lost(url, &b, &lost, rc)))
 					goto out;
 				continue; /* coordinator (re)starting: stage again */
 			}
@@ -806,10 +833,12 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			g->n_prompt = (uint32_t)(n_wire - n_staged);
 			memcpy(g->prompt, wire + n_staged, g->n_prompt);
 			g->prompt[g->n_prompt] = 0;
-			rc = bus_call(b, m, 3000, a);
+			rc = client_call(b, m, a, &wait);
+			if (rc == ERR_AGAIN)
+				continue;
 			if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 				usleep(200000);
-				if ((rc = client_lost(url, &b, &lost)))
+				if ((rc = client_lost(url, &b, &lost, rc)))
 					goto out;
 				continue; /* coordinator (re)starting */
 			}
@@ -837,10 +866,12 @@ int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 		m->u.gen_poll.request_id = id;
 		m->u.gen_poll.from = res->n_ids;
 		m->u.gen_poll.wait_ms = INTAKE_CLIENT_POLL_MS;
-		rc = bus_call(b, m, 4000, a);
+		rc = client_call(b, m, a, &wait);
+		if (rc == ERR_AGAIN)
+			continue;
 		if (rc == ERR_TIMEOUT || rc == ERR_IO || rc == ERR_STATE) {
 			usleep(100000);
-			if ((rc = client_lost(url, &b, &lost)))
+			if ((rc = client_lost(url, &b, &lost, rc)))
 				goto out;
 			continue; /* a lost poll is simply repeated (idempotent) */
 		}

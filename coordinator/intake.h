@@ -139,9 +139,10 @@ struct intake_gen_opts {
 	 * included (may be NULL): the HTTP API needs the ids and logprobs. A
 	 * token resumed after a coordinator restart is not seen twice. */
 	void (*on_token)(void *arg, const struct msg_gen_token *t);
-	/* Asked before each poll (may be NULL): true ends the request (GEN_CANCEL
+	/* Asked before each poll and every INTAKE_CLIENT_SLICE_MS while a call
+	 * waits for its answer (may be NULL): true ends the request (GEN_CANCEL
 	 * sent, best effort; reason MSG_END_CANCELLED), e.g. its HTTP client left
-	 * or a stop string matched. A poll waits at most INTAKE_CLIENT_POLL_MS. */
+	 * or a stop string matched. */
 	bool (*stop)(void *arg);
 	/* Called once when the coordinator accepted the request (its first ACK;
 	 * may be NULL): until then a failure is a refusal (queue full, bad
@@ -190,8 +191,21 @@ int intake_gen_opts_check(const struct intake_gen_opts *o);
 int intake_gen_opt(int ch, const char *arg, struct intake_gen_opts *o);
 
 /* Generate over coordinator.ipc of the cluster in rundir: submit, poll to the
- * end, resubmit with resume[] when the coordinator restarted. */
-#define INTAKE_CLIENT_POLL_MS 2000
+ * end, resubmit with resume[] when the coordinator restarted.
+ *
+ * Each call is sent once and waited for until it is answered, the link
+ * breaks (the coordinator died), stop or the deadline says so, or
+ * INTAKE_CLIENT_CALL_MS passed (an answer lost: the call is sent again). The
+ * coordinator reads its intake only between steps, and a step may take
+ * longer than a poll is held (INTAKE_CLIENT_POLL_MS): a client that gave up
+ * on a call after a few seconds and sent it again had the answer to the old
+ * one dropped by its REQ link, and the new one waited behind it for the next
+ * step; under load every answer went to a call already given up and the
+ * request made no progress although the coordinator had run it. */
+#define INTAKE_CLIENT_POLL_MS 2000   /* a poll is held this long at most (GEN_POLL wait_ms) */
+#define INTAKE_CLIENT_CALL_MS 30000  /* a call unanswered this long is lost (3 steps at the default
+				      * 10 s step timeout) */
+#define INTAKE_CLIENT_SLICE_MS 200   /* stop and the deadline are asked this often while a call waits */
 int intake_client_generate(const char *rundir, const char *prompt, size_t len,
 			   const struct intake_gen_opts *o, struct intake_gen_result *res);
 void intake_gen_result_free(struct intake_gen_result *res);

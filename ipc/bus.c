@@ -1,9 +1,11 @@
 /* bus: nng links. The only file of ipc/ that uses nng. */
 #include "ipc/bus.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -250,6 +252,95 @@ int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply)
 	if (rc)
 		return rc;
 	return bus_recv(b, timeout_ms, reply);
+}
+
+/* bus_call_patient's wait: the receive's completion (an nng thread) wakes
+ * the caller, who looks at give_up between slices. */
+struct call_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void call_done(void *arg)
+{
+	struct call_wait *w = arg;
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int bus_call_patient(struct bus *b, struct msg *req, int timeout_ms, int slice_ms, bool (*give_up)(void *arg),
+		     void *arg, struct msg *reply)
+{
+	if (b->kind != BUS_REQ)
+		return err_set(ERR_STATE, "bus: %s: bus_call_patient needs a req link", b->url);
+	if (timeout_ms <= 0 || slice_ms <= 0)
+		return err_set(ERR_INVAL, "bus: %s: timeout %d ms / slice %d ms must be positive", b->url, timeout_ms,
+			       slice_ms);
+	struct call_wait w = { .done = false };
+	pthread_condattr_t ca;
+	if (pthread_mutex_init(&w.mu, NULL))
+		return err_set(ERR_NOMEM, "bus: %s: mutex", b->url);
+	if (pthread_condattr_init(&ca)) {
+		pthread_mutex_destroy(&w.mu);
+		return err_set(ERR_NOMEM, "bus: %s: condition variable", b->url);
+	}
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	int e = pthread_cond_init(&w.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (e) {
+		pthread_mutex_destroy(&w.mu);
+		return err_set(ERR_NOMEM, "bus: %s: condition variable", b->url);
+	}
+	nng_aio *aio = NULL;
+	int rc = 0, rv = nng_aio_alloc(&aio, call_done, &w);
+	if (rv) {
+		rc = nng_err(rv, b->url, "allocate aio");
+		goto out;
+	}
+	if ((rc = bus_send(b, req)))
+		goto out;
+	/* the whole wait is one receive: nng ends it at timeout_ms */
+	nng_aio_set_timeout(aio, timeout_ms);
+	nng_recv_aio(b->sock, aio);
+	bool gave_up = false;
+	pthread_mutex_lock(&w.mu);
+	while (!w.done && !gave_up) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (long)slice_ms * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&w.cv, &w.mu, &ts);
+		if (w.done || !give_up)
+			continue;
+		pthread_mutex_unlock(&w.mu); /* give_up takes the caller's locks */
+		gave_up = give_up(arg);
+		pthread_mutex_lock(&w.mu);
+	}
+	pthread_mutex_unlock(&w.mu);
+	if (gave_up)
+		nng_aio_cancel(aio); /* an answer that raced in is still taken below */
+	nng_aio_wait(aio);           /* call_done has returned: w may go */
+	rv = nng_aio_result(aio);
+	if (!rv) {
+		nng_msg *nm = nng_aio_get_msg(aio);
+		rc = msg_decode(nng_msg_body(nm), nng_msg_len(nm), reply);
+		nng_msg_free(nm);
+		if (rc)
+			rc = err_prefix(rc, "bus: %s", b->url);
+	} else if (gave_up && rv == NNG_ECANCELED) {
+		rc = err_set(ERR_AGAIN, "bus: %s: %s: stopped waiting for the answer", b->url, msg_type_name(req->type));
+	} else {
+		rc = nng_err(rv, b->url, "receive");
+	}
+out:
+	nng_aio_free(aio);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+	return rc;
 }
 
 /* Wait for one request: *nm (the caller frees it) and its pending handle. */

@@ -23,6 +23,7 @@
 #ifndef UNICORN_BUS_H
 #define UNICORN_BUS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ipc/msg.h"
@@ -62,6 +63,15 @@ int bus_send(struct bus *b, struct msg *m);
 int bus_recv(struct bus *b, int timeout_ms, struct msg *out);
 /* BUS_REQ: send req and wait up to timeout_ms for its answer. */
 int bus_call(struct bus *b, struct msg *req, int timeout_ms, struct msg *reply);
+/* BUS_REQ: send req and wait for its answer up to timeout_ms, asking
+ * give_up(arg) (may be NULL) every slice_ms meanwhile. The request stays out
+ * the whole time: a REQ link drops the answer of a request once another is
+ * sent on it, so a peer that answers late (the coordinator within a long
+ * step) must be waited for, not asked again. ERR_AGAIN when give_up said so
+ * (nothing came), ERR_TIMEOUT after timeout_ms, ERR_IO when the link broke
+ * (the peer died: at once, not at the timeout). */
+int bus_call_patient(struct bus *b, struct msg *req, int timeout_ms, int slice_ms, bool (*give_up)(void *arg),
+		     void *arg, struct msg *reply);
 
 /* BUS_REP: wait up to timeout_ms for one request; on success *pending must be
  * answered with bus_reply or dropped with bus_pending_drop. */
