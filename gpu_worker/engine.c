@@ -600,9 +600,8 @@ static int pipes_create(struct engine *e, const struct model *m)
 	 * (measured on the H100); an integrated GPU or a CPU (lavapipe: 4 rows of
 	 * the tiny model 58 -> 87 ms a step per token) reads them from memory */
 	bool big_l2 = e->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-	e->mvb_min = (mvenv && strcmp(mvenv, "group") == 0) || !big_l2 ? e->mvb_nt
-		     : MVB_MIN_TOK > e->mvb_nt				    ? MVB_MIN_TOK
-									    : e->mvb_nt;
+	bool group = mvenv && strcmp(mvenv, "group") == 0;
+	e->mvb_min = group || !big_l2 || MVB_MIN_TOK < e->mvb_nt ? e->mvb_nt : MVB_MIN_TOK;
 	/* rmsnorm_sg, rope_kv_sg and attn_sg need subgroup arithmetic, which
 	 * use_mvs has checked; UNICORN_VK_NORM=tree keeps the shared-memory trees
 	 * of all three (A/B). rope_kv and attn always take the same kind: they
@@ -962,7 +961,7 @@ int engine_create(const struct model *m, const struct engine_opts *o, struct eng
 	 * 94.5 / 93.7 / 91.4 against 95.3; BENCHMARKS.md); an engine given its
 	 * n_split keeps it; UNICORN_VK_ATTN_SPLITS_GLOBAL=N (1..256) sets it */
 	uint32_t fill = (ATTN_GLOBAL_WG + c->n_head - 1) / c->n_head;
-	e->n_split_global = !o->n_split && !spenv && fill > e->n_split ? (fill < 256 ? fill : 256) : e->n_split;
+	e->n_split_global = !o->n_split && !spenv && fill > e->n_split ? fill : e->n_split; /* fill <= 256 */
 	const char *sgenv = getenv("UNICORN_VK_ATTN_SPLITS_GLOBAL");
 	if (sgenv && atoi(sgenv) >= 1 && atoi(sgenv) <= 256)
 		e->n_split_global = (uint32_t)atoi(sgenv);
